@@ -1,0 +1,211 @@
+#include "allocator.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "cuda_runtime.h"
+#include "errors.h"
+#include "triton_library.h"
+
+namespace tsb {
+namespace {
+
+constexpr size_t kAlignment = 64;
+constexpr unsigned int kCudaHostAllocPortable = 1;
+
+std::mutex g_registry_mutex;
+std::unordered_set<const OutputBuffer*> g_live;
+
+void register_buffer(const OutputBuffer* b) {
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  g_live.insert(b);
+}
+
+void unregister_buffer(const OutputBuffer* b) {
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  g_live.erase(b);
+}
+
+void free_memory(OutputBuffer* b) noexcept {
+  if (b->data == nullptr) return;
+  switch (b->memory_type) {
+    case TRITONSERVER_MEMORY_CPU:
+      std::free(b->data);
+      break;
+    case TRITONSERVER_MEMORY_CPU_PINNED:
+      if (const CudaRuntime* rt = cuda()) rt->FreeHost(b->data);
+      break;
+    case TRITONSERVER_MEMORY_GPU:
+      if (const CudaRuntime* rt = cuda()) {
+        ScopedDevice device(static_cast<int>(b->memory_type_id));
+        rt->Free(b->data);
+      }
+      break;
+  }
+}
+
+TRITONSERVER_Error* alloc_fn(TRITONSERVER_ResponseAllocator*, const char*,
+                             size_t byte_size, TRITONSERVER_MemoryType,
+                             int64_t, void* userp, void** buffer,
+                             void** buffer_userp,
+                             TRITONSERVER_MemoryType* actual_type,
+                             int64_t* actual_type_id) noexcept {
+  AllocationPolicy policy;
+  if (userp != nullptr) policy = *static_cast<const AllocationPolicy*>(userp);
+  try {
+    OutputBuffer* b = buffer_allocate(byte_size, policy.memory_type,
+                                      policy.memory_type_id);
+    *buffer = b->data;
+    *buffer_userp = b;
+    *actual_type = b->memory_type;
+    *actual_type_id = b->memory_type_id;
+    return nullptr;
+  } catch (const TritonException& e) {
+    return make_error(e.code(), e.what());
+  } catch (const std::exception& e) {
+    return make_error(TRITONSERVER_ERROR_INTERNAL, e.what());
+  } catch (...) {
+    return make_error(TRITONSERVER_ERROR_INTERNAL, "allocation failed");
+  }
+}
+
+TRITONSERVER_Error* release_fn(TRITONSERVER_ResponseAllocator*, void*,
+                               void* buffer_userp, size_t,
+                               TRITONSERVER_MemoryType, int64_t) noexcept {
+  if (buffer_userp != nullptr) {
+    buffer_unref(static_cast<OutputBuffer*>(buffer_userp));
+  }
+  return nullptr;
+}
+
+TRITONSERVER_Error* query_fn(TRITONSERVER_ResponseAllocator*, void* userp,
+                             const char*, size_t*,
+                             TRITONSERVER_MemoryType* memory_type,
+                             int64_t* memory_type_id) noexcept {
+  AllocationPolicy policy;
+  if (userp != nullptr) policy = *static_cast<const AllocationPolicy*>(userp);
+  *memory_type = policy.memory_type;
+  *memory_type_id = policy.memory_type_id;
+  return nullptr;
+}
+
+}  // namespace
+
+OutputBuffer* buffer_allocate(size_t size, TRITONSERVER_MemoryType type,
+                              int64_t type_id) {
+  auto* b = new OutputBuffer();
+  b->size = size;
+  b->memory_type = type;
+  b->memory_type_id = type_id;
+  if (size > 0) {
+    const CudaRuntime* rt = cuda();
+    int err = kCudaSuccess;
+    switch (type) {
+      case TRITONSERVER_MEMORY_CPU: {
+        size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
+        b->data = std::aligned_alloc(kAlignment, rounded);
+        break;
+      }
+      case TRITONSERVER_MEMORY_CPU_PINNED:
+        if (rt == nullptr) {
+          // No CUDA: pinned memory is ordinary host memory, reported so.
+          b->memory_type = TRITONSERVER_MEMORY_CPU;
+          b->memory_type_id = 0;
+          size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
+          b->data = std::aligned_alloc(kAlignment, rounded);
+        } else {
+          err = rt->HostAlloc(&b->data, size, kCudaHostAllocPortable);
+        }
+        break;
+      case TRITONSERVER_MEMORY_GPU:
+        if (rt == nullptr) {
+          delete b;
+          raise(TRITONSERVER_ERROR_UNSUPPORTED,
+                "GPU memory requested but CUDA is not available (" +
+                    cuda_status() + ")");
+        } else {
+          ScopedDevice device(static_cast<int>(type_id));
+          err = rt->Malloc(&b->data, size);
+        }
+        break;
+    }
+    if (err != kCudaSuccess || b->data == nullptr) {
+      std::string why = err != kCudaSuccess ? cuda_error_string(err)
+                                            : std::string("out of memory");
+      delete b;
+      raise(TRITONSERVER_ERROR_INTERNAL,
+            "failed to allocate " + std::to_string(size) + " bytes: " + why);
+    }
+  }
+  register_buffer(b);
+  return b;
+}
+
+void buffer_ref(OutputBuffer* b) noexcept {
+  b->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void buffer_unref(OutputBuffer* b) noexcept {
+  if (b->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    unregister_buffer(b);
+    free_memory(b);
+    delete b;
+  }
+}
+
+AllocationPolicy make_policy(TRITONSERVER_MemoryType type, int64_t type_id) {
+  AllocationPolicy policy;
+  policy.memory_type = type;
+  policy.memory_type_id = type_id;
+  if (type == TRITONSERVER_MEMORY_GPU) {
+    if (cuda() == nullptr) {
+      raise(TRITONSERVER_ERROR_UNSUPPORTED,
+            "output_memory_type asks for GPU memory, but CUDA is not "
+            "available in this process (" +
+                cuda_status() + ")");
+    }
+    if (type_id < 0 || type_id >= cuda_device_count()) {
+      raise(TRITONSERVER_ERROR_INVALID_ARG,
+            "GPU id " + std::to_string(type_id) + " is out of range: " +
+                std::to_string(cuda_device_count()) + " device(s) present");
+    }
+  } else if (type == TRITONSERVER_MEMORY_CPU_PINNED && cuda() == nullptr) {
+    policy.memory_type = TRITONSERVER_MEMORY_CPU;
+    policy.memory_type_id = 0;
+  } else if (type == TRITONSERVER_MEMORY_CPU) {
+    policy.memory_type_id = 0;
+  }
+  return policy;
+}
+
+TRITONSERVER_ResponseAllocator* response_allocator() {
+  static TRITONSERVER_ResponseAllocator* allocator = [] {
+    const TritonApi& api = triton();
+    TRITONSERVER_ResponseAllocator* a = nullptr;
+    check(api.ResponseAllocatorNew(&a, alloc_fn, release_fn, nullptr),
+          "creating the response allocator");
+    check(api.ResponseAllocatorSetQueryFunction(a, query_fn),
+          "setting the allocator query function");
+    return a;
+  }();
+  return allocator;
+}
+
+size_t live_buffer_count() noexcept {
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  return g_live.size();
+}
+
+std::vector<uintptr_t> live_buffer_addresses() {
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  std::vector<uintptr_t> out;
+  out.reserve(g_live.size());
+  for (const OutputBuffer* b : g_live) {
+    out.push_back(reinterpret_cast<uintptr_t>(b->data));
+  }
+  return out;
+}
+
+}  // namespace tsb

@@ -1,0 +1,95 @@
+#include "cuda_runtime.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+namespace tsb {
+namespace {
+
+std::once_flag g_once;
+CudaRuntime g_rt;
+int g_devices = 0;
+bool g_loaded = false;
+std::string g_status = "CUDA runtime not searched yet";
+
+template <typename F>
+bool sym(void* h, const char* name, F* out) {
+  *out = reinterpret_cast<F>(dlsym(h, name));
+  return *out != nullptr;
+}
+
+bool try_open(const std::string& path) {
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (h == nullptr) return false;
+  CudaRuntime rt;
+  bool ok = sym(h, "cudaGetDeviceCount", &rt.GetDeviceCount) &&
+            sym(h, "cudaGetDevice", &rt.GetDevice) &&
+            sym(h, "cudaSetDevice", &rt.SetDevice) &&
+            sym(h, "cudaMalloc", &rt.Malloc) && sym(h, "cudaFree", &rt.Free) &&
+            sym(h, "cudaHostAlloc", &rt.HostAlloc) &&
+            sym(h, "cudaFreeHost", &rt.FreeHost) &&
+            sym(h, "cudaMemcpy", &rt.Memcpy) &&
+            sym(h, "cudaDeviceSynchronize", &rt.DeviceSynchronize) &&
+            sym(h, "cudaEventCreateWithFlags", &rt.EventCreateWithFlags) &&
+            sym(h, "cudaEventRecord", &rt.EventRecord) &&
+            sym(h, "cudaEventDestroy", &rt.EventDestroy) &&
+            sym(h, "cudaStreamWaitEvent", &rt.StreamWaitEvent) &&
+            sym(h, "cudaGetErrorString", &rt.GetErrorString);
+  if (!ok) {
+    g_status = path + " lacks CUDA runtime functions";
+    return false;
+  }
+  g_rt = rt;
+  g_loaded = true;
+  int count = 0;
+  int err = rt.GetDeviceCount(&count);
+  if (err != kCudaSuccess) {
+    g_status = path + ": " + rt.GetErrorString(err);
+    g_devices = 0;
+  } else {
+    g_devices = count;
+    g_status = path + ": " + std::to_string(count) + " device(s)";
+  }
+  return true;
+}
+
+}  // namespace
+
+int cuda_load(const std::vector<std::string>& candidates) {
+  std::call_once(g_once, [&] {
+    g_status = "no CUDA runtime found";
+    for (const std::string& path : candidates) {
+      if (try_open(path)) break;
+    }
+  });
+  return g_devices;
+}
+
+const CudaRuntime* cuda() noexcept {
+  return (g_loaded && g_devices > 0) ? &g_rt : nullptr;
+}
+
+int cuda_device_count() noexcept { return g_devices; }
+
+std::string cuda_status() { return g_status; }
+
+std::string cuda_error_string(int code) {
+  if (!g_loaded) return "CUDA error " + std::to_string(code);
+  return g_rt.GetErrorString(code);
+}
+
+ScopedDevice::ScopedDevice(int device) {
+  if (const CudaRuntime* rt = cuda()) {
+    if (rt->GetDevice(&previous_) != kCudaSuccess) previous_ = -1;
+    if (previous_ != device) rt->SetDevice(device);
+  }
+}
+
+ScopedDevice::~ScopedDevice() {
+  if (const CudaRuntime* rt = cuda()) {
+    if (previous_ >= 0) rt->SetDevice(previous_);
+  }
+}
+
+}  // namespace tsb

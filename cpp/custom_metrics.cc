@@ -1,0 +1,65 @@
+#include "custom_metrics.h"
+
+#include "errors.h"
+#include "triton_library.h"
+
+namespace tsb {
+
+MetricFamily::MetricFamily(int kind, const std::string& name,
+                           const std::string& description)
+    : kind_(kind) {
+  check(triton().MetricFamilyNew(&family_,
+                                 static_cast<TRITONSERVER_MetricKind>(kind),
+                                 name.c_str(), description.c_str()),
+        ("MetricFamily '" + name + "'").c_str());
+}
+
+MetricFamily::~MetricFamily() {
+  if (family_ != nullptr) {
+    if (TRITONSERVER_Error* e = triton().MetricFamilyDelete(family_)) {
+      triton().ErrorDelete(e);
+    }
+  }
+}
+
+Metric::Metric(std::shared_ptr<MetricFamily> family,
+               const std::vector<std::pair<std::string, std::string>>& labels)
+    : family_(std::move(family)) {
+  const TritonApi& api = triton();
+  std::vector<TRITONSERVER_Parameter*> params;
+  for (const auto& [key, value] : labels) {
+    params.push_back(api.ParameterNew(key.c_str(),
+                                      TRITONSERVER_PARAMETER_STRING,
+                                      value.c_str()));
+  }
+  TRITONSERVER_Error* err = api.MetricNew(
+      &metric_, family_->get(),
+      const_cast<const TRITONSERVER_Parameter**>(params.data()),
+      params.size());
+  for (TRITONSERVER_Parameter* p : params) api.ParameterDelete(p);
+  check(err, "Metric");
+}
+
+Metric::~Metric() {
+  if (metric_ != nullptr) {
+    if (TRITONSERVER_Error* e = triton().MetricDelete(metric_)) {
+      triton().ErrorDelete(e);
+    }
+  }
+}
+
+double Metric::value() const {
+  double v = 0;
+  check(triton().MetricValue(metric_, &v));
+  return v;
+}
+
+void Metric::increment(double by) {
+  check(triton().MetricIncrement(metric_, by));
+}
+
+void Metric::set_value(double value) {
+  check(triton().MetricSet(metric_, value));
+}
+
+}  // namespace tsb

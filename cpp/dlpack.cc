@@ -1,0 +1,198 @@
+#include "dlpack.h"
+
+#include <Python.h>
+
+#include <cstring>
+#include <functional>
+
+#include "errors.h"
+
+namespace nb = nanobind;
+
+namespace tsb {
+namespace {
+
+// The DLPack ABI (dlpack.h v1.x), declared here.
+struct DLDevice {
+  int32_t device_type;
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor*);
+};
+struct DLPackVersion {
+  uint32_t major;
+  uint32_t minor;
+};
+struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensorVersioned*);
+  uint64_t flags;
+  DLTensor dl_tensor;
+};
+constexpr uint64_t kDLPackFlagReadOnly = 1;
+
+// One heap block owns everything an export needs; the deleter frees it.
+struct Export {
+  PyObject* owner;
+  std::vector<int64_t> shape;  // copied: later shape changes do not leak in
+  DLManagedTensor legacy;
+  DLManagedTensorVersioned versioned;
+};
+
+void release(Export* e) noexcept {
+  // Consumers may call the deleter from any thread, even at shutdown.
+  if (Py_IsInitialized()) {
+    PyGILState_STATE state = PyGILState_Ensure();
+    Py_XDECREF(e->owner);
+    PyGILState_Release(state);
+  }
+  delete e;
+}
+
+void legacy_deleter(DLManagedTensor* t) noexcept {
+  release(static_cast<Export*>(t->manager_ctx));
+}
+
+void versioned_deleter(DLManagedTensorVersioned* t) noexcept {
+  release(static_cast<Export*>(t->manager_ctx));
+}
+
+void legacy_capsule_destructor(PyObject* capsule) noexcept {
+  // Only an unconsumed capsule still carries its name; a consumer renames it.
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* t = static_cast<DLManagedTensor*>(
+        PyCapsule_GetPointer(capsule, "dltensor"));
+    t->deleter(t);
+  } else {
+    PyErr_Clear();
+  }
+}
+
+void versioned_capsule_destructor(PyObject* capsule) noexcept {
+  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    auto* t = static_cast<DLManagedTensorVersioned*>(
+        PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+    t->deleter(t);
+  } else {
+    PyErr_Clear();
+  }
+}
+
+}  // namespace
+
+nb::object export_dlpack(nb::handle owner, uintptr_t data,
+                         const std::vector<int64_t>& shape, uint8_t code,
+                         uint8_t bits, int32_t device_type, int32_t device_id,
+                         bool versioned, bool read_only) {
+  auto* e = new Export();
+  e->owner = owner.ptr();
+  Py_INCREF(e->owner);
+  e->shape = shape;
+  DLTensor t{};
+  t.data = reinterpret_cast<void*>(data);
+  t.device = DLDevice{device_type, device_id};
+  t.ndim = static_cast<int32_t>(shape.size());
+  t.dtype = DLDataType{code, bits, 1};
+  t.shape = e->shape.data();
+  t.strides = nullptr;  // C-contiguous
+  t.byte_offset = 0;
+  PyObject* capsule;
+  if (versioned) {
+    e->versioned.version = DLPackVersion{1, 0};
+    e->versioned.manager_ctx = e;
+    e->versioned.deleter = versioned_deleter;
+    e->versioned.flags = read_only ? kDLPackFlagReadOnly : 0;
+    e->versioned.dl_tensor = t;
+    capsule = PyCapsule_New(&e->versioned, "dltensor_versioned",
+                            versioned_capsule_destructor);
+  } else {
+    e->legacy.dl_tensor = t;
+    e->legacy.manager_ctx = e;
+    e->legacy.deleter = legacy_deleter;
+    capsule = PyCapsule_New(&e->legacy, "dltensor", legacy_capsule_destructor);
+  }
+  if (capsule == nullptr) {
+    Py_DECREF(e->owner);
+    delete e;
+    throw nb::python_error();
+  }
+  return nb::steal(capsule);
+}
+
+uintptr_t DLPackView::data_ptr() const {
+  return reinterpret_cast<uintptr_t>(array_.data());
+}
+
+std::vector<int64_t> DLPackView::shape() const {
+  std::vector<int64_t> out(array_.ndim());
+  for (size_t i = 0; i < array_.ndim(); ++i) out[i] = array_.shape(i);
+  return out;
+}
+
+std::vector<int64_t> DLPackView::strides() const {
+  std::vector<int64_t> out(array_.ndim());
+  for (size_t i = 0; i < array_.ndim(); ++i) out[i] = array_.stride(i);
+  return out;
+}
+
+size_t DLPackView::nbytes() const { return array_.nbytes(); }
+
+bool DLPackView::c_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = array_.ndim(); i-- > 0;) {
+    if (array_.shape(i) == 0) return true;  // empty: nothing to lay out
+    if (array_.shape(i) != 1 && array_.stride(i) != expected) return false;
+    expected *= array_.shape(i);
+  }
+  return true;
+}
+
+OutputBuffer* DLPackView::contiguous_copy() const {
+  if (array_.device_type() != kDLCPU && array_.device_type() != kDLCUDAHost) {
+    raise(TRITONSERVER_ERROR_INVALID_ARG,
+          "non-contiguous device arrays are not supported: make the array "
+          "contiguous first (e.g. .contiguous() / cupy.ascontiguousarray)");
+  }
+  const size_t item = array_.itemsize();
+  OutputBuffer* out = buffer_allocate(nbytes(), TRITONSERVER_MEMORY_CPU, 0);
+  auto* dst = static_cast<uint8_t*>(out->data);
+  const auto* src = static_cast<const uint8_t*>(array_.data());
+  const size_t ndim = array_.ndim();
+  if (nbytes() == 0) return out;
+  // Walk the source in C order; strides may be negative.
+  std::function<void(size_t, const uint8_t*)> walk = [&](size_t dim,
+                                                          const uint8_t* p) {
+    const int64_t step = array_.stride(dim) * static_cast<int64_t>(item);
+    for (size_t i = 0; i < array_.shape(dim); ++i) {
+      const uint8_t* q = p + static_cast<int64_t>(i) * step;
+      if (dim + 1 == ndim) {
+        std::memcpy(dst, q, item);
+        dst += item;
+      } else {
+        walk(dim + 1, q);
+      }
+    }
+  };
+  walk(0, src);
+  return out;
+}
+
+}  // namespace tsb

@@ -1,0 +1,36 @@
+// Errors crossing from the Triton core (or our own checks) into Python.
+// A TritonException carries the core's error code; module.cc translates it
+// to the matching tritonserver.*Error class.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "triton_api.h"
+
+namespace tsb {
+
+class TritonException : public std::runtime_error {
+ public:
+  TritonException(TRITONSERVER_Error_Code code, const std::string& message)
+      : std::runtime_error(message), code_(code) {}
+  TRITONSERVER_Error_Code code() const noexcept { return code_; }
+
+ private:
+  TRITONSERVER_Error_Code code_;
+};
+
+// Throws (and deletes `err`) when `err` is not null. `context` is prepended
+// to the core's message when given.
+void check(TRITONSERVER_Error* err, const char* context = nullptr);
+
+// Makes a TRITONSERVER_Error for returning from a C callback. Never throws.
+TRITONSERVER_Error* make_error(TRITONSERVER_Error_Code code,
+                               const char* message) noexcept;
+
+[[noreturn]] inline void raise(TRITONSERVER_Error_Code code,
+                               const std::string& message) {
+  throw TritonException(code, message);
+}
+
+}  // namespace tsb

@@ -1,0 +1,58 @@
+#include "log_callback.h"
+
+#include <mutex>
+
+#include "errors.h"
+#include "triton_library.h"
+
+namespace nb = nanobind;
+
+namespace tsb {
+namespace {
+
+std::mutex g_mutex;
+// Leaked on purpose: the core may log during interpreter shutdown.
+nb::callable* g_callback = nullptr;
+
+void on_log(TRITONSERVER_LogLevel level, const char* filename, const int line,
+            const char* msg, void*) noexcept {
+  if (!Py_IsInitialized()) return;
+  nb::gil_scoped_acquire gil;
+  nb::callable fn;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_callback == nullptr) return;
+    fn = *g_callback;
+  }
+  try {
+    fn(static_cast<int>(level), filename ? filename : "", line,
+       msg ? msg : "");
+  } catch (nb::python_error& e) {
+    e.discard_as_unraisable("tritonserver log callback");
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+void install_log_callback(ServerOptions& options, nb::callable fn) {
+  const TritonApi& api = triton();
+  if (api.ServerOptionsSetLogCallback == nullptr) {
+    const LoadedCore& core = loaded_core();
+    raise(TRITONSERVER_ERROR_UNSUPPORTED,
+          "Options.log_callback needs a Triton core that provides "
+          "TRITONSERVER_ServerOptionsSetLogCallback (Triton 2.72 or newer); "
+          "the loaded core " +
+              core.path + " has C API " + std::to_string(core.api_major) +
+              "." + std::to_string(core.api_minor));
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_callback == nullptr) g_callback = new nb::callable();
+    *g_callback = std::move(fn);
+  }
+  check(api.ServerOptionsSetLogCallback(options.get(), on_log, nullptr),
+        "Options.log_callback");
+}
+
+}  // namespace tsb

@@ -1,0 +1,417 @@
+// The nanobind module: bindings only. Logic lives in the concern files.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "allocator.h"
+#include "cuda_runtime.h"
+#include "custom_metrics.h"
+#include "deferred_release.h"
+#include "dlpack.h"
+#include "errors.h"
+#include "log_callback.h"
+#include "request.h"
+#include "response_queue.h"
+#include "server.h"
+#include "triton_library.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace tsb {
+namespace {
+
+// The tritonserver error classes, indexed by TRITONSERVER_Error_Code; set
+// once from Python (the classes live in tritonserver._api._errors).
+std::vector<nb::object>* g_error_classes = new std::vector<nb::object>();
+
+// Python view of one response (the data stays shared with other holders).
+struct ResponseHandle {
+  ResponsePtr data;
+};
+
+// Python view of one output buffer: a reference plus the tensor's extent.
+struct BufferHandle {
+  BufferRef ref;
+  uintptr_t data_ptr;
+  size_t size;
+};
+
+nb::object to_python(const ParameterValue& v) {
+  if (auto* s = std::get_if<std::string>(&v)) return nb::str(s->c_str());
+  if (auto* i = std::get_if<int64_t>(&v)) return nb::int_(*i);
+  if (auto* b = std::get_if<bool>(&v)) return nb::bool_(*b);
+  if (auto* d = std::get_if<double>(&v)) return nb::float_(*d);
+  const std::string& bytes = std::get<Bytes>(v).data;
+  return nb::bytes(bytes.data(), bytes.size());
+}
+
+nb::object response_or_none(ResponsePtr p) {
+  if (!p) return nb::none();
+  return nb::cast(ResponseHandle{std::move(p)});
+}
+
+}  // namespace
+}  // namespace tsb
+
+using namespace tsb;
+
+// Bind ServerOptions setters. The Options field named in error messages is
+// the Python name without its "set_" prefix (py_name + 4).
+#define OPTION(py_name, core_fn, T)                                        \
+  .def(py_name, [](ServerOptions& o, T value) {                           \
+    o.apply(triton().core_fn, py_name + 4, value);                        \
+  })
+#define OPTION_STR(py_name, core_fn)                                       \
+  .def(py_name, [](ServerOptions& o, const std::string& value) {          \
+    o.apply(triton().core_fn, py_name + 4, value.c_str());                \
+  })
+#define OPTION_TRIPLE(py_name, core_fn)                                    \
+  .def(py_name, [](ServerOptions& o, const std::string& a,                \
+                   const std::string& b, const std::string& c) {          \
+    o.apply(triton().core_fn, py_name + 4, a.c_str(), b.c_str(),          \
+            c.c_str());                                                   \
+  })
+
+NB_MODULE(_core, m) {
+  m.doc() = "Native core of the tritonserver package (private).";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const TritonException& e) {
+      size_t code = static_cast<size_t>(e.code());
+      PyObject* cls = PyExc_RuntimeError;
+      if (code < g_error_classes->size() && (*g_error_classes)[code].is_valid()) {
+        cls = (*g_error_classes)[code].ptr();
+      }
+      PyErr_SetString(cls, e.what());
+    }
+  });
+
+  m.def("_set_error_classes", [](std::vector<nb::object> classes) {
+    *g_error_classes = std::move(classes);
+  });
+
+  // --- core and CUDA loading -------------------------------------------
+  m.def(
+      "load_triton",
+      [](const std::string& path, const std::vector<std::string>& companions) {
+        LoadedCore c;
+        {
+          nb::gil_scoped_release release;
+          c = load_triton(path, companions);
+        }
+        return nb::make_tuple(c.path, c.api_major, c.api_minor);
+      },
+      "path"_a, "companions"_a);
+  m.def("triton_loaded", &triton_loaded);
+  m.def("loaded_core_path",
+        []() { return triton_loaded() ? loaded_core().path : std::string(); });
+  m.def("elf_needed", &elf_needed);
+  m.def("has_log_callback",
+        []() { return triton().ServerOptionsSetLogCallback != nullptr; });
+  m.def("cuda_load", &cuda_load, "candidates"_a,
+        nb::call_guard<nb::gil_scoped_release>());
+  m.def("cuda_device_count", &cuda_device_count);
+  m.def("cuda_status", &cuda_status);
+
+  // --- buffers and DLPack ----------------------------------------------
+  m.def("live_buffer_count", &live_buffer_count);
+  m.def("live_buffer_addresses", &live_buffer_addresses);
+  m.def("drain_deferred", &drain_deferred);
+
+  nb::class_<BufferHandle>(m, "Buffer")
+      .def_prop_ro("data_ptr", [](const BufferHandle& b) { return b.data_ptr; })
+      .def_prop_ro("size", [](const BufferHandle& b) { return b.size; })
+      .def_prop_ro("memory_type",
+                   [](const BufferHandle& b) {
+                     return static_cast<int>(b.ref->memory_type);
+                   })
+      .def_prop_ro("memory_type_id",
+                   [](const BufferHandle& b) { return b.ref->memory_type_id; });
+  m.def(
+      "allocate",
+      [](size_t size, int memory_type, int64_t memory_type_id) {
+        OutputBuffer* b = buffer_allocate(
+            size, static_cast<TRITONSERVER_MemoryType>(memory_type),
+            memory_type_id);
+        return BufferHandle{BufferRef::adopt(b),
+                            reinterpret_cast<uintptr_t>(b->data), size};
+      },
+      "size"_a, "memory_type"_a = 0, "memory_type_id"_a = 0);
+
+  m.def("export_dlpack", &export_dlpack, "owner"_a, "data_ptr"_a, "shape"_a,
+        "code"_a, "bits"_a, "device_type"_a, "device_id"_a, "versioned"_a,
+        "read_only"_a = false);
+
+  nb::class_<DLPackView>(m, "DLPackView")
+      .def_prop_ro("data_ptr", &DLPackView::data_ptr)
+      .def_prop_ro("shape", &DLPackView::shape)
+      .def_prop_ro("strides", &DLPackView::strides)
+      .def_prop_ro("dtype_code", &DLPackView::dtype_code)
+      .def_prop_ro("dtype_bits", &DLPackView::dtype_bits)
+      .def_prop_ro("dtype_lanes", &DLPackView::dtype_lanes)
+      .def_prop_ro("device_type", &DLPackView::device_type)
+      .def_prop_ro("device_id", &DLPackView::device_id)
+      .def_prop_ro("nbytes", &DLPackView::nbytes)
+      .def_prop_ro("c_contiguous", &DLPackView::c_contiguous)
+      .def("contiguous_copy", [](const DLPackView& v) {
+        OutputBuffer* b = v.contiguous_copy();
+        return BufferHandle{BufferRef::adopt(b),
+                            reinterpret_cast<uintptr_t>(b->data), b->size};
+      });
+  m.def(
+      "import_dlpack",
+      [](nb::ndarray<nb::ro> array) { return DLPackView(std::move(array)); },
+      "array"_a);
+
+  // --- server ------------------------------------------------------------
+  nb::class_<ServerOptions>(m, "ServerOptions")
+      .def(nb::init<>())
+      OPTION_STR("set_server_id", ServerOptionsSetServerId)
+      OPTION_STR("set_model_repository", ServerOptionsSetModelRepositoryPath)
+      OPTION("set_model_control_mode", ServerOptionsSetModelControlMode, int)
+      OPTION_STR("set_startup_model", ServerOptionsSetStartupModel)
+      OPTION("set_strict_model_config", ServerOptionsSetStrictModelConfig, bool)
+      OPTION("set_rate_limiter_mode", ServerOptionsSetRateLimiterMode, int)
+      .def("set_rate_limiter_resource",
+           [](ServerOptions& o, const std::string& name, size_t count,
+              int device) {
+             o.apply(triton().ServerOptionsAddRateLimiterResource,
+                     "rate_limiter_resources", name.c_str(), count, device);
+           })
+      OPTION("set_pinned_memory_pool_size",
+             ServerOptionsSetPinnedMemoryPoolByteSize, uint64_t)
+      .def("set_cuda_memory_pool_size",
+           [](ServerOptions& o, int device, uint64_t size) {
+             o.apply(triton().ServerOptionsSetCudaMemoryPoolByteSize,
+                     "cuda_memory_pool_sizes", device, size);
+           })
+      .def("set_cache_config",
+           [](ServerOptions& o, const std::string& name,
+              const std::string& json) {
+             o.apply(triton().ServerOptionsSetCacheConfig, "cache_config",
+                     name.c_str(), json.c_str());
+           })
+      OPTION_STR("set_cache_directory", ServerOptionsSetCacheDirectory)
+      OPTION("set_min_supported_compute_capability",
+             ServerOptionsSetMinSupportedComputeCapability, double)
+      OPTION("set_exit_on_error", ServerOptionsSetExitOnError, bool)
+      OPTION("set_strict_readiness", ServerOptionsSetStrictReadiness, bool)
+      OPTION("set_exit_timeout", ServerOptionsSetExitTimeout, unsigned int)
+      OPTION("set_buffer_manager_thread_count",
+             ServerOptionsSetBufferManagerThreadCount, unsigned int)
+      OPTION("set_model_load_thread_count",
+             ServerOptionsSetModelLoadThreadCount, unsigned int)
+      OPTION("set_model_load_retry_count",
+             ServerOptionsSetModelLoadRetryCount, unsigned int)
+      OPTION("set_model_namespacing", ServerOptionsSetModelNamespacing, bool)
+      OPTION("set_enable_peer_access", ServerOptionsSetEnablePeerAccess, bool)
+      OPTION_STR("set_log_file", ServerOptionsSetLogFile)
+      OPTION("set_log_info", ServerOptionsSetLogInfo, bool)
+      OPTION("set_log_warn", ServerOptionsSetLogWarn, bool)
+      OPTION("set_log_error", ServerOptionsSetLogError, bool)
+      OPTION("set_log_format", ServerOptionsSetLogFormat, int)
+      OPTION("set_log_verbose", ServerOptionsSetLogVerbose, int)
+      OPTION("set_metrics", ServerOptionsSetMetrics, bool)
+      OPTION("set_gpu_metrics", ServerOptionsSetGpuMetrics, bool)
+      OPTION("set_cpu_metrics", ServerOptionsSetCpuMetrics, bool)
+      OPTION("set_metrics_interval", ServerOptionsSetMetricsInterval, uint64_t)
+      OPTION_STR("set_backend_directory", ServerOptionsSetBackendDirectory)
+      OPTION_STR("set_repo_agent_directory", ServerOptionsSetRepoAgentDirectory)
+      .def("set_model_load_device_limit",
+           [](ServerOptions& o, int kind, int device, double fraction) {
+             o.apply(triton().ServerOptionsSetModelLoadDeviceLimit,
+                     "model_load_device_limits", kind, device, fraction);
+           })
+      OPTION_TRIPLE("set_backend_config", ServerOptionsSetBackendConfig)
+      OPTION_TRIPLE("set_host_policy", ServerOptionsSetHostPolicy)
+      OPTION_TRIPLE("set_metrics_config", ServerOptionsSetMetricsConfig)
+      .def("set_log_callback", [](ServerOptions& o, nb::callable fn) {
+        install_log_callback(o, std::move(fn));
+      });
+
+  nb::class_<Server>(m, "Server")
+      .def(nb::init<ServerOptions&>(), "options"_a,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("handle_address",
+           [](const Server& s) {
+             return reinterpret_cast<uintptr_t>(s.handle());
+           })
+      .def("stop",
+           [](Server& s) {
+             {
+               nb::gil_scoped_release release;
+               s.stop();
+             }
+             drain_deferred();
+           })
+      .def("is_live", &Server::is_live,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("is_ready", &Server::is_ready,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("metadata", &Server::metadata,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("model_index", &Server::model_index, "flags"_a,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("model_is_ready", &Server::model_is_ready,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("model_batch_properties", &Server::model_batch_properties,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("model_transaction_properties",
+           &Server::model_transaction_properties,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("model_metadata", &Server::model_metadata,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("model_statistics", &Server::model_statistics,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("model_config", &Server::model_config,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("load_model",
+           [](Server& s, const std::string& name, nb::dict parameters) {
+             std::vector<LoadParameter> params;
+             for (auto [key, value] : parameters) {
+               LoadParameter p;
+               p.name = nb::cast<std::string>(key);
+               if (nb::isinstance<nb::bool_>(value)) {
+                 p.value = nb::cast<bool>(value);
+               } else if (nb::isinstance<nb::int_>(value)) {
+                 p.value = nb::cast<int64_t>(value);
+               } else if (nb::isinstance<nb::str>(value)) {
+                 p.value = nb::cast<std::string>(value);
+               } else if (nb::isinstance<nb::bytes>(value)) {
+                 nb::bytes b = nb::borrow<nb::bytes>(value);
+                 const auto* c = static_cast<const uint8_t*>(b.data());
+                 p.value = std::vector<uint8_t>(c, c + b.size());
+               } else {
+                 raise(TRITONSERVER_ERROR_INVALID_ARG,
+                       "load parameter '" + p.name +
+                           "' must be str, int, bool or bytes");
+               }
+               params.push_back(std::move(p));
+             }
+             nb::gil_scoped_release release;
+             s.load_model(name, params);
+           })
+      .def("unload_model", &Server::unload_model,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("register_model_repository", &Server::register_model_repository,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("unregister_model_repository",
+           &Server::unregister_model_repository,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("poll_model_repository", &Server::poll_model_repository,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("metrics", &Server::metrics,
+           nb::call_guard<nb::gil_scoped_release>());
+
+  // --- requests and responses -------------------------------------------
+  nb::class_<ResponseHandle>(m, "Response")
+      .def_prop_ro("model_name",
+                   [](const ResponseHandle& r) { return r.data->model_name; })
+      .def_prop_ro("model_version",
+                   [](const ResponseHandle& r) { return r.data->model_version; })
+      .def_prop_ro("request_id",
+                   [](const ResponseHandle& r) { return r.data->request_id; })
+      .def_prop_ro("final",
+                   [](const ResponseHandle& r) { return r.data->final; })
+      .def_prop_ro("error",
+                   [](const ResponseHandle& r) -> nb::object {
+                     if (!r.data->has_error) return nb::none();
+                     return nb::make_tuple(static_cast<int>(r.data->error_code),
+                                           r.data->error_message);
+                   })
+      .def_prop_ro("parameters",
+                   [](const ResponseHandle& r) {
+                     nb::dict d;
+                     for (const auto& [k, v] : r.data->parameters) {
+                       d[k.c_str()] = to_python(v);
+                     }
+                     return d;
+                   })
+      .def_prop_ro("outputs", [](const ResponseHandle& r) {
+        nb::list out;
+        for (const OutputTensor& t : r.data->outputs) {
+          nb::object shape = nb::tuple(nb::cast(t.shape));
+          BufferHandle b{t.buffer, reinterpret_cast<uintptr_t>(t.buffer->data),
+                         t.byte_size};
+          out.append(nb::make_tuple(t.name, static_cast<int>(t.datatype),
+                                    shape, std::move(b)));
+        }
+        return out;
+      });
+
+  nb::class_<Request>(m, "Request")
+      .def(nb::init<Server&, const std::string&, int64_t>(), "server"_a,
+           "model_name"_a, "model_version"_a)
+      .def("set_id", &Request::set_id)
+      .def("set_flags", &Request::set_flags)
+      .def("set_correlation_id", &Request::set_correlation_id)
+      .def("set_correlation_id_string", &Request::set_correlation_id_string)
+      .def("set_priority", &Request::set_priority)
+      .def("set_timeout_us", &Request::set_timeout_us)
+      .def("set_string_parameter", &Request::set_string_parameter)
+      .def("set_int_parameter", &Request::set_int_parameter)
+      .def("set_bool_parameter", &Request::set_bool_parameter)
+      .def("set_double_parameter", &Request::set_double_parameter)
+      .def("add_input", &Request::add_input, "name"_a, "datatype"_a,
+           "shape"_a, "data_ptr"_a, "byte_size"_a, "memory_type"_a,
+           "memory_type_id"_a, "owner"_a)
+      .def("add_requested_output", &Request::add_requested_output)
+      .def("set_output_memory", &Request::set_output_memory)
+      .def("set_dispatch_token", &Request::set_dispatch_token)
+      .def("submit",
+           [](Request& r) {
+             drain_deferred();
+             nb::gil_scoped_release release;
+             r.submit();
+           })
+      .def(
+          "next",
+          [](Request& r, double timeout_s) {
+            ResponsePtr p;
+            {
+              nb::gil_scoped_release release;
+              p = r.next(timeout_s);
+            }
+            drain_deferred();
+            return response_or_none(std::move(p));
+          },
+          "timeout_s"_a = -1.0)
+      .def("try_next",
+           [](Request& r) { return response_or_none(r.try_next()); })
+      .def("set_notify_fd", &Request::set_notify_fd)
+      .def("cancel", &Request::cancel);
+
+  m.def(
+      "dispatch_pop",
+      [](double timeout_s) -> nb::object {
+        std::pair<uint64_t, ResponsePtr> item;
+        {
+          nb::gil_scoped_release release;
+          item = dispatch_pop(timeout_s);
+        }
+        if (!item.second) return nb::none();
+        return nb::make_tuple(item.first,
+                              response_or_none(std::move(item.second)));
+      },
+      "timeout_s"_a);
+
+  // --- custom metrics -----------------------------------------------------
+  nb::class_<MetricFamily>(m, "MetricFamily")
+      .def(nb::init<int, const std::string&, const std::string&>(), "kind"_a,
+           "name"_a, "description"_a)
+      .def_prop_ro("kind", &MetricFamily::kind);
+  nb::class_<Metric>(m, "Metric")
+      .def(nb::init<std::shared_ptr<MetricFamily>,
+                    const std::vector<std::pair<std::string, std::string>>&>(),
+           "family"_a, "labels"_a)
+      .def_prop_ro("value", &Metric::value)
+      .def_prop_ro("kind", &Metric::kind)
+      .def("increment", &Metric::increment, "value"_a)
+      .def("set_value", &Metric::set_value, "value"_a);
+}

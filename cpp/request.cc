@@ -1,0 +1,197 @@
+#include "request.h"
+
+#include "deferred_release.h"
+#include "errors.h"
+#include "server.h"
+#include "triton_library.h"
+
+namespace nb = nanobind;
+
+namespace tsb {
+namespace {
+
+void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t,
+                void* userp) noexcept {
+  auto* state = static_cast<RequestState*>(userp);
+  std::shared_ptr<RequestState> keep;
+  {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    state->handle = nullptr;
+    keep = std::move(state->held_for_release);
+  }
+  if (TRITONSERVER_Error* err = triton().InferenceRequestDelete(request)) {
+    triton().ErrorDelete(err);
+  }
+  defer_release(std::move(state->owners));
+  // `keep` may drop the last reference here: nothing Python-owned is left.
+}
+
+void on_response(TRITONSERVER_InferenceResponse* response,
+                 const uint32_t flags, void* userp) noexcept {
+  auto* state = static_cast<RequestState*>(userp);
+  auto data = std::make_shared<const ResponseData>(
+      take_response(response, flags));
+  const bool final = data->final;
+  if (state->dispatch_token != 0) dispatch_push(state->dispatch_token, data);
+  state->queue.push(std::move(data));
+  if (final) {
+    std::shared_ptr<RequestState> keep;
+    {
+      std::lock_guard<std::mutex> lock(state->mutex);
+      keep = std::move(state->held_for_response);
+    }
+  }
+}
+
+}  // namespace
+
+RequestState::~RequestState() {
+  if (handle != nullptr && triton_loaded()) {
+    if (TRITONSERVER_Error* err = triton().InferenceRequestDelete(handle)) {
+      triton().ErrorDelete(err);
+    }
+  }
+  defer_release(std::move(owners));
+}
+
+Request::Request(Server& server, const std::string& model_name,
+                 int64_t model_version)
+    : server_(server.handle()), state_(std::make_shared<RequestState>()) {
+  check(triton().InferenceRequestNew(&state_->handle, server_,
+                                     model_name.c_str(), model_version));
+}
+
+TRITONSERVER_InferenceRequest* Request::live_handle() {
+  if (state_->submitted) {
+    raise(TRITONSERVER_ERROR_INVALID_ARG,
+          "this request was already submitted; create a new one");
+  }
+  return state_->handle;
+}
+
+void Request::set_id(const std::string& id) {
+  check(triton().InferenceRequestSetId(live_handle(), id.c_str()));
+}
+void Request::set_flags(uint32_t flags) {
+  check(triton().InferenceRequestSetFlags(live_handle(), flags));
+}
+void Request::set_correlation_id(uint64_t id) {
+  check(triton().InferenceRequestSetCorrelationId(live_handle(), id));
+}
+void Request::set_correlation_id_string(const std::string& id) {
+  check(triton().InferenceRequestSetCorrelationIdString(live_handle(),
+                                                        id.c_str()));
+}
+void Request::set_priority(uint64_t priority) {
+  check(triton().InferenceRequestSetPriorityUInt64(live_handle(), priority));
+}
+void Request::set_timeout_us(uint64_t timeout_us) {
+  check(triton().InferenceRequestSetTimeoutMicroseconds(live_handle(),
+                                                        timeout_us));
+}
+void Request::set_string_parameter(const std::string& key,
+                                   const std::string& v) {
+  check(triton().InferenceRequestSetStringParameter(live_handle(),
+                                                    key.c_str(), v.c_str()));
+}
+void Request::set_int_parameter(const std::string& key, int64_t v) {
+  check(triton().InferenceRequestSetIntParameter(live_handle(), key.c_str(),
+                                                 v));
+}
+void Request::set_bool_parameter(const std::string& key, bool v) {
+  check(triton().InferenceRequestSetBoolParameter(live_handle(), key.c_str(),
+                                                  v));
+}
+void Request::set_double_parameter(const std::string& key, double v) {
+  check(triton().InferenceRequestSetDoubleParameter(live_handle(),
+                                                    key.c_str(), v));
+}
+
+void Request::add_input(const std::string& name, int datatype,
+                        const std::vector<int64_t>& shape, uintptr_t data_ptr,
+                        size_t byte_size, int memory_type,
+                        int64_t memory_type_id, nb::object owner) {
+  TRITONSERVER_InferenceRequest* h = live_handle();
+  const TritonApi& api = triton();
+  std::string context = "input '" + name + "'";
+  check(api.InferenceRequestAddInput(
+            h, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype),
+            shape.data(), shape.size()),
+        context.c_str());
+  if (byte_size > 0) {
+    check(api.InferenceRequestAppendInputData(
+              h, name.c_str(), reinterpret_cast<const void*>(data_ptr),
+              byte_size, static_cast<TRITONSERVER_MemoryType>(memory_type),
+              memory_type_id),
+          context.c_str());
+  }
+  state_->owners.push_back(std::move(owner));
+}
+
+void Request::add_requested_output(const std::string& name) {
+  check(triton().InferenceRequestAddRequestedOutput(live_handle(),
+                                                    name.c_str()));
+}
+
+void Request::set_output_memory(int memory_type, int64_t memory_type_id) {
+  live_handle();
+  state_->policy = make_policy(
+      static_cast<TRITONSERVER_MemoryType>(memory_type), memory_type_id);
+}
+
+void Request::set_dispatch_token(uint64_t token) {
+  live_handle();
+  state_->dispatch_token = token;
+}
+
+void Request::submit() {
+  TRITONSERVER_InferenceRequest* h = live_handle();
+  const TritonApi& api = triton();
+  RequestState* raw = state_.get();
+  check(api.InferenceRequestSetReleaseCallback(h, on_release, raw));
+  check(api.InferenceRequestSetResponseCallback(h, response_allocator(),
+                                                &raw->policy, on_response,
+                                                raw));
+  {
+    std::lock_guard<std::mutex> lock(raw->mutex);
+    raw->held_for_release = state_;
+    raw->held_for_response = state_;
+    raw->submitted = true;
+  }
+  TRITONSERVER_Error* err = api.ServerInferAsync(server_, h, nullptr);
+  if (err != nullptr) {
+    // Triton did not take the request: no callback will come.
+    std::lock_guard<std::mutex> lock(raw->mutex);
+    raw->held_for_release.reset();
+    raw->held_for_response.reset();
+    check(err);
+  }
+}
+
+ResponsePtr Request::next(double timeout_s) {
+  if (!state_->submitted) {
+    raise(TRITONSERVER_ERROR_INVALID_ARG, "the request was not submitted");
+  }
+  if (waiting_.exchange(true)) {
+    throw nb::value_error(
+        "another thread is already waiting on this response iterator; "
+        "iterate it from one thread at a time");
+  }
+  struct Reset {
+    std::atomic<bool>& flag;
+    ~Reset() { flag.store(false); }
+  } reset{waiting_};
+  return state_->queue.pop(timeout_s);
+}
+
+ResponsePtr Request::try_next() { return state_->queue.try_pop(); }
+
+void Request::set_notify_fd(int fd) { state_->queue.set_notify_fd(fd); }
+
+void Request::cancel() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (!state_->submitted || state_->handle == nullptr) return;
+  check(triton().InferenceRequestCancel(state_->handle));
+}
+
+}  // namespace tsb

@@ -1,0 +1,82 @@
+// Building an inference request from Python inputs, submitting it, and
+// keeping everything Triton reads alive until its release callback.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "allocator.h"
+#include "response_queue.h"
+#include "triton_api.h"
+
+namespace tsb {
+
+class Server;
+
+// Shared by the Python handle and, while in flight, by Triton's callbacks.
+struct RequestState {
+  ~RequestState();
+
+  std::mutex mutex;  // guards `handle` against cancel() racing release
+  TRITONSERVER_InferenceRequest* handle = nullptr;
+  bool submitted = false;
+  AllocationPolicy policy;
+  ResponseQueue queue;
+  uint64_t dispatch_token = 0;  // nonzero: also feed the user's queue
+  std::vector<nanobind::object> owners;  // input memory owners
+  // Self references held on Triton's behalf until the release callback and
+  // the final response callback.
+  std::shared_ptr<RequestState> held_for_release;
+  std::shared_ptr<RequestState> held_for_response;
+};
+
+class Request {
+ public:
+  Request(Server& server, const std::string& model_name,
+          int64_t model_version);
+
+  void set_id(const std::string& id);
+  void set_flags(uint32_t flags);
+  void set_correlation_id(uint64_t id);
+  void set_correlation_id_string(const std::string& id);
+  void set_priority(uint64_t priority);
+  void set_timeout_us(uint64_t timeout_us);
+  void set_string_parameter(const std::string& key, const std::string& v);
+  void set_int_parameter(const std::string& key, int64_t v);
+  void set_bool_parameter(const std::string& key, bool v);
+  void set_double_parameter(const std::string& key, double v);
+
+  // `data_ptr` stays valid as long as `owner` lives; owner is kept until
+  // Triton releases the request.
+  void add_input(const std::string& name, int datatype,
+                 const std::vector<int64_t>& shape, uintptr_t data_ptr,
+                 size_t byte_size, int memory_type, int64_t memory_type_id,
+                 nanobind::object owner);
+  void add_requested_output(const std::string& name);
+  void set_output_memory(int memory_type, int64_t memory_type_id);
+  void set_dispatch_token(uint64_t token);
+
+  // Hands the request to Triton (call without the GIL).
+  void submit();
+  // Next response; blocks without the GIL. Null on timeout.
+  ResponsePtr next(double timeout_s);
+  ResponsePtr try_next();
+  void set_notify_fd(int fd);
+  // Asks Triton to cancel; a no-op once the request is released.
+  void cancel();
+
+ private:
+  TRITONSERVER_InferenceRequest* live_handle();
+
+  TRITONSERVER_Server* server_;
+  std::shared_ptr<RequestState> state_;
+  std::atomic<bool> waiting_{false};
+};
+
+}  // namespace tsb

@@ -1,0 +1,135 @@
+#include "response.h"
+
+#include <cstring>
+
+#include "cuda_runtime.h"
+#include "errors.h"
+#include "triton_library.h"
+
+namespace tsb {
+namespace {
+
+// Copies an output Triton did not allocate through us (some backends return
+// their own buffers) into a buffer of ours on the host.
+BufferRef copy_foreign_output(const void* base, size_t size,
+                              TRITONSERVER_MemoryType type, int64_t type_id) {
+  if (type == TRITONSERVER_MEMORY_GPU) {
+    BufferRef out = BufferRef::adopt(buffer_allocate(size, type, type_id));
+    const CudaRuntime* rt = cuda();
+    if (rt == nullptr || rt->Memcpy(out->data, base, size,
+                                    kCudaMemcpyDefault) != kCudaSuccess) {
+      raise(TRITONSERVER_ERROR_INTERNAL, "copying a GPU output failed");
+    }
+    return out;
+  }
+  BufferRef out =
+      BufferRef::adopt(buffer_allocate(size, TRITONSERVER_MEMORY_CPU, 0));
+  if (size > 0) std::memcpy(out->data, base, size);
+  return out;
+}
+
+void read_response(const TritonApi& api, TRITONSERVER_InferenceResponse* r,
+                   ResponseData* out) {
+  if (TRITONSERVER_Error* err = api.InferenceResponseError(r)) {
+    // Owned by the response: read, do not delete.
+    out->has_error = true;
+    out->error_code = api.ErrorCode(err);
+    out->error_message = api.ErrorMessage(err);
+  }
+  const char* model = nullptr;
+  int64_t version = -1;
+  if (api.InferenceResponseModel(r, &model, &version) == nullptr && model) {
+    out->model_name = model;
+    out->model_version = version;
+  }
+  const char* id = nullptr;
+  if (api.InferenceResponseId(r, &id) == nullptr && id) out->request_id = id;
+
+  uint32_t count = 0;
+  check(api.InferenceResponseParameterCount(r, &count));
+  for (uint32_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    TRITONSERVER_ParameterType type;
+    const void* value = nullptr;
+    check(api.InferenceResponseParameter(r, i, &name, &type, &value));
+    ParameterValue v;
+    switch (type) {
+      case TRITONSERVER_PARAMETER_STRING:
+        v = std::string(static_cast<const char*>(value));
+        break;
+      case TRITONSERVER_PARAMETER_INT:  // 64-bit, not 32 (official defect)
+        v = *static_cast<const int64_t*>(value);
+        break;
+      case TRITONSERVER_PARAMETER_BOOL:
+        v = *static_cast<const bool*>(value);
+        break;
+      case TRITONSERVER_PARAMETER_DOUBLE:
+        v = *static_cast<const double*>(value);
+        break;
+      default:
+        continue;  // BYTES parameters carry no size in this API
+    }
+    out->parameters.emplace_back(name ? name : "", std::move(v));
+  }
+
+  check(api.InferenceResponseOutputCount(r, &count));
+  out->outputs.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    OutputTensor t;
+    const char* name = nullptr;
+    const int64_t* shape = nullptr;
+    uint64_t dims = 0;
+    const void* base = nullptr;
+    size_t size = 0;
+    TRITONSERVER_MemoryType mtype;
+    int64_t mtype_id = 0;
+    void* userp = nullptr;
+    check(api.InferenceResponseOutput(r, i, &name, &t.datatype, &shape, &dims,
+                                      &base, &size, &mtype, &mtype_id,
+                                      &userp));
+    t.name = name ? name : "";
+    t.shape.assign(shape, shape + dims);
+    t.byte_size = size;
+    auto* ours = static_cast<OutputBuffer*>(userp);
+    if (ours != nullptr && ours->data == base && size <= ours->size) {
+      t.buffer = BufferRef::share(ours);
+    } else {
+      t.buffer = copy_foreign_output(base, size, mtype, mtype_id);
+    }
+    out->outputs.push_back(std::move(t));
+  }
+}
+
+}  // namespace
+
+ResponseData take_response(TRITONSERVER_InferenceResponse* response,
+                           uint32_t flags) noexcept {
+  ResponseData out;
+  out.final = (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
+  if (response == nullptr) return out;
+  const TritonApi& api = triton();
+  try {
+    read_response(api, response, &out);
+  } catch (const TritonException& e) {
+    out.outputs.clear();
+    out.has_error = true;
+    out.error_code = e.code();
+    out.error_message = e.what();
+  } catch (const std::exception& e) {
+    out.outputs.clear();
+    out.has_error = true;
+    out.error_code = TRITONSERVER_ERROR_INTERNAL;
+    out.error_message = e.what();
+  } catch (...) {
+    out.outputs.clear();
+    out.has_error = true;
+    out.error_code = TRITONSERVER_ERROR_INTERNAL;
+    out.error_message = "failed to read the inference response";
+  }
+  if (TRITONSERVER_Error* err = api.InferenceResponseDelete(response)) {
+    api.ErrorDelete(err);
+  }
+  return out;
+}
+
+}  // namespace tsb

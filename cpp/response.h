@@ -1,0 +1,46 @@
+// Turning a Triton response into plain C++ data (outputs, error, flags,
+// parameters) on the Triton thread, without Python. The Triton response is
+// deleted right away: output buffers live on through their BufferRefs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "allocator.h"
+#include "triton_api.h"
+
+namespace tsb {
+
+struct OutputTensor {
+  std::string name;
+  TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
+  std::vector<int64_t> shape;
+  size_t byte_size = 0;  // of the tensor; the buffer may be larger
+  BufferRef buffer;
+};
+
+struct Bytes {
+  std::string data;
+};
+using ParameterValue = std::variant<std::string, int64_t, bool, double, Bytes>;
+
+struct ResponseData {
+  std::string model_name;
+  int64_t model_version = -1;
+  std::string request_id;
+  bool final = false;
+  bool has_error = false;
+  TRITONSERVER_Error_Code error_code = TRITONSERVER_ERROR_UNKNOWN;
+  std::string error_message;
+  std::vector<OutputTensor> outputs;
+  std::vector<std::pair<std::string, ParameterValue>> parameters;
+};
+
+// Consumes `response` (may be null: a flags-only final callback) and
+// deletes it. Never throws: failures become an error in the result.
+ResponseData take_response(TRITONSERVER_InferenceResponse* response,
+                           uint32_t flags) noexcept;
+
+}  // namespace tsb

@@ -1,0 +1,215 @@
+#include "server.h"
+
+#include "errors.h"
+#include "triton_library.h"
+
+namespace tsb {
+namespace {
+
+// Owns a list of TRITONSERVER_Parameter handles.
+class ParameterList {
+ public:
+  ~ParameterList() {
+    for (TRITONSERVER_Parameter* p : params_) triton().ParameterDelete(p);
+  }
+  void add(TRITONSERVER_Parameter* p) {
+    if (p == nullptr) {
+      raise(TRITONSERVER_ERROR_INTERNAL, "failed to create a parameter");
+    }
+    params_.push_back(p);
+  }
+  const TRITONSERVER_Parameter** data() {
+    return const_cast<const TRITONSERVER_Parameter**>(params_.data());
+  }
+  size_t size() const { return params_.size(); }
+
+ private:
+  std::vector<TRITONSERVER_Parameter*> params_;
+};
+
+// Serializes a core message to a string and deletes it.
+std::string take_json(TRITONSERVER_Message* message) {
+  const TritonApi& api = triton();
+  const char* base = nullptr;
+  size_t size = 0;
+  TRITONSERVER_Error* err = api.MessageSerializeToJson(message, &base, &size);
+  std::string out = err == nullptr ? std::string(base, size) : std::string();
+  api.MessageDelete(message);
+  check(err);
+  return out;
+}
+
+}  // namespace
+
+ServerOptions::ServerOptions() { check(triton().ServerOptionsNew(&options_)); }
+
+ServerOptions::~ServerOptions() {
+  if (options_ != nullptr) {
+    if (TRITONSERVER_Error* e = triton().ServerOptionsDelete(options_)) {
+      triton().ErrorDelete(e);
+    }
+  }
+}
+
+Server::Server(ServerOptions& options) {
+  check(triton().ServerNew(&server_, options.get()));
+}
+
+Server::~Server() {
+  if (server_ != nullptr) {
+    if (TRITONSERVER_Error* e = triton().ServerDelete(server_)) {
+      triton().ErrorDelete(e);
+    }
+  }
+}
+
+TRITONSERVER_Server* Server::handle() const {
+  if (server_ == nullptr) {
+    raise(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
+  }
+  return server_;
+}
+
+void Server::stop() {
+  TRITONSERVER_Server* s = handle();
+  server_ = nullptr;
+  const TritonApi& api = triton();
+  TRITONSERVER_Error* stop_err = api.ServerStop(s);
+  if (TRITONSERVER_Error* e = api.ServerDelete(s)) api.ErrorDelete(e);
+  check(stop_err);
+}
+
+bool Server::is_live() {
+  bool live = false;
+  check(triton().ServerIsLive(handle(), &live));
+  return live;
+}
+
+bool Server::is_ready() {
+  bool ready = false;
+  check(triton().ServerIsReady(handle(), &ready));
+  return ready;
+}
+
+std::string Server::metadata() {
+  TRITONSERVER_Message* m = nullptr;
+  check(triton().ServerMetadata(handle(), &m));
+  return take_json(m);
+}
+
+std::string Server::model_index(uint32_t flags) {
+  TRITONSERVER_Message* m = nullptr;
+  check(triton().ServerModelIndex(handle(), flags, &m));
+  return take_json(m);
+}
+
+bool Server::model_is_ready(const std::string& name, int64_t version) {
+  bool ready = false;
+  check(triton().ServerModelIsReady(handle(), name.c_str(), version, &ready));
+  return ready;
+}
+
+uint32_t Server::model_batch_properties(const std::string& name,
+                                        int64_t version) {
+  uint32_t flags = 0;
+  void* voidp = nullptr;
+  check(triton().ServerModelBatchProperties(handle(), name.c_str(), version,
+                                            &flags, &voidp));
+  return flags;
+}
+
+uint32_t Server::model_transaction_properties(const std::string& name,
+                                              int64_t version) {
+  uint32_t flags = 0;
+  void* voidp = nullptr;
+  check(triton().ServerModelTransactionProperties(handle(), name.c_str(),
+                                                  version, &flags, &voidp));
+  return flags;
+}
+
+std::string Server::model_metadata(const std::string& name, int64_t version) {
+  TRITONSERVER_Message* m = nullptr;
+  check(triton().ServerModelMetadata(handle(), name.c_str(), version, &m));
+  return take_json(m);
+}
+
+std::string Server::model_statistics(const std::string& name,
+                                     int64_t version) {
+  TRITONSERVER_Message* m = nullptr;
+  check(triton().ServerModelStatistics(handle(), name.c_str(), version, &m));
+  return take_json(m);
+}
+
+std::string Server::model_config(const std::string& name, int64_t version,
+                                 uint32_t config_version) {
+  TRITONSERVER_Message* m = nullptr;
+  check(triton().ServerModelConfig(handle(), name.c_str(), version,
+                                   config_version, &m));
+  return take_json(m);
+}
+
+void Server::load_model(const std::string& name,
+                        const std::vector<LoadParameter>& parameters) {
+  const TritonApi& api = triton();
+  ParameterList list;
+  for (const LoadParameter& p : parameters) {
+    const char* key = p.name.c_str();
+    if (auto* s = std::get_if<std::string>(&p.value)) {
+      list.add(api.ParameterNew(key, TRITONSERVER_PARAMETER_STRING, s->c_str()));
+    } else if (auto* i = std::get_if<int64_t>(&p.value)) {
+      list.add(api.ParameterNew(key, TRITONSERVER_PARAMETER_INT, i));
+    } else if (auto* b = std::get_if<bool>(&p.value)) {
+      list.add(api.ParameterNew(key, TRITONSERVER_PARAMETER_BOOL, b));
+    } else {
+      const auto& bytes = std::get<std::vector<uint8_t>>(p.value);
+      list.add(api.ParameterBytesNew(key, bytes.data(), bytes.size()));
+    }
+  }
+  check(api.ServerLoadModelWithParameters(handle(), name.c_str(), list.data(),
+                                          list.size()));
+}
+
+void Server::unload_model(const std::string& name, bool unload_dependents) {
+  if (unload_dependents) {
+    check(triton().ServerUnloadModelAndDependents(handle(), name.c_str()));
+  } else {
+    check(triton().ServerUnloadModel(handle(), name.c_str()));
+  }
+}
+
+void Server::register_model_repository(
+    const std::string& path,
+    const std::vector<std::pair<std::string, std::string>>& mapping) {
+  const TritonApi& api = triton();
+  ParameterList list;
+  for (const auto& [directory, model] : mapping) {
+    list.add(api.ParameterNew(directory.c_str(), TRITONSERVER_PARAMETER_STRING,
+                              model.c_str()));
+  }
+  check(api.ServerRegisterModelRepository(
+      handle(), path.c_str(), list.data(), static_cast<uint32_t>(list.size())));
+}
+
+void Server::unregister_model_repository(const std::string& path) {
+  check(triton().ServerUnregisterModelRepository(handle(), path.c_str()));
+}
+
+void Server::poll_model_repository() {
+  check(triton().ServerPollModelRepository(handle()));
+}
+
+std::string Server::metrics(int format) {
+  const TritonApi& api = triton();
+  TRITONSERVER_Metrics* metrics = nullptr;
+  check(api.ServerMetrics(handle(), &metrics));
+  const char* base = nullptr;
+  size_t size = 0;
+  TRITONSERVER_Error* err = api.MetricsFormatted(
+      metrics, static_cast<TRITONSERVER_MetricFormat>(format), &base, &size);
+  std::string out = err == nullptr ? std::string(base, size) : std::string();
+  api.MetricsDelete(metrics);
+  check(err);
+  return out;
+}
+
+}  // namespace tsb

@@ -1,0 +1,88 @@
+// Server options, lifecycle, model index/metadata/config/statistics and
+// metrics: thin RAII wrappers over the core's server handles. Every call
+// that can block is made by module.cc with the GIL released.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "triton_api.h"
+
+namespace tsb {
+
+class ServerOptions {
+ public:
+  ServerOptions();
+  ~ServerOptions();
+  ServerOptions(const ServerOptions&) = delete;
+  ServerOptions& operator=(const ServerOptions&) = delete;
+  TRITONSERVER_ServerOptions* get() const noexcept { return options_; }
+
+  // Applies a core setter, naming the option in any error.
+  template <typename... Args, typename... Values>
+  void apply(TRITONSERVER_Error* (*setter)(TRITONSERVER_ServerOptions*,
+                                           Args...),
+             const char* field, Values... values);
+
+ private:
+  TRITONSERVER_ServerOptions* options_ = nullptr;
+};
+
+// A model load/registration parameter: string, int, bool or bytes.
+struct LoadParameter {
+  std::string name;
+  std::variant<std::string, int64_t, bool, std::vector<uint8_t>> value;
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions& options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  TRITONSERVER_Server* handle() const;  // throws UNAVAILABLE after stop()
+  void stop();                          // ServerStop then ServerDelete
+  bool is_live();
+  bool is_ready();
+  std::string metadata();
+  std::string model_index(uint32_t flags);
+  bool model_is_ready(const std::string& name, int64_t version);
+  uint32_t model_batch_properties(const std::string& name, int64_t version);
+  uint32_t model_transaction_properties(const std::string& name,
+                                        int64_t version);
+  std::string model_metadata(const std::string& name, int64_t version);
+  std::string model_statistics(const std::string& name, int64_t version);
+  std::string model_config(const std::string& name, int64_t version,
+                           uint32_t config_version);
+  void load_model(const std::string& name,
+                  const std::vector<LoadParameter>& parameters);
+  void unload_model(const std::string& name, bool unload_dependents);
+  void register_model_repository(
+      const std::string& path,
+      const std::vector<std::pair<std::string, std::string>>& mapping);
+  void unregister_model_repository(const std::string& path);
+  void poll_model_repository();
+  std::string metrics(int format);
+
+ private:
+  TRITONSERVER_Server* server_ = nullptr;
+};
+
+}  // namespace tsb
+
+#include "errors.h"
+#include "triton_library.h"
+
+template <typename... Args, typename... Values>
+void tsb::ServerOptions::apply(
+    TRITONSERVER_Error* (*setter)(TRITONSERVER_ServerOptions*, Args...),
+    const char* field, Values... values) {
+  std::string context = std::string("Options.") + field;
+  check(setter(options_, static_cast<Args>(values)...), context.c_str());
+}
