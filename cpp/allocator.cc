@@ -1,6 +1,7 @@
 #include "allocator.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -140,6 +141,28 @@ OutputBuffer* buffer_allocate(size_t size, TRITONSERVER_MemoryType type,
     }
   }
   register_buffer(b);
+  return b;
+}
+
+OutputBuffer* buffer_copy(const void* src, size_t size,
+                          TRITONSERVER_MemoryType src_type,
+                          TRITONSERVER_MemoryType type, int64_t type_id) {
+  OutputBuffer* b = buffer_allocate(size, type, type_id);
+  if (size == 0) return b;
+  if (src_type != TRITONSERVER_MEMORY_GPU &&
+      b->memory_type != TRITONSERVER_MEMORY_GPU) {
+    std::memcpy(b->data, src, size);
+    return b;
+  }
+  const CudaRuntime* rt = cuda();
+  int err = rt == nullptr ? -1 : rt->Memcpy(b->data, src, size,
+                                            kCudaMemcpyDefault);
+  if (err != kCudaSuccess) {
+    buffer_unref(b);
+    raise(TRITONSERVER_ERROR_UNSUPPORTED,
+          "copying between host and GPU memory needs CUDA (" +
+              (rt == nullptr ? cuda_status() : cuda_error_string(err)) + ")");
+  }
   return b;
 }
 

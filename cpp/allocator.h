@@ -29,6 +29,11 @@ struct OutputBuffer {
 // INTERNAL when the allocation itself fails).
 OutputBuffer* buffer_allocate(size_t size, TRITONSERVER_MemoryType type,
                               int64_t type_id);
+// A new buffer of the given kind holding a copy of `size` bytes at `src`
+// (which lives in memory of `src_type`). Device copies use cudaMemcpy.
+OutputBuffer* buffer_copy(const void* src, size_t size,
+                          TRITONSERVER_MemoryType src_type,
+                          TRITONSERVER_MemoryType type, int64_t type_id);
 void buffer_ref(OutputBuffer* buffer) noexcept;
 void buffer_unref(OutputBuffer* buffer) noexcept;
 

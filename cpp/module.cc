@@ -40,6 +40,12 @@ struct BufferHandle {
   size_t size;
 };
 
+// Wraps a freshly allocated buffer (adopting its one reference).
+BufferHandle own(OutputBuffer* b) {
+  return BufferHandle{BufferRef::adopt(b), reinterpret_cast<uintptr_t>(b->data),
+                      b->size};
+}
+
 nb::object to_python(const ParameterValue& v) {
   if (auto* s = std::get_if<std::string>(&v)) return nb::str(s->c_str());
   if (auto* i = std::get_if<int64_t>(&v)) return nb::int_(*i);
@@ -139,10 +145,25 @@ NB_MODULE(_core, m) {
         OutputBuffer* b = buffer_allocate(
             size, static_cast<TRITONSERVER_MemoryType>(memory_type),
             memory_type_id);
-        return BufferHandle{BufferRef::adopt(b),
-                            reinterpret_cast<uintptr_t>(b->data), size};
+        return own(b);
       },
       "size"_a, "memory_type"_a = 0, "memory_type_id"_a = 0);
+
+  m.def(
+      "copy",
+      [](uintptr_t src, size_t size, int src_type, int memory_type,
+         int64_t memory_type_id) {
+        OutputBuffer* b;
+        {
+          nb::gil_scoped_release release;
+          b = buffer_copy(reinterpret_cast<const void*>(src), size,
+                          static_cast<TRITONSERVER_MemoryType>(src_type),
+                          static_cast<TRITONSERVER_MemoryType>(memory_type),
+                          memory_type_id);
+        }
+        return own(b);
+      },
+      "src"_a, "size"_a, "src_type"_a, "memory_type"_a, "memory_type_id"_a);
 
   m.def("export_dlpack", &export_dlpack, "owner"_a, "data_ptr"_a, "shape"_a,
         "code"_a, "bits"_a, "device_type"_a, "device_id"_a, "versioned"_a,
@@ -161,8 +182,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("c_contiguous", &DLPackView::c_contiguous)
       .def("contiguous_copy", [](const DLPackView& v) {
         OutputBuffer* b = v.contiguous_copy();
-        return BufferHandle{BufferRef::adopt(b),
-                            reinterpret_cast<uintptr_t>(b->data), b->size};
+        return own(b);
       });
   m.def(
       "import_dlpack",
@@ -345,7 +365,7 @@ NB_MODULE(_core, m) {
         return out;
       });
 
-  nb::class_<Request>(m, "Request")
+  nb::class_<Request>(m, "Request", nb::is_weak_referenceable())
       .def(nb::init<Server&, const std::string&, int64_t>(), "server"_a,
            "model_name"_a, "model_version"_a)
       .def("set_id", &Request::set_id)

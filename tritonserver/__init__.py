@@ -1,0 +1,65 @@
+"""tritonserver: the Triton Inference Server, embedded in your Python process.
+
+Example:
+    >>> import tritonserver
+    >>> with tritonserver.Server(model_repository="models") as server:
+    ...     for response in server.model("add_sub").infer(inputs={"INPUT0": [1.0], "INPUT1": [2.0]}):
+    ...         print(response.outputs["OUTPUT0"].to_host())
+"""
+
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
+
+from ._api._dlpack import DLDeviceType as DLDeviceType
+from ._api._enums import DataType as DataType
+from ._api._enums import InstanceGroupKind as InstanceGroupKind
+from ._api._enums import LogFormat as LogFormat
+from ._api._enums import LogLevel as LogLevel
+from ._api._enums import MemoryType as MemoryType
+from ._api._enums import MetricFormat as MetricFormat
+from ._api._enums import MetricKind as MetricKind
+from ._api._enums import ModelBatchFlag as ModelBatchFlag
+from ._api._enums import ModelControlMode as ModelControlMode
+from ._api._enums import ModelTxnPropertyFlag as ModelTxnPropertyFlag
+from ._api._enums import RateLimitMode as RateLimitMode
+from ._api._errors import AlreadyExistsError as AlreadyExistsError
+from ._api._errors import CancelledError as CancelledError
+from ._api._errors import InternalError as InternalError
+from ._api._errors import InvalidArgumentError as InvalidArgumentError
+from ._api._errors import NotFoundError as NotFoundError
+from ._api._errors import TritonError as TritonError
+from ._api._errors import UnavailableError as UnavailableError
+from ._api._errors import UnknownError as UnknownError
+from ._api._errors import UnsupportedError as UnsupportedError
+from ._api._logging import python_logging_callback as python_logging_callback
+from ._api._memorybuffer import MemoryBuffer as MemoryBuffer
+from ._api._metrics import Metric as Metric
+from ._api._metrics import MetricFamily as MetricFamily
+from ._api._model import Model as Model
+from ._api._options import ModelLoadDeviceLimit as ModelLoadDeviceLimit
+from ._api._options import Options as Options
+from ._api._options import RateLimiterResource as RateLimiterResource
+from ._api._request import InferenceRequest as InferenceRequest
+from ._api._response import AsyncResponseIterator as AsyncResponseIterator
+from ._api._response import InferenceResponse as InferenceResponse
+from ._api._response import ResponseIterator as ResponseIterator
+from ._api._server import ModelDictionary as ModelDictionary
+from ._api._server import Server as Server
+from ._api._tensor import Tensor as Tensor
+from ._api._triton_core import load_core as _load_core
+
+
+def load_core(path: "str | None" = None) -> str:
+    """Load the Triton core now (normally done by ``Server.start()``) and
+    return its path. ``path`` names a libtritonserver.so explicitly; otherwise
+    TRITONSERVER_LIBRARY, /opt/tritonserver and the nvidia-pytriton wheel are
+    searched, in that order."""
+    return _load_core(path).library
+
+
+try:
+    __version__ = _version("tritonserver")
+except _PackageNotFoundError:  # running from a source tree
+    __version__ = "UNKNOWN"
+
+__all__: list[str] = []

@@ -1,0 +1,1 @@
+"""Implementation of the public ``tritonserver`` API (re-exported from the package)."""

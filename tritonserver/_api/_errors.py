@@ -1,0 +1,71 @@
+"""The ``TritonError`` family: one class per Triton error code.
+
+Every error the core reports surfaces as the matching subclass, with the
+core's message. ``CancelledError`` is a subclass of ``UnknownError`` so code
+written for the official binding (which reports cancellation as
+``UnknownError``) keeps working.
+"""
+
+from __future__ import annotations
+
+from .. import _core
+
+
+class TritonError(Exception):
+    """Base class of every error raised by the Triton core."""
+
+
+class UnknownError(TritonError):
+    """An error of unknown cause."""
+
+
+class InternalError(TritonError):
+    """The core failed internally (also: a bad model repository path)."""
+
+
+class NotFoundError(TritonError):
+    """A model, tensor or other named entity does not exist."""
+
+
+class InvalidArgumentError(TritonError):
+    """An argument or a value is not acceptable."""
+
+
+class UnavailableError(TritonError):
+    """The server, a model or the Triton core itself is not available."""
+
+
+class UnsupportedError(TritonError):
+    """The operation is not supported here (e.g. GPU memory without CUDA)."""
+
+
+class AlreadyExistsError(TritonError):
+    """The entity already exists."""
+
+
+class CancelledError(UnknownError):
+    """The request was cancelled (``ResponseIterator.cancel()``)."""
+
+
+# Indexed by TRITONSERVER_Error_Code.
+_BY_CODE: list[type[TritonError]] = [
+    UnknownError,
+    InternalError,
+    NotFoundError,
+    InvalidArgumentError,
+    UnavailableError,
+    UnsupportedError,
+    AlreadyExistsError,
+    CancelledError,
+]
+
+for _cls in (TritonError, *_BY_CODE):
+    _cls.__module__ = "tritonserver"
+
+_core._set_error_classes(list(_BY_CODE))
+
+
+def error_from_code(code: int, message: str) -> TritonError:
+    """The exception object for a core error code and message."""
+    cls = _BY_CODE[code] if 0 <= code < len(_BY_CODE) else UnknownError
+    return cls(message)

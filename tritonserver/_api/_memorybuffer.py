@@ -1,0 +1,57 @@
+"""MemoryBuffer: a pointer, its memory kind and size, and the object that
+keeps the memory alive."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _core
+from ._datautils import dlpack_device_to_memory_type
+from ._enums import MemoryType
+from ._errors import InvalidArgumentError
+
+
+@dataclass
+class MemoryBuffer:
+    """A region of memory that Triton can read or that holds an output.
+
+    ``owner`` keeps the memory alive: for outputs it is the native buffer the
+    response allocator made (freed when the last reference goes); for inputs
+    it is the array the data came from.
+    """
+
+    data_ptr: int
+    memory_type: MemoryType
+    memory_type_id: int
+    size: int
+    owner: Any
+
+    @staticmethod
+    def from_dlpack(owner: Any) -> "MemoryBuffer":
+        """Describe the memory of any object that speaks DLPack (zero-copy).
+
+        Raises InvalidArgumentError for objects without DLPack support or
+        with non-contiguous memory.
+        """
+        view = import_dlpack(owner)
+        if not view.c_contiguous:
+            raise InvalidArgumentError("Only contiguous memory is supported")
+        return _from_view(view, owner)
+
+
+def import_dlpack(obj: Any) -> "_core.DLPackView":
+    """Import `obj` through DLPack (or the buffer protocol)."""
+    if not hasattr(obj, "__dlpack__") and not isinstance(obj, memoryview):
+        raise InvalidArgumentError(
+            f"Object of type {type(obj).__name__} does not support the DLPack protocol"
+        )
+    try:
+        return _core.import_dlpack(obj)
+    except (TypeError, RuntimeError, BufferError, ValueError) as e:
+        raise InvalidArgumentError(f"Object does not support DLPack protocol: {e}") from e
+
+
+def _from_view(view: "_core.DLPackView", owner: Any) -> MemoryBuffer:
+    memory_type, device_id = dlpack_device_to_memory_type(view.device_type, view.device_id)
+    return MemoryBuffer(view.data_ptr, memory_type, device_id, view.nbytes, owner)

@@ -1,0 +1,114 @@
+"""Model: a handle on one model of a server, and the entry point for
+inference."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any, Optional
+
+from ._enums import ModelBatchFlag, ModelTxnPropertyFlag
+from ._request import InferenceRequest
+from ._response import AsyncResponseIterator, ResponseIterator
+from ._response_queue import register_user_queue
+
+if TYPE_CHECKING:
+    from ._server import Server
+
+
+class Model:
+    """A model served by a Server (a snapshot of its index entry).
+
+    Example:
+        >>> model = server.model("add_sub")
+        >>> for response in model.infer(inputs={"INPUT0": a, "INPUT1": b}):
+        ...     print(response.outputs["OUTPUT0"])
+    """
+
+    def __init__(
+        self,
+        server: "Server",
+        name: str,
+        version: int = -1,
+        state: Optional[str] = None,
+        reason: Optional[str] = None,
+    ) -> None:
+        server._started()
+        self._server = server
+        self.name = name
+        self.version = version
+        self.state = state
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return str({"name": self.name, "version": self.version, "state": self.state})
+
+    __str__ = __repr__
+
+    # -- inference -------------------------------------------------------------
+    def create_request(self, **kwargs: Any) -> InferenceRequest:
+        """A new InferenceRequest for this model."""
+        kwargs.pop("model", None)
+        return InferenceRequest(model=self, **kwargs)
+
+    def infer(
+        self,
+        inference_request: Optional[InferenceRequest] = None,
+        raise_on_error: bool = True,
+        **kwargs: Any,
+    ) -> ResponseIterator:
+        """Send a request; iterate the result for its responses.
+
+        Errors in building the request (unknown model, bad input or
+        parameter, GPU output without CUDA) raise here, before anything is
+        queued. Keyword arguments build the request when none is given.
+        """
+        request = inference_request or self.create_request(**kwargs)
+        core_request = request._create_core_request()
+        if request.response_queue is not None:
+            register_user_queue(core_request, request.response_queue, self, request, None)
+        core_request.submit()
+        return ResponseIterator(self, core_request, request, raise_on_error)
+
+    def async_infer(
+        self,
+        inference_request: Optional[InferenceRequest] = None,
+        raise_on_error: bool = True,
+        **kwargs: Any,
+    ) -> AsyncResponseIterator:
+        """Like infer(), for asyncio: ``async for response in ...``. Call it
+        with an event loop running in this thread."""
+        request = inference_request or self.create_request(**kwargs)
+        core_request = request._create_core_request()
+        loop = asyncio.get_running_loop()
+        if request.response_queue is not None:
+            register_user_queue(core_request, request.response_queue, self, request, loop)
+        core_request.submit()
+        return AsyncResponseIterator(self, core_request, request, raise_on_error, loop)
+
+    # -- introspection ---------------------------------------------------------
+    def ready(self) -> bool:
+        """Whether this model (version) is ready."""
+        return self._server._started().model_is_ready(self.name, self.version)
+
+    def metadata(self) -> dict[str, Any]:
+        """Model metadata: name, versions, platform, inputs, outputs."""
+        return json.loads(self._server._started().model_metadata(self.name, self.version))
+
+    def config(self, config_version: int = 1) -> dict[str, Any]:
+        """The model configuration, as JSON."""
+        return json.loads(self._server._started().model_config(self.name, self.version, config_version))
+
+    def statistics(self) -> dict[str, Any]:
+        """Inference statistics (``{"model_stats": [...]}``)."""
+        return json.loads(self._server._started().model_statistics(self.name, self.version))
+
+    def batch_properties(self) -> ModelBatchFlag:
+        """Batching properties."""
+        return ModelBatchFlag(self._server._started().model_batch_properties(self.name, self.version))
+
+    def transaction_properties(self) -> ModelTxnPropertyFlag:
+        """Transaction properties (ONE_TO_ONE or DECOUPLED)."""
+        return ModelTxnPropertyFlag(
+            self._server._started().model_transaction_properties(self.name, self.version)
+        )

@@ -1,0 +1,267 @@
+"""Server options: the official ``Options`` dataclass and its validation.
+
+Constructing Options never fails; ``Server.start()`` validates every field
+(TypeError naming the field for a wrong type, InvalidArgumentError for a
+missing model repository) and turns them into the core's server options.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Callable, Optional, Union
+
+from .. import _core
+from . import _triton_core
+from ._enums import InstanceGroupKind, LogFormat, LogLevel, ModelControlMode, RateLimitMode
+from ._errors import InvalidArgumentError
+
+uint = Annotated[int, "unsigned"]
+
+# Defaults that point at an NGC install; replaced by the discovered core's
+# own folders when left as they are and absent on this machine.
+DEFAULT_BACKEND_DIRECTORY = "/opt/tritonserver/backends"
+DEFAULT_REPO_AGENT_DIRECTORY = "/opt/tritonserver/repoagents"
+DEFAULT_CACHE_DIRECTORY = "/opt/tritonserver/caches"
+
+
+@dataclass(slots=True)
+class RateLimiterResource:
+    """A resource the rate limiter hands out: name, count, device."""
+
+    name: str
+    count: uint
+    device: uint
+
+
+@dataclass(slots=True)
+class ModelLoadDeviceLimit:
+    """Fraction of a device's memory that model loading may use."""
+
+    kind: InstanceGroupKind
+    device: uint
+    fraction: float
+
+
+@dataclass(slots=True)
+class Options:
+    """Options of an in-process Triton server (the official field set).
+
+    Example:
+        >>> Options(model_repository="/models", model_control_mode=ModelControlMode.EXPLICIT)
+    """
+
+    model_repository: Union[str, list[str]] = field(default_factory=list)
+    server_id: str = "triton"
+    model_control_mode: ModelControlMode = ModelControlMode.NONE
+    startup_models: list[str] = field(default_factory=list)
+    strict_model_config: bool = False
+    rate_limiter_mode: RateLimitMode = RateLimitMode.OFF
+    rate_limiter_resources: list[RateLimiterResource] = field(default_factory=list)
+    pinned_memory_pool_size: uint = 1 << 28
+    cuda_memory_pool_sizes: dict[int, uint] = field(default_factory=dict)
+    cache_config: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cache_directory: str = DEFAULT_CACHE_DIRECTORY
+    min_supported_compute_capability: float = 6.0
+    exit_on_error: bool = True
+    strict_readiness: bool = True
+    exit_timeout: uint = 30
+    buffer_manager_thread_count: uint = 0
+    model_load_thread_count: uint = 4
+    model_load_retry_count: uint = 0
+    model_namespacing: bool = False
+    enable_peer_access: bool = True
+    log_file: Optional[str] = None
+    log_info: bool = False
+    log_warn: bool = False
+    log_error: bool = False
+    log_format: LogFormat = LogFormat.DEFAULT
+    log_verbose: uint = 0
+    metrics: bool = True
+    gpu_metrics: bool = True
+    cpu_metrics: bool = True
+    metrics_interval: uint = 2000
+    backend_directory: str = DEFAULT_BACKEND_DIRECTORY
+    repo_agent_directory: str = DEFAULT_REPO_AGENT_DIRECTORY
+    model_load_device_limits: list[ModelLoadDeviceLimit] = field(default_factory=list)
+    backend_configuration: dict[str, dict[str, str]] = field(default_factory=dict)
+    host_policies: dict[str, dict[str, str]] = field(default_factory=dict)
+    metrics_configuration: dict[str, dict[str, str]] = field(default_factory=dict)
+    log_callback: Optional[Callable[[Any, str, int, str], None]] = None
+
+
+# -- validation helpers: each raises TypeError naming the field --------------
+
+def _fail(name: str, expected: str, value: Any) -> None:
+    raise TypeError(f"Options.{name} must be {expected}, not {type(value).__name__} ({value!r})")
+
+
+def _str(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        _fail(name, "a str", value)
+    return value
+
+
+def _bool(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, int)):
+        _fail(name, "a bool", value)
+    return bool(value)
+
+
+def _uint(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        _fail(name, "a non-negative int", value)
+    return value
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _fail(name, "a number", value)
+    return float(value)
+
+
+def _enum(name: str, enum: type, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        _fail(name, f"a {enum.__name__}", value)
+    try:
+        return int(enum(value))
+    except ValueError:
+        raise TypeError(f"Options.{name}: {value!r} is not a valid {enum.__name__}") from None
+
+
+def _list(name: str, value: Any) -> list:
+    if not isinstance(value, (list, tuple)):
+        _fail(name, "a list", value)
+    return list(value)
+
+
+def _dict(name: str, value: Any) -> dict:
+    if not isinstance(value, dict):
+        _fail(name, "a dict", value)
+    return value
+
+
+def _nested_settings(name: str, value: Any) -> list[tuple[str, str, str]]:
+    """dict[str, dict[str, str]] → (outer, setting, value) triples."""
+    triples = []
+    for outer, settings in _dict(name, value).items():
+        for setting, setting_value in _dict(f"{name}[{outer!r}]", settings).items():
+            triples.append((_str(name, outer), _str(name, setting), str(setting_value)))
+    return triples
+
+
+def _resolve_directory(value: str, default: str, discovered: Optional[str]) -> str:
+    if value == default and not os.path.isdir(value) and discovered and os.path.isdir(discovered):
+        return discovered
+    return value
+
+
+def build_core_options(options: Options) -> "_core.ServerOptions":
+    """Validate `options`, load the Triton core, and make its server options."""
+    o = options
+    server_id = _str("server_id", o.server_id)
+    if o.model_repository is None:
+        raise InvalidArgumentError("Model repository must be specified.")
+    repositories = [o.model_repository] if isinstance(o.model_repository, str) else _list(
+        "model_repository", o.model_repository)
+    repositories = [_str("model_repository", r) for r in repositories]
+    control_mode = _enum("model_control_mode", ModelControlMode, o.model_control_mode)
+    startup_models = [_str("startup_models", m) for m in _list("startup_models", o.startup_models)]
+    resources = []
+    for r in _list("rate_limiter_resources", o.rate_limiter_resources):
+        if not isinstance(r, RateLimiterResource):
+            _fail("rate_limiter_resources", "a list of RateLimiterResource", r)
+        resources.append((_str("rate_limiter_resources", r.name),
+                          _uint("rate_limiter_resources", r.count),
+                          _uint("rate_limiter_resources", r.device)))
+    pools = [(_uint("cuda_memory_pool_sizes", d), _uint("cuda_memory_pool_sizes", s))
+             for d, s in _dict("cuda_memory_pool_sizes", o.cuda_memory_pool_sizes).items()]
+    caches = []
+    for cache_name, settings in _dict("cache_config", o.cache_config).items():
+        caches.append((_str("cache_config", cache_name), json.dumps(_dict("cache_config", settings))))
+    limits = []
+    for limit in _list("model_load_device_limits", o.model_load_device_limits):
+        if not isinstance(limit, ModelLoadDeviceLimit):
+            _fail("model_load_device_limits", "a list of ModelLoadDeviceLimit", limit)
+        limits.append((_enum("model_load_device_limits", InstanceGroupKind, limit.kind),
+                       _uint("model_load_device_limits", limit.device),
+                       _number("model_load_device_limits", limit.fraction)))
+    if o.log_file is not None:
+        _str("log_file", o.log_file)
+    if o.log_callback is not None and not callable(o.log_callback):
+        _fail("log_callback", "callable", o.log_callback)
+    verbose = _uint("log_verbose", o.log_verbose)
+    # Levels cascade (verbose implies info implies warn implies error), as
+    # officially, without changing the caller's Options.
+    log_info = _bool("log_info", o.log_info) or verbose > 0
+    log_warn = _bool("log_warn", o.log_warn) or log_info
+    log_error = _bool("log_error", o.log_error) or log_warn
+    host_policies = _nested_settings("host_policies", o.host_policies)
+    metrics_config = _nested_settings("metrics_configuration", o.metrics_configuration)
+    backend_config = _nested_settings("backend_configuration", o.backend_configuration)
+    for name in ("cache_directory", "backend_directory", "repo_agent_directory"):
+        _str(name, getattr(o, name))
+
+    install = _triton_core.load_core()
+    backend_directory = o.backend_directory
+    if backend_directory == DEFAULT_BACKEND_DIRECTORY and not os.path.isdir(backend_directory):
+        backend_directory = _triton_core.python_backend_directory(install) or _resolve_directory(
+            backend_directory, DEFAULT_BACKEND_DIRECTORY, install.backend_directory)
+    if install.python_backend is not None:
+        _triton_core.prepare_stub_environment(install)
+
+    c = _core.ServerOptions()
+    c.set_server_id(server_id)
+    for repository in repositories:
+        c.set_model_repository(repository)
+    c.set_model_control_mode(control_mode)
+    for model in startup_models:
+        c.set_startup_model(model)
+    c.set_strict_model_config(_bool("strict_model_config", o.strict_model_config))
+    c.set_rate_limiter_mode(_enum("rate_limiter_mode", RateLimitMode, o.rate_limiter_mode))
+    for name, count, device in resources:
+        c.set_rate_limiter_resource(name, count, device)
+    c.set_pinned_memory_pool_size(_uint("pinned_memory_pool_size", o.pinned_memory_pool_size))
+    for device, size in pools:
+        c.set_cuda_memory_pool_size(device, size)
+    for cache_name, config in caches:
+        c.set_cache_config(cache_name, config)
+    c.set_cache_directory(_resolve_directory(
+        o.cache_directory, DEFAULT_CACHE_DIRECTORY, install.cache_directory))
+    c.set_min_supported_compute_capability(
+        _number("min_supported_compute_capability", o.min_supported_compute_capability))
+    c.set_exit_on_error(_bool("exit_on_error", o.exit_on_error))
+    c.set_strict_readiness(_bool("strict_readiness", o.strict_readiness))
+    c.set_exit_timeout(_uint("exit_timeout", o.exit_timeout))
+    c.set_buffer_manager_thread_count(_uint("buffer_manager_thread_count", o.buffer_manager_thread_count))
+    c.set_model_load_thread_count(_uint("model_load_thread_count", o.model_load_thread_count))
+    c.set_model_load_retry_count(_uint("model_load_retry_count", o.model_load_retry_count))
+    c.set_model_namespacing(_bool("model_namespacing", o.model_namespacing))
+    c.set_enable_peer_access(_bool("enable_peer_access", o.enable_peer_access))
+    if o.log_file:
+        c.set_log_file(o.log_file)
+    c.set_log_info(log_info)
+    c.set_log_warn(log_warn)
+    c.set_log_error(log_error)
+    c.set_log_format(_enum("log_format", LogFormat, o.log_format))
+    c.set_log_verbose(verbose)
+    c.set_metrics(_bool("metrics", o.metrics))
+    c.set_gpu_metrics(_bool("gpu_metrics", o.gpu_metrics))
+    c.set_cpu_metrics(_bool("cpu_metrics", o.cpu_metrics))
+    c.set_metrics_interval(_uint("metrics_interval", o.metrics_interval))
+    c.set_backend_directory(backend_directory)
+    c.set_repo_agent_directory(_resolve_directory(
+        o.repo_agent_directory, DEFAULT_REPO_AGENT_DIRECTORY, install.repo_agent_directory))
+    for kind, device, fraction in limits:
+        c.set_model_load_device_limit(kind, device, fraction)
+    for policy, setting, value in host_policies:
+        c.set_host_policy(policy, setting, value)
+    for name, setting, value in metrics_config:
+        c.set_metrics_config(name, setting, value)
+    for backend, setting, value in backend_config:
+        c.set_backend_config(backend, setting, value)
+    if o.log_callback is not None:
+        callback = o.log_callback
+        c.set_log_callback(lambda level, file, line, msg: callback(LogLevel(level), file, line, msg))
+    return c

@@ -1,0 +1,117 @@
+"""InferenceResponse and the iterators that deliver responses (blocking and
+asyncio). The native core queues each response as it arrives; iterating
+only takes it from there."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from .. import _core
+from ._async_wakeup import wait_for_response
+from ._enums import DataType, MemoryType
+from ._errors import CancelledError, TritonError, error_from_code
+from ._memorybuffer import MemoryBuffer
+from ._tensor import Tensor
+
+if TYPE_CHECKING:
+    from ._model import Model
+    from ._request import InferenceRequest
+
+
+@dataclass
+class InferenceResponse:
+    """One response: outputs (name → Tensor), parameters, error, and whether
+    it is the final response of its request."""
+
+    model: "Model"
+    request_id: Optional[str] = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Tensor] = field(default_factory=dict)
+    error: Optional[TritonError] = None
+    classification_label: Optional[str] = None
+    final: bool = False
+
+    @staticmethod
+    def _from_core(model: "Model", request: "InferenceRequest", core: "_core.Response",
+                   cancelled: bool = False) -> "InferenceResponse":
+        response = InferenceResponse(
+            model,
+            request_id=core.request_id or request.request_id,
+            parameters=core.parameters,
+            final=core.final,
+        )
+        for name, data_type, shape, buffer in core.outputs:
+            memory = MemoryBuffer(
+                buffer.data_ptr, MemoryType(buffer.memory_type), buffer.memory_type_id, buffer.size, buffer
+            )
+            response.outputs[name] = Tensor(DataType(data_type), list(shape), memory)
+        if core.error is not None:
+            response.error = error_from_code(*core.error)
+        elif cancelled and response.final and not response.outputs:
+            response.error = CancelledError("request cancelled")
+        return response
+
+
+class ResponseIterator:
+    """Blocking iterator over a request's responses (the GIL is released
+    while waiting). Iterate from one thread at a time."""
+
+    def __init__(self, model: "Model", request: "_core.Request", inference_request: "InferenceRequest",
+                 raise_on_error: bool = False) -> None:
+        self._model = model
+        self._request = request
+        self._inference_request = inference_request
+        self._raise_on_error = raise_on_error
+        self._complete = False
+        self._cancelled = False
+
+    def __iter__(self) -> "ResponseIterator":
+        return self
+
+    def __next__(self) -> InferenceResponse:
+        if self._complete:
+            raise StopIteration
+        core = self._request.next()
+        return self._deliver(core)
+
+    def _deliver(self, core: "_core.Response") -> InferenceResponse:
+        response = InferenceResponse._from_core(self._model, self._inference_request, core, self._cancelled)
+        self._complete = response.final
+        if response.error is not None and self._raise_on_error:
+            raise response.error
+        return response
+
+    def cancel(self) -> None:
+        """Ask Triton to cancel the request; the stream then ends promptly,
+        with CancelledError (raise_on_error) or a response carrying it."""
+        self._cancelled = True
+        self._request.cancel()
+
+
+class AsyncResponseIterator(ResponseIterator):
+    """asyncio iterator over a request's responses, woken on its own event
+    loop without a thread per request."""
+
+    def __init__(self, model: "Model", request: "_core.Request", inference_request: "InferenceRequest",
+                 raise_on_error: bool = False, loop: Optional[asyncio.AbstractEventLoop] = None) -> None:
+        super().__init__(model, request, inference_request, raise_on_error)
+        self._loop = loop
+
+    def __aiter__(self) -> "AsyncResponseIterator":
+        return self
+
+    async def __anext__(self) -> InferenceResponse:
+        if self._complete:
+            raise StopAsyncIteration
+        core = self._request.try_next()
+        if core is None:
+            core = await wait_for_response(self._request, self._loop or asyncio.get_running_loop())
+        return self._deliver(core)
+
+    def __iter__(self) -> Any:
+        raise TypeError("AsyncResponseIterator is iterated with 'async for'")
+
+    def __next__(self) -> Any:
+        raise TypeError("AsyncResponseIterator is iterated with 'async for'")

@@ -1,0 +1,191 @@
+"""The in-process server: lifecycle, model repository control, metadata and
+metrics."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Optional, Union
+
+from .. import _core
+from ._enums import MetricFormat, ModelIndexFlag
+from ._errors import InvalidArgumentError, UnavailableError
+from ._model import Model
+from ._options import Options, build_core_options
+
+
+class ModelDictionary(dict):
+    """Models of a server keyed by (name, version); indexing by name alone
+    gives that model at version -1 (the server's choice), as officially."""
+
+    def __init__(self, server: "Server", models: list[Model]) -> None:
+        super().__init__({(m.name, m.version): m for m in models})
+        self._server = server
+        self._model_names = [m.name for m in models]
+
+    def __getitem__(self, key: Union[str, tuple[str, int]]) -> Model:
+        if isinstance(key, tuple):
+            try:
+                return super().__getitem__(key)
+            except KeyError:
+                raise KeyError(f"Unknown Model: {key}") from None
+        if key in self._model_names:
+            return Model(self._server, name=key, version=-1)
+        raise KeyError(f"Unknown Model: {key}")
+
+
+class Server:
+    """An in-process Triton Inference Server.
+
+    Example:
+        >>> with Server(model_repository="models") as server:
+        ...     server.model("add_sub").infer(inputs={...})
+    """
+
+    _UNLOADED_STATES = (None, "UNAVAILABLE")
+
+    def __init__(self, options: Optional[Options] = None, **kwargs: Any) -> None:
+        if options is None:
+            options = Options(**kwargs)
+        self.options = options
+        self._server: Optional[_core.Server] = None
+
+    # -- lifecycle -----------------------------------------------------------
+    def start(
+        self,
+        wait_until_ready: bool = False,
+        polling_interval: float = 0.1,
+        timeout: Optional[float] = None,
+    ) -> "Server":
+        """Start the server (loads the Triton core on first use); returns self.
+
+        With ``wait_until_ready`` it polls ``ready()`` until true or until
+        ``timeout`` seconds pass (UnavailableError; the server is stopped
+        again, so start() may be retried).
+        """
+        if self._server is not None:
+            raise InvalidArgumentError("Server already started")
+        core_options = build_core_options(self.options)
+        self._server = _core.Server(core_options)
+        if wait_until_ready:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not self.ready():
+                if deadline is not None and time.monotonic() >= deadline:
+                    self.stop()
+                    raise UnavailableError("Timeout before ready")
+                time.sleep(polling_interval)
+        return self
+
+    def stop(self) -> None:
+        """Stop the server: in-flight requests finish (up to
+        ``Options.exit_timeout``), models are unloaded. Raises the core's
+        error if requests outlive the exit timeout."""
+        server = self._started()
+        self._server = None
+        server.stop()
+
+    def __enter__(self) -> "Server":
+        if self._server is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._server is not None:
+            self.stop()
+
+    def _started(self) -> _core.Server:
+        if self._server is None:
+            raise InvalidArgumentError("Server not started")
+        return self._server
+
+    def _ptr(self) -> int:
+        """Address of the underlying TRITONSERVER_Server (for tritonfrontend)."""
+        return self._started().handle_address()
+
+    # -- health and metadata -------------------------------------------------
+    def ready(self) -> bool:
+        """Whether the server is ready for inference."""
+        return self._started().is_ready()
+
+    def live(self) -> bool:
+        """Whether the server is live."""
+        return self._started().is_live()
+
+    def metadata(self) -> dict[str, Any]:
+        """Server metadata: name (the server_id), version, extensions."""
+        return json.loads(self._started().metadata())
+
+    def metrics(self, metric_format: MetricFormat = MetricFormat.PROMETHEUS) -> str:
+        """Metrics in Prometheus text format."""
+        return self._started().metrics(int(metric_format))
+
+    # -- models ----------------------------------------------------------------
+    def models(self, exclude_not_ready: bool = False) -> ModelDictionary:
+        """The model repository index, keyed by (name, version)."""
+        flags = int(ModelIndexFlag.READY) if exclude_not_ready else 0
+        entries = json.loads(self._started().model_index(flags))
+        models = []
+        for entry in entries:
+            version = int(entry["version"]) if entry.get("version") else -1
+            models.append(Model(self, entry["name"], version, entry.get("state"), entry.get("reason")))
+        return ModelDictionary(self, models)
+
+    def model(self, model_name: str, model_version: int = -1) -> Model:
+        """A handle on a model (not checked for existence)."""
+        self._started()
+        return Model(self, model_name, model_version)
+
+    def load(self, model_name: str, parameters: Optional[dict[str, Any]] = None) -> Model:
+        """Load (or reload) a model in EXPLICIT mode; blocks until done.
+
+        ``parameters`` may hold ``"config"`` (a JSON string, or a dict that is
+        serialized for you) and ``"file:<path>"`` entries with file contents
+        (bytes), to load a model from memory.
+        """
+        params = {}
+        for key, value in (parameters or {}).items():
+            if key == "config" and isinstance(value, dict):
+                value = json.dumps(value)
+            params[key] = value
+        self._started().load_model(model_name, params)
+        return self.model(model_name)
+
+    def unload(
+        self,
+        model: Union[str, Model],
+        unload_dependents: bool = False,
+        wait_until_unloaded: bool = False,
+        polling_interval: float = 0.1,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """Unload a model. With ``wait_until_unloaded`` it polls the index
+        until every version is unloaded, raising UnavailableError after
+        ``timeout`` seconds."""
+        server = self._started()
+        name = model.name if isinstance(model, Model) else model
+        server.unload_model(name, unload_dependents)
+        if not wait_until_unloaded:
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            states = [m.state for key, m in self.models().items() if key[0] == name]
+            if all(state in self._UNLOADED_STATES for state in states):
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise UnavailableError(f"Timeout before model '{name}' was unloaded")
+            time.sleep(polling_interval)
+
+    def register_model_repository(
+        self, repository_path: str, name_mapping: Optional[dict[str, str]] = None
+    ) -> None:
+        """Add a model repository; ``name_mapping`` maps a subfolder name to
+        the model name to serve it under."""
+        self._started().register_model_repository(repository_path, list((name_mapping or {}).items()))
+
+    def unregister_model_repository(self, repository_path: str) -> None:
+        """Remove a model repository."""
+        self._started().unregister_model_repository(repository_path)
+
+    def poll_model_repository(self) -> None:
+        """Rescan the repositories now (POLL mode)."""
+        self._started().poll_model_repository()

@@ -1,0 +1,237 @@
+"""Tensor: typed, shaped memory that speaks DLPack in both directions.
+
+Outputs are Tensors whose buffers were allocated by the native response
+allocator; they are shared, never copied, with NumPy, CuPy, PyTorch or any
+other DLPack consumer, and freed when the last reference goes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy
+
+from .. import _core
+from ._datautils import (
+    DeviceOrMemoryType,
+    deserialize_bytes,
+    dlpack_to_triton_dtype,
+    numpy_to_triton_dtype,
+    parse_device_or_memory_type,
+    serialize_bytes_array,
+    triton_to_dlpack_dtype,
+)
+from ._dlpack import DLDeviceType
+from ._enums import DataType, MemoryType
+from ._errors import InvalidArgumentError, UnsupportedError
+from ._memorybuffer import MemoryBuffer, _from_view, import_dlpack
+
+_PYTHON_SCALARS = (bool, int, float, str, bytes)
+
+
+@dataclass
+class Tensor:
+    """A tensor: element type, shape, and the memory holding it.
+
+    Examples:
+        >>> t = Tensor.from_dlpack(numpy.arange(4, dtype=numpy.float32))
+        >>> numpy.from_dlpack(t)          # shares t's memory
+        array([0., 1., 2., 3.], dtype=float32)
+    """
+
+    data_type: DataType
+    shape: Sequence[int]
+    memory_buffer: MemoryBuffer
+
+    # -- properties ---------------------------------------------------------
+    @property
+    def data_ptr(self) -> int:
+        """Address of the first byte."""
+        return self.memory_buffer.data_ptr
+
+    @property
+    def memory_type(self) -> MemoryType:
+        """Kind of memory holding the data."""
+        return self.memory_buffer.memory_type
+
+    @property
+    def memory_type_id(self) -> int:
+        """Device id of the memory (0 for host memory)."""
+        return self.memory_buffer.memory_type_id
+
+    @property
+    def size(self) -> int:
+        """Size of the data in bytes."""
+        return self.memory_buffer.size
+
+    # -- DLPack export -----------------------------------------------------
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[Any] = None,
+        max_version: Optional[tuple[int, int]] = None,
+        dl_device: Optional[tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any:
+        """Export as a DLPack capsule (zero-copy; the capsule holds a reference
+        to this Tensor). A versioned capsule is returned when the consumer
+        passes ``max_version`` >= (1, 0).
+
+        Outputs are complete when their response is delivered (the backend has
+        finished writing), so ``stream`` needs no synchronization; it is
+        validated only.
+        """
+        if stream is not None and not isinstance(stream, int):
+            raise BufferError(f"DLPack stream must be an int or None, not {type(stream).__name__}")
+        if copy:
+            raise BufferError("Tensor.__dlpack__ exports without copying; copy=True is not supported")
+        device = self.__dlpack_device__()
+        if dl_device is not None and tuple(dl_device) != device:
+            raise BufferError(
+                f"cannot export to device {tuple(dl_device)} from {device} without a copy; "
+                "use Tensor.to_device() first"
+            )
+        code, bits = triton_to_dlpack_dtype(self.data_type)
+        versioned = max_version is not None and tuple(max_version)[0] >= 1
+        return _core.export_dlpack(
+            self, self.data_ptr, [int(d) for d in self.shape], code, bits,
+            device[0], device[1], versioned,
+        )
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(DLPack device type, device id). Pinned host memory is reported as
+        kDLCPU, which every CPU consumer accepts."""
+        if self.memory_type == MemoryType.GPU:
+            return (int(DLDeviceType.kDLCUDA), self.memory_type_id)
+        return (int(DLDeviceType.kDLCPU), 0)
+
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> numpy.ndarray:
+        """NumPy view of host memory (no copy); BYTES decode to an object array."""
+        if self.memory_type == MemoryType.GPU:
+            raise TypeError("a GPU tensor cannot be viewed as a NumPy array; call to_host() first")
+        if self.data_type == DataType.BYTES:
+            array = self.to_bytes_array()
+        else:
+            array = numpy.from_dlpack(self)
+        if dtype is not None:
+            array = array.astype(dtype, copy=False)
+        return array.copy() if copy else array
+
+    # -- construction ------------------------------------------------------
+    @staticmethod
+    def from_dlpack(obj: Any) -> "Tensor":
+        """Wrap any DLPack object (NumPy, CuPy, PyTorch, ...) without a copy.
+
+        A non-contiguous host array is copied once into a contiguous buffer;
+        a non-contiguous device array raises InvalidArgumentError.
+        """
+        view = import_dlpack(obj)
+        data_type = dlpack_to_triton_dtype(view.dtype_code, view.dtype_bits)
+        if view.c_contiguous:
+            buffer = _from_view(view, obj)
+        else:
+            copy = view.contiguous_copy()
+            buffer = MemoryBuffer(copy.data_ptr, MemoryType.CPU, 0, copy.size, copy)
+        return Tensor(data_type, list(view.shape), buffer)
+
+    @staticmethod
+    def from_bytes_array(array: Any) -> "Tensor":
+        """A BYTES tensor from a list or array of bytes/str."""
+        tensor = Tensor._from_object(array)
+        if tensor.data_type != DataType.BYTES:
+            raise InvalidArgumentError(
+                f"Unsupported conversion from {array!r} to Triton BYTES Tensor. "
+                f"Got {tensor.data_type.name}"
+            )
+        return tensor
+
+    from_string_array = from_bytes_array
+
+    @staticmethod
+    def _from_object(value: Any) -> "Tensor":
+        """Tensor for an input value: a Tensor, a DLPack object, a NumPy
+        array/scalar, a Python scalar or a (nested) list/tuple."""
+        if isinstance(value, Tensor):
+            return value
+        if isinstance(value, numpy.ndarray):
+            return Tensor._from_numpy(value)
+        if isinstance(value, (list, tuple, numpy.generic, *_PYTHON_SCALARS)):
+            try:
+                array = numpy.asarray(value)
+            except ValueError as e:
+                raise InvalidArgumentError(
+                    f"Conversion from {value!r} to tensor not supported: {e}"
+                ) from e
+            return Tensor._from_numpy(array)
+        if hasattr(value, "__dlpack__"):
+            return Tensor.from_dlpack(value)
+        raise InvalidArgumentError(
+            f"Input type {type(value).__name__} not supported: use a Tensor, a NumPy "
+            "array, a list, a Python scalar, or an object with __dlpack__"
+        )
+
+    @staticmethod
+    def _from_numpy(array: numpy.ndarray) -> "Tensor":
+        data_type = numpy_to_triton_dtype(array.dtype)
+        shape = list(array.shape)
+        if data_type == DataType.BYTES:
+            array = serialize_bytes_array(array)
+        elif not array.flags.c_contiguous:
+            array = numpy.ascontiguousarray(array)  # one copy, documented
+        pointer = array.__array_interface__["data"][0]
+        return Tensor(data_type, shape, MemoryBuffer(pointer, MemoryType.CPU, 0, array.nbytes, array))
+
+    # -- BYTES -------------------------------------------------------------
+    def to_bytes_array(self) -> numpy.ndarray:
+        """Decode a BYTES tensor into an object array of ``bytes``."""
+        if self.data_type != DataType.BYTES:
+            raise InvalidArgumentError(
+                f"Tensor has data type {DataType(self.data_type).name} not {DataType.BYTES.name}"
+            )
+        host = self.to_host()
+        raw = ctypes.string_at(host.data_ptr, host.size) if host.size else b""
+        count = math.prod(int(d) for d in self.shape)
+        array = numpy.empty(count, dtype=numpy.object_)
+        array[:] = deserialize_bytes(raw, count)
+        return array.reshape([int(d) for d in self.shape])
+
+    def to_string_array(self) -> numpy.ndarray:
+        """Decode a BYTES tensor into an array of ``str`` (UTF-8)."""
+        decoded = [b.decode("utf-8") for b in self.to_bytes_array().reshape(-1)]
+        shape = [int(d) for d in self.shape]
+        if not decoded:
+            return numpy.empty(shape, dtype=numpy.str_)
+        return numpy.array(decoded, dtype=numpy.str_).reshape(shape)
+
+    # -- moving between devices --------------------------------------------
+    def to_host(self) -> "Tensor":
+        """This tensor in host memory (self when it already is)."""
+        return self.to_device("cpu")
+
+    def to_device(self, device: DeviceOrMemoryType) -> "Tensor":
+        """This tensor in the given memory (self when it already is there).
+
+        Copies between host and GPU memory use the CUDA runtime; without CUDA
+        they raise UnsupportedError.
+        """
+        memory_type, device_id = parse_device_or_memory_type(device)
+        here = (self.memory_type, self.memory_type_id)
+        if here == (memory_type, device_id):
+            return self
+        host_kinds = (MemoryType.CPU, MemoryType.CPU_PINNED)
+        if memory_type == MemoryType.CPU and self.memory_type in host_kinds:
+            return self
+        try:
+            buffer = _core.copy(self.data_ptr, self.size, int(self.memory_type), int(memory_type), device_id)
+        except UnsupportedError as e:
+            raise UnsupportedError(
+                f"Conversion from {here} to {(memory_type, device_id)} not supported: {e}"
+            ) from e
+        memory = MemoryBuffer(
+            buffer.data_ptr, MemoryType(buffer.memory_type), buffer.memory_type_id, buffer.size, buffer
+        )
+        return Tensor(self.data_type, list(self.shape), memory)
+

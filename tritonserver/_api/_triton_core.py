@@ -1,0 +1,235 @@
+"""Finding, loading and preparing a Triton core.
+
+Search order: an explicit path (``load_core(path)``), the
+``TRITONSERVER_LIBRARY`` variable, an NGC-style install in
+``/opt/tritonserver``, then the ``nvidia-pytriton`` wheel's bundled core.
+When the core comes from that wheel, its python backend is made usable from
+the running interpreter: a backend folder of symlinks in a user cache folder,
+and the environment the backend's stub process inherits.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import sys
+import sysconfig
+import tempfile
+import threading
+from dataclasses import dataclass
+from typing import Optional
+
+from .. import _core
+from ._errors import UnavailableError
+
+INSTALL_HINT = "pip install --no-deps nvidia-pytriton==0.7.0"
+_NGC_ROOT = "/opt/tritonserver"
+
+
+@dataclass(frozen=True)
+class CoreInstall:
+    """Where a Triton core and its companion folders are."""
+
+    library: str
+    source: str
+    backend_directory: Optional[str] = None
+    repo_agent_directory: Optional[str] = None
+    cache_directory: Optional[str] = None
+    # nvidia-pytriton layout: (libtriton_python.so, utils .py, stubs folder)
+    python_backend: Optional[tuple[str, str, str]] = None
+
+    @property
+    def library_folder(self) -> str:
+        return os.path.dirname(self.library)
+
+
+_lock = threading.Lock()
+_loaded: Optional[CoreInstall] = None
+
+
+def _from_library(path: str, source: str) -> CoreInstall:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    return CoreInstall(
+        library=path,
+        source=source,
+        backend_directory=os.path.join(root, "backends"),
+        repo_agent_directory=os.path.join(root, "repoagents"),
+        cache_directory=os.path.join(root, "caches"),
+    )
+
+
+def _pytriton_installs() -> list[tuple[str, CoreInstall | None]]:
+    """(place tried, install or None) for each sys.path entry."""
+    found = []
+    for entry in dict.fromkeys(p for p in sys.path if p and os.path.isdir(p)):
+        libs = os.path.join(entry, "nvidia_pytriton.libs")
+        if not os.path.isdir(libs):
+            continue
+        cores = sorted(glob.glob(os.path.join(libs, "libtritonserver*.so*")))
+        tree = os.path.join(entry, "pytriton", "tritonserver")
+        if not cores:
+            found.append((libs, None))
+            continue
+        python_dir = os.path.join(tree, "backends", "python")
+        python_backend = None
+        if os.path.isfile(os.path.join(python_dir, "libtriton_python.so")):
+            python_backend = (
+                os.path.join(python_dir, "libtriton_python.so"),
+                os.path.join(python_dir, "triton_python_backend_utils.py"),
+                os.path.join(tree, "python_backend_stubs"),
+            )
+        found.append((
+            cores[0],
+            CoreInstall(
+                library=cores[0],
+                source="nvidia-pytriton",
+                backend_directory=os.path.join(tree, "backends"),
+                repo_agent_directory=None,
+                cache_directory=os.path.join(tree, "caches"),
+                python_backend=python_backend,
+            ),
+        ))
+    return found
+
+
+def find_core(path: Optional[str] = None) -> CoreInstall:
+    """Locate a core without loading it; UnavailableError lists every place
+    tried and how to install one."""
+    tried: list[str] = []
+    if path is not None:
+        if os.path.isfile(path):
+            return _from_library(path, "explicit path")
+        tried.append(f"{path} (explicit path: no such file)")
+    env = os.environ.get("TRITONSERVER_LIBRARY")
+    if env:
+        if os.path.isfile(env):
+            return _from_library(env, "TRITONSERVER_LIBRARY")
+        tried.append(f"{env} (TRITONSERVER_LIBRARY: no such file)")
+    else:
+        tried.append("$TRITONSERVER_LIBRARY (not set)")
+    ngc = os.path.join(_NGC_ROOT, "lib", "libtritonserver.so")
+    if os.path.isfile(ngc):
+        return _from_library(ngc, _NGC_ROOT)
+    tried.append(f"{ngc} (not found)")
+    pytriton = _pytriton_installs()
+    for place, install in pytriton:
+        if install is not None:
+            return install
+        tried.append(f"{place} (no libtritonserver in it)")
+    if not pytriton:
+        tried.append("nvidia_pytriton.libs in each sys.path entry (nvidia-pytriton not installed)")
+    raise UnavailableError(
+        "No Triton core library (libtritonserver.so) was found. Tried:\n  - "
+        + "\n  - ".join(tried)
+        + f"\nInstall one with:\n  {INSTALL_HINT}\n"
+        "or point TRITONSERVER_LIBRARY at an existing libtritonserver.so."
+    )
+
+
+def load_core(path: Optional[str] = None) -> CoreInstall:
+    """Find and open the Triton core once per process; later calls return
+    the loaded one. `path` names a libtritonserver.so explicitly."""
+    global _loaded
+    with _lock:
+        if _loaded is not None:
+            return _loaded
+        install = find_core(path)
+        companions = []
+        if install.python_backend is not None:
+            companions.append(install.python_backend[0])
+        companions += glob.glob(os.path.join(install.cache_directory or "", "*", "*.so"))
+        _core.load_triton(install.library, companions)
+        _load_cuda(install)
+        _loaded = install
+        return install
+
+
+def loaded_core() -> Optional[CoreInstall]:
+    """The loaded core, if any."""
+    return _loaded
+
+
+def _load_cuda(install: CoreInstall) -> None:
+    """Open one CUDA runtime (none is fine): the core's own copy first (it
+    is already loaded), then cuda-pathfinder's pick, the CUDA wheels, the
+    system."""
+    candidates = sorted(glob.glob(os.path.join(install.library_folder, "libcudart*.so*")))
+    try:
+        from cuda import pathfinder  # type: ignore[import-not-found]
+
+        candidates.append(pathfinder.load_nvidia_dynamic_lib("cudart").abs_path)
+    except Exception:  # not installed, or no CUDA runtime it can find
+        pass
+    for site in dict.fromkeys(p for p in sys.path if p and os.path.isdir(p)):
+        candidates += glob.glob(os.path.join(site, "nvidia", "cuda_runtime", "lib", "libcudart.so.*"))
+        candidates += glob.glob(os.path.join(site, "nvidia", "cu13", "lib", "libcudart.so.*"))
+    candidates += ["libcudart.so.13", "libcudart.so.12", "libcudart.so"]
+    _core.cuda_load(candidates)
+
+
+def python_backend_directory(install: CoreInstall) -> Optional[str]:
+    """For an nvidia-pytriton core: a backend folder whose python/ holds
+    links to the backend and to the stub for this Python, made once in a
+    user cache folder. None when the install has no python backend for this
+    Python version."""
+    if install.python_backend is None:
+        return None
+    library, utils, stubs = install.python_backend
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = os.path.join(stubs, version, "triton_python_backend_stub")
+    if not os.path.isfile(stub):
+        return None
+    key = hashlib.sha256(f"{library}|{stub}".encode()).hexdigest()[:16]
+    for base in (_cache_home(), tempfile.gettempdir()):
+        folder = os.path.join(base, "tritonserver", f"backends-{key}")
+        try:
+            _make_link_folder(folder, {"libtriton_python.so": library,
+                                       "triton_python_backend_utils.py": utils,
+                                       "triton_python_backend_stub": stub})
+            return folder
+        except OSError:
+            continue
+    return None
+
+
+def _cache_home() -> str:
+    return os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+
+
+def _make_link_folder(folder: str, links: dict[str, str]) -> None:
+    python_dir = os.path.join(folder, "python")
+    if all(os.path.realpath(os.path.join(python_dir, n)) == os.path.realpath(t) for n, t in links.items()):
+        return
+    os.makedirs(folder, exist_ok=True)
+    # Build aside, then rename into place: concurrent processes never see a
+    # half-made folder.
+    staging = tempfile.mkdtemp(prefix=".python-", dir=folder)
+    for name, target in links.items():
+        os.symlink(target, os.path.join(staging, name))
+    try:
+        os.rename(staging, python_dir)
+    except OSError:
+        # Another process won, or a stale folder is in the way: replace it.
+        stale = tempfile.mkdtemp(prefix=".stale-", dir=folder)
+        try:
+            os.rename(python_dir, os.path.join(stale, "python"))
+        except OSError:
+            pass
+        os.rename(staging, python_dir)
+
+
+def prepare_stub_environment(install: CoreInstall) -> None:
+    """The python backend's stub inherits this process's environment: put
+    this environment's bin/ first on PATH (the stub finds the virtualenv
+    that way) and make libpython and the core's libraries findable."""
+    bin_dir = os.path.join(sys.prefix, "bin")
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    if not path or path[0] != bin_dir:
+        os.environ["PATH"] = os.pathsep.join([bin_dir, *[p for p in path if p and p != bin_dir]])
+    wanted = [sysconfig.get_config_var("LIBDIR") or os.path.join(sys.base_prefix, "lib"),
+              install.library_folder]
+    current = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    missing = [p for p in wanted if p not in current]
+    if missing:
+        os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(current + missing)
