@@ -1,0 +1,36 @@
+# Set-up, build, demo and tests. Everything happens in .venv at the
+# repository root; the Triton core comes from the nvidia-pytriton wheel
+# (installed without its dependencies: it pins numpy<2 and much else).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CORE_WHEEL := nvidia-pytriton==0.7.0
+IDENTITY := build/identity/libtriton_identity.so
+
+.PHONY: demo test build venv clean
+
+$(VENV)/.ready:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# numpy<2: the python backend stub of the 2.51 core needs it.
+	$(PY) -m pip install -q "numpy<2" pytest nanobind scikit-build-core cmake ninja
+	$(PY) -m pip install -q --no-deps $(CORE_WHEEL)
+	touch $@
+
+venv: $(VENV)/.ready
+
+build: venv
+	$(PY) -m pip install -q --no-build-isolation .
+	$(VENV)/bin/cmake -S tests/backends/identity -B build/identity -G Ninja \
+	  -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	$(VENV)/bin/cmake --build build/identity
+
+demo: build
+	$(PY) examples/demo.py
+
+test: build
+	# From tests/: the installed package is tested, not the source tree.
+	cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. .
+
+clean:
+	rm -rf build $(VENV)
