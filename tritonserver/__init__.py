@@ -7,9 +7,6 @@ Example:
     ...         print(response.outputs["OUTPUT0"].to_host())
 """
 
-from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
-from importlib.metadata import version as _version
-
 from ._api._dlpack import DLDeviceType as DLDeviceType
 from ._api._enums import DataType as DataType
 from ._api._enums import InstanceGroupKind as InstanceGroupKind
@@ -57,9 +54,15 @@ def load_core(path: "str | None" = None) -> str:
     return _load_core(path).library
 
 
-try:
-    __version__ = _version("tritonserver")
-except _PackageNotFoundError:  # running from a source tree
-    __version__ = "UNKNOWN"
+def __getattr__(name: str) -> str:
+    # __version__ on demand: importlib.metadata costs ~25 ms at import.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("tritonserver")
+        except PackageNotFoundError:  # running from a source tree
+            return "UNKNOWN"
+    raise AttributeError(f"module 'tritonserver' has no attribute {name!r}")
 
 __all__: list[str] = []

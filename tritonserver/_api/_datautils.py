@@ -4,36 +4,34 @@ parsing of memory-type specs, and the BYTES wire format."""
 from __future__ import annotations
 
 import struct
-from typing import Any, Union
-
-import numpy
+from typing import TYPE_CHECKING, Any, Union
 
 from ._dlpack import DLDataTypeCode, DLDeviceType
 from ._enums import DataType, MemoryType
 from ._errors import InvalidArgumentError
 
+if TYPE_CHECKING:
+    import numpy
+
 DeviceOrMemoryType = Union[
     tuple[MemoryType, int], MemoryType, tuple[DLDeviceType, int], str
 ]
 
-TRITON_TO_NUMPY_DTYPE: dict[DataType, Any] = {
-    DataType.BOOL: numpy.bool_,
-    DataType.UINT8: numpy.uint8,
-    DataType.UINT16: numpy.uint16,
-    DataType.UINT32: numpy.uint32,
-    DataType.UINT64: numpy.uint64,
-    DataType.INT8: numpy.int8,
-    DataType.INT16: numpy.int16,
-    DataType.INT32: numpy.int32,
-    DataType.INT64: numpy.int64,
-    DataType.FP16: numpy.float16,
-    DataType.FP32: numpy.float32,
-    DataType.FP64: numpy.float64,
-    DataType.BYTES: numpy.object_,
-}
-
-_NUMPY_TO_TRITON: dict[Any, DataType] = {
-    numpy.dtype(v): k for k, v in TRITON_TO_NUMPY_DTYPE.items() if k != DataType.BYTES
+# NumPy dtype kind and item size -> Triton type (numpy itself is not
+# imported here: `import tritonserver` stays fast).
+_NUMPY_KIND_TO_TRITON: dict[tuple[str, int], DataType] = {
+    ("b", 1): DataType.BOOL,
+    ("u", 1): DataType.UINT8,
+    ("u", 2): DataType.UINT16,
+    ("u", 4): DataType.UINT32,
+    ("u", 8): DataType.UINT64,
+    ("i", 1): DataType.INT8,
+    ("i", 2): DataType.INT16,
+    ("i", 4): DataType.INT32,
+    ("i", 8): DataType.INT64,
+    ("f", 2): DataType.FP16,
+    ("f", 4): DataType.FP32,
+    ("f", 8): DataType.FP64,
 }
 
 _DLPACK_TO_TRITON: dict[tuple[int, int], DataType] = {
@@ -70,11 +68,10 @@ _DLPACK_DEVICE_TO_MEMORY_TYPE = {
 
 def numpy_to_triton_dtype(dtype: Any) -> DataType:
     """The Triton type of a NumPy dtype (str/bytes/object → BYTES)."""
-    dtype = numpy.dtype(dtype)
     if dtype.kind in "OSU":
         return DataType.BYTES
     try:
-        return _NUMPY_TO_TRITON[dtype]
+        return _NUMPY_KIND_TO_TRITON[(dtype.kind, dtype.itemsize)]
     except KeyError:
         raise InvalidArgumentError(
             f"Unsupported Numpy data type. Can't convert {dtype} to Triton server data type"
@@ -159,6 +156,8 @@ def parse_device_or_memory_type(value: DeviceOrMemoryType) -> tuple[MemoryType, 
 def serialize_bytes_array(array: numpy.ndarray) -> numpy.ndarray:
     """Triton's BYTES wire format: per element (C order) a 4-byte
     little-endian length, then the bytes. str elements are UTF-8 encoded."""
+    import numpy
+
     chunks = []
     for item in array.reshape(-1, order="C").tolist() if array.size else []:
         if isinstance(item, str):

@@ -3,7 +3,6 @@ inference."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -78,9 +77,11 @@ class Model:
     ) -> AsyncResponseIterator:
         """Like infer(), for asyncio: ``async for response in ...``. Call it
         with an event loop running in this thread."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
         request = inference_request or self.create_request(**kwargs)
         core_request = request._create_core_request()
-        loop = asyncio.get_running_loop()
         if request.response_queue is not None:
             register_user_queue(core_request, request.response_queue, self, request, loop)
         core_request.submit()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import queue
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -13,6 +11,9 @@ from ._errors import InvalidArgumentError
 from ._tensor import Tensor
 
 if TYPE_CHECKING:
+    import asyncio
+    import queue
+
     from ._model import Model
 
 _PARAMETER_SETTERS = {
@@ -44,7 +45,7 @@ class InferenceRequest:
     inputs: dict[str, Union[Tensor, Any]] = field(default_factory=dict)
     parameters: dict[str, Union[str, int, float, bool]] = field(default_factory=dict)
     output_memory_type: Optional[DeviceOrMemoryType] = None
-    response_queue: Optional[Union[queue.SimpleQueue, asyncio.Queue, Any]] = None
+    response_queue: Optional[Union["queue.SimpleQueue", "asyncio.Queue", Any]] = None
     output_names: Optional[list[str]] = None
 
     def _create_core_request(self) -> "_core.Request":

@@ -4,18 +4,18 @@ only takes it from there."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from .. import _core
-from ._async_wakeup import wait_for_response
 from ._enums import DataType, MemoryType
 from ._errors import CancelledError, TritonError, error_from_code
 from ._memorybuffer import MemoryBuffer
 from ._tensor import Tensor
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ._model import Model
     from ._request import InferenceRequest
 
@@ -95,7 +95,7 @@ class AsyncResponseIterator(ResponseIterator):
     loop without a thread per request."""
 
     def __init__(self, model: "Model", request: "_core.Request", inference_request: "InferenceRequest",
-                 raise_on_error: bool = False, loop: Optional[asyncio.AbstractEventLoop] = None) -> None:
+                 raise_on_error: bool = False, loop: Optional["asyncio.AbstractEventLoop"] = None) -> None:
         super().__init__(model, request, inference_request, raise_on_error)
         self._loop = loop
 
@@ -107,6 +107,10 @@ class AsyncResponseIterator(ResponseIterator):
             raise StopAsyncIteration
         core = self._request.try_next()
         if core is None:
+            import asyncio
+
+            from ._async_wakeup import wait_for_response
+
             core = await wait_for_response(self._request, self._loop or asyncio.get_running_loop())
         return self._deliver(core)
 

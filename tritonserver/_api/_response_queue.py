@@ -8,31 +8,34 @@ asyncio.Queue (fed on its event loop).
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import itertools
+import sys
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
 from .. import _core
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ._model import Model
     from ._request import InferenceRequest
 
 _lock = threading.Lock()
 _tokens = itertools.count(1)
-_targets: dict[int, tuple[Any, "Model", "InferenceRequest", Optional[asyncio.AbstractEventLoop]]] = {}
+_targets: dict[int, tuple[Any, "Model", "InferenceRequest", Optional["asyncio.AbstractEventLoop"]]] = {}
 _thread: Optional[threading.Thread] = None
 _stopping = threading.Event()
 
 
 def register_user_queue(request: "_core.Request", user_queue: Any, model: "Model",
                         inference_request: "InferenceRequest",
-                        loop: Optional[asyncio.AbstractEventLoop]) -> None:
+                        loop: Optional["asyncio.AbstractEventLoop"]) -> None:
     """Route the responses of `request` to `user_queue` too."""
     global _thread
-    if loop is None and isinstance(user_queue, asyncio.Queue):
+    asyncio = sys.modules.get("asyncio")  # an asyncio.Queue implies asyncio is loaded
+    if loop is None and asyncio is not None and isinstance(user_queue, asyncio.Queue):
         loop = getattr(user_queue, "_loop", None)
     with _lock:
         token = next(_tokens)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import ctypes
 import math
+import sys
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
-
-import numpy
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from .. import _core
 from ._datautils import (
@@ -28,6 +27,9 @@ from ._dlpack import DLDeviceType
 from ._enums import DataType, MemoryType
 from ._errors import InvalidArgumentError, UnsupportedError
 from ._memorybuffer import MemoryBuffer, _from_view, import_dlpack
+
+if TYPE_CHECKING:
+    import numpy
 
 _PYTHON_SCALARS = (bool, int, float, str, bytes)
 
@@ -112,6 +114,8 @@ class Tensor:
         """NumPy view of host memory (no copy); BYTES decode to an object array."""
         if self.memory_type == MemoryType.GPU:
             raise TypeError("a GPU tensor cannot be viewed as a NumPy array; call to_host() first")
+        import numpy
+
         if self.data_type == DataType.BYTES:
             array = self.to_bytes_array()
         else:
@@ -156,9 +160,14 @@ class Tensor:
         array/scalar, a Python scalar or a (nested) list/tuple."""
         if isinstance(value, Tensor):
             return value
-        if isinstance(value, numpy.ndarray):
+        numpy = sys.modules.get("numpy")  # no array of it exists unless imported
+        if numpy is not None and isinstance(value, numpy.ndarray):
             return Tensor._from_numpy(value)
-        if isinstance(value, (list, tuple, numpy.generic, *_PYTHON_SCALARS)):
+        if isinstance(value, (list, tuple, *_PYTHON_SCALARS)) or (
+            numpy is not None and isinstance(value, numpy.generic)
+        ):
+            import numpy
+
             try:
                 array = numpy.asarray(value)
             except ValueError as e:
@@ -175,6 +184,8 @@ class Tensor:
 
     @staticmethod
     def _from_numpy(array: numpy.ndarray) -> "Tensor":
+        import numpy
+
         data_type = numpy_to_triton_dtype(array.dtype)
         shape = list(array.shape)
         if data_type == DataType.BYTES:
@@ -191,6 +202,8 @@ class Tensor:
             raise InvalidArgumentError(
                 f"Tensor has data type {DataType(self.data_type).name} not {DataType.BYTES.name}"
             )
+        import numpy
+
         host = self.to_host()
         raw = ctypes.string_at(host.data_ptr, host.size) if host.size else b""
         count = math.prod(int(d) for d in self.shape)
@@ -200,6 +213,8 @@ class Tensor:
 
     def to_string_array(self) -> numpy.ndarray:
         """Decode a BYTES tensor into an array of ``str`` (UTF-8)."""
+        import numpy
+
         decoded = [b.decode("utf-8") for b in self.to_bytes_array().reshape(-1)]
         shape = [int(d) for d in self.shape]
         if not decoded:
