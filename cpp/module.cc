@@ -65,21 +65,19 @@ nb::object response_or_none(ResponsePtr p) {
 
 using namespace tsb;
 
-// Bind ServerOptions setters. The Options field named in error messages is
-// the Python name without its "set_" prefix (py_name + 4).
-#define OPTION(py_name, core_fn, T)                                        \
+// Bind ServerOptions setters; `field` is the Options field named in errors.
+#define OPTION(py_name, core_fn, field, T)                                 \
   .def(py_name, [](ServerOptions& o, T value) {                           \
-    o.apply(triton().core_fn, py_name + 4, value);                        \
+    o.apply(triton().core_fn, field, value);                              \
   })
-#define OPTION_STR(py_name, core_fn)                                       \
+#define OPTION_STR(py_name, core_fn, field)                                \
   .def(py_name, [](ServerOptions& o, const std::string& value) {          \
-    o.apply(triton().core_fn, py_name + 4, value.c_str());                \
+    o.apply(triton().core_fn, field, value.c_str());                      \
   })
-#define OPTION_TRIPLE(py_name, core_fn)                                    \
+#define OPTION_TRIPLE(py_name, core_fn, field)                             \
   .def(py_name, [](ServerOptions& o, const std::string& a,                \
                    const std::string& b, const std::string& c) {          \
-    o.apply(triton().core_fn, py_name + 4, a.c_str(), b.c_str(),          \
-            c.c_str());                                                   \
+    o.apply(triton().core_fn, field, a.c_str(), b.c_str(), c.c_str());    \
   })
 
 NB_MODULE(_core, m) {
@@ -192,20 +190,19 @@ NB_MODULE(_core, m) {
   // --- server ------------------------------------------------------------
   nb::class_<ServerOptions>(m, "ServerOptions")
       .def(nb::init<>())
-      OPTION_STR("set_server_id", ServerOptionsSetServerId)
-      OPTION_STR("set_model_repository", ServerOptionsSetModelRepositoryPath)
-      OPTION("set_model_control_mode", ServerOptionsSetModelControlMode, int)
-      OPTION_STR("set_startup_model", ServerOptionsSetStartupModel)
-      OPTION("set_strict_model_config", ServerOptionsSetStrictModelConfig, bool)
-      OPTION("set_rate_limiter_mode", ServerOptionsSetRateLimiterMode, int)
+      OPTION_STR("set_server_id", ServerOptionsSetServerId, "server_id")
+      OPTION_STR("set_model_repository", ServerOptionsSetModelRepositoryPath, "model_repository")
+      OPTION("set_model_control_mode", ServerOptionsSetModelControlMode, "model_control_mode", int)
+      OPTION_STR("set_startup_model", ServerOptionsSetStartupModel, "startup_models")
+      OPTION("set_strict_model_config", ServerOptionsSetStrictModelConfig, "strict_model_config", bool)
+      OPTION("set_rate_limiter_mode", ServerOptionsSetRateLimiterMode, "rate_limiter_mode", int)
       .def("set_rate_limiter_resource",
            [](ServerOptions& o, const std::string& name, size_t count,
               int device) {
              o.apply(triton().ServerOptionsAddRateLimiterResource,
                      "rate_limiter_resources", name.c_str(), count, device);
            })
-      OPTION("set_pinned_memory_pool_size",
-             ServerOptionsSetPinnedMemoryPoolByteSize, uint64_t)
+      OPTION("set_pinned_memory_pool_size", ServerOptionsSetPinnedMemoryPoolByteSize, "pinned_memory_pool_size", uint64_t)
       .def("set_cuda_memory_pool_size",
            [](ServerOptions& o, int device, uint64_t size) {
              o.apply(triton().ServerOptionsSetCudaMemoryPoolByteSize,
@@ -217,40 +214,36 @@ NB_MODULE(_core, m) {
              o.apply(triton().ServerOptionsSetCacheConfig, "cache_config",
                      name.c_str(), json.c_str());
            })
-      OPTION_STR("set_cache_directory", ServerOptionsSetCacheDirectory)
-      OPTION("set_min_supported_compute_capability",
-             ServerOptionsSetMinSupportedComputeCapability, double)
-      OPTION("set_exit_on_error", ServerOptionsSetExitOnError, bool)
-      OPTION("set_strict_readiness", ServerOptionsSetStrictReadiness, bool)
-      OPTION("set_exit_timeout", ServerOptionsSetExitTimeout, unsigned int)
-      OPTION("set_buffer_manager_thread_count",
-             ServerOptionsSetBufferManagerThreadCount, unsigned int)
-      OPTION("set_model_load_thread_count",
-             ServerOptionsSetModelLoadThreadCount, unsigned int)
-      OPTION("set_model_load_retry_count",
-             ServerOptionsSetModelLoadRetryCount, unsigned int)
-      OPTION("set_model_namespacing", ServerOptionsSetModelNamespacing, bool)
-      OPTION("set_enable_peer_access", ServerOptionsSetEnablePeerAccess, bool)
-      OPTION_STR("set_log_file", ServerOptionsSetLogFile)
-      OPTION("set_log_info", ServerOptionsSetLogInfo, bool)
-      OPTION("set_log_warn", ServerOptionsSetLogWarn, bool)
-      OPTION("set_log_error", ServerOptionsSetLogError, bool)
-      OPTION("set_log_format", ServerOptionsSetLogFormat, int)
-      OPTION("set_log_verbose", ServerOptionsSetLogVerbose, int)
-      OPTION("set_metrics", ServerOptionsSetMetrics, bool)
-      OPTION("set_gpu_metrics", ServerOptionsSetGpuMetrics, bool)
-      OPTION("set_cpu_metrics", ServerOptionsSetCpuMetrics, bool)
-      OPTION("set_metrics_interval", ServerOptionsSetMetricsInterval, uint64_t)
-      OPTION_STR("set_backend_directory", ServerOptionsSetBackendDirectory)
-      OPTION_STR("set_repo_agent_directory", ServerOptionsSetRepoAgentDirectory)
+      OPTION_STR("set_cache_directory", ServerOptionsSetCacheDirectory, "cache_directory")
+      OPTION("set_min_supported_compute_capability", ServerOptionsSetMinSupportedComputeCapability, "min_supported_compute_capability", double)
+      OPTION("set_exit_on_error", ServerOptionsSetExitOnError, "exit_on_error", bool)
+      OPTION("set_strict_readiness", ServerOptionsSetStrictReadiness, "strict_readiness", bool)
+      OPTION("set_exit_timeout", ServerOptionsSetExitTimeout, "exit_timeout", unsigned int)
+      OPTION("set_buffer_manager_thread_count", ServerOptionsSetBufferManagerThreadCount, "buffer_manager_thread_count", unsigned int)
+      OPTION("set_model_load_thread_count", ServerOptionsSetModelLoadThreadCount, "model_load_thread_count", unsigned int)
+      OPTION("set_model_load_retry_count", ServerOptionsSetModelLoadRetryCount, "model_load_retry_count", unsigned int)
+      OPTION("set_model_namespacing", ServerOptionsSetModelNamespacing, "model_namespacing", bool)
+      OPTION("set_enable_peer_access", ServerOptionsSetEnablePeerAccess, "enable_peer_access", bool)
+      OPTION_STR("set_log_file", ServerOptionsSetLogFile, "log_file")
+      OPTION("set_log_info", ServerOptionsSetLogInfo, "log_info", bool)
+      OPTION("set_log_warn", ServerOptionsSetLogWarn, "log_warn", bool)
+      OPTION("set_log_error", ServerOptionsSetLogError, "log_error", bool)
+      OPTION("set_log_format", ServerOptionsSetLogFormat, "log_format", int)
+      OPTION("set_log_verbose", ServerOptionsSetLogVerbose, "log_verbose", int)
+      OPTION("set_metrics", ServerOptionsSetMetrics, "metrics", bool)
+      OPTION("set_gpu_metrics", ServerOptionsSetGpuMetrics, "gpu_metrics", bool)
+      OPTION("set_cpu_metrics", ServerOptionsSetCpuMetrics, "cpu_metrics", bool)
+      OPTION("set_metrics_interval", ServerOptionsSetMetricsInterval, "metrics_interval", uint64_t)
+      OPTION_STR("set_backend_directory", ServerOptionsSetBackendDirectory, "backend_directory")
+      OPTION_STR("set_repo_agent_directory", ServerOptionsSetRepoAgentDirectory, "repo_agent_directory")
       .def("set_model_load_device_limit",
            [](ServerOptions& o, int kind, int device, double fraction) {
              o.apply(triton().ServerOptionsSetModelLoadDeviceLimit,
                      "model_load_device_limits", kind, device, fraction);
            })
-      OPTION_TRIPLE("set_backend_config", ServerOptionsSetBackendConfig)
-      OPTION_TRIPLE("set_host_policy", ServerOptionsSetHostPolicy)
-      OPTION_TRIPLE("set_metrics_config", ServerOptionsSetMetricsConfig)
+      OPTION_TRIPLE("set_backend_config", ServerOptionsSetBackendConfig, "backend_configuration")
+      OPTION_TRIPLE("set_host_policy", ServerOptionsSetHostPolicy, "host_policies")
+      OPTION_TRIPLE("set_metrics_config", ServerOptionsSetMetricsConfig, "metrics_configuration")
       .def("set_log_callback", [](ServerOptions& o, nb::callable fn) {
         install_log_callback(o, std::move(fn));
       });

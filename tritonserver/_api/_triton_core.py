@@ -49,7 +49,13 @@ _loaded: Optional[CoreInstall] = None
 
 
 def _from_library(path: str, source: str) -> CoreInstall:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    """The install around a given libtritonserver: the nvidia-pytriton
+    layout when it sits in that wheel's library folder, else an NGC-style
+    tree (lib/, backends/, repoagents/, caches/ side by side)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.basename(folder) == "nvidia_pytriton.libs":
+        return _pytriton_install(os.path.dirname(folder), path, source)
+    root = os.path.dirname(folder)
     return CoreInstall(
         library=path,
         source=source,
@@ -59,48 +65,50 @@ def _from_library(path: str, source: str) -> CoreInstall:
     )
 
 
-def _pytriton_installs() -> list[tuple[str, CoreInstall | None]]:
+def _pytriton_install(site: str, library: str, source: str) -> CoreInstall:
+    tree = os.path.join(site, "pytriton", "tritonserver")
+    python_dir = os.path.join(tree, "backends", "python")
+    python_backend = None
+    if os.path.isfile(os.path.join(python_dir, "libtriton_python.so")):
+        python_backend = (
+            os.path.join(python_dir, "libtriton_python.so"),
+            os.path.join(python_dir, "triton_python_backend_utils.py"),
+            os.path.join(tree, "python_backend_stubs"),
+        )
+    return CoreInstall(
+        library=library,
+        source=source,
+        backend_directory=os.path.join(tree, "backends"),
+        repo_agent_directory=None,
+        cache_directory=os.path.join(tree, "caches"),
+        python_backend=python_backend,
+    )
+
+
+def _pytriton_installs() -> list[tuple[str, Optional[CoreInstall]]]:
     """(place tried, install or None) for each sys.path entry."""
-    found = []
+    found: list[tuple[str, Optional[CoreInstall]]] = []
     for entry in dict.fromkeys(p for p in sys.path if p and os.path.isdir(p)):
         libs = os.path.join(entry, "nvidia_pytriton.libs")
         if not os.path.isdir(libs):
             continue
         cores = sorted(glob.glob(os.path.join(libs, "libtritonserver*.so*")))
-        tree = os.path.join(entry, "pytriton", "tritonserver")
-        if not cores:
-            found.append((libs, None))
-            continue
-        python_dir = os.path.join(tree, "backends", "python")
-        python_backend = None
-        if os.path.isfile(os.path.join(python_dir, "libtriton_python.so")):
-            python_backend = (
-                os.path.join(python_dir, "libtriton_python.so"),
-                os.path.join(python_dir, "triton_python_backend_utils.py"),
-                os.path.join(tree, "python_backend_stubs"),
-            )
-        found.append((
-            cores[0],
-            CoreInstall(
-                library=cores[0],
-                source="nvidia-pytriton",
-                backend_directory=os.path.join(tree, "backends"),
-                repo_agent_directory=None,
-                cache_directory=os.path.join(tree, "caches"),
-                python_backend=python_backend,
-            ),
-        ))
+        found.append((libs, _pytriton_install(entry, cores[0], "nvidia-pytriton") if cores else None))
     return found
 
 
 def find_core(path: Optional[str] = None) -> CoreInstall:
     """Locate a core without loading it; UnavailableError lists every place
     tried and how to install one."""
-    tried: list[str] = []
     if path is not None:
+        # An explicit choice is never silently replaced by another core.
         if os.path.isfile(path):
             return _from_library(path, "explicit path")
-        tried.append(f"{path} (explicit path: no such file)")
+        raise UnavailableError(
+            f"No Triton core library at {path} (explicit path: no such file).\n"
+            f"Install one with:\n  {INSTALL_HINT}"
+        )
+    tried: list[str] = []
     env = os.environ.get("TRITONSERVER_LIBRARY")
     if env:
         if os.path.isfile(env):
@@ -133,6 +141,11 @@ def load_core(path: Optional[str] = None) -> CoreInstall:
     global _loaded
     with _lock:
         if _loaded is not None:
+            if path is not None and os.path.realpath(path) != os.path.realpath(_loaded.library):
+                raise UnavailableError(
+                    f"A Triton core is already loaded from {_loaded.library}; one process "
+                    f"can use only one core, so {path} cannot be loaded too"
+                )
             return _loaded
         install = find_core(path)
         companions = []

@@ -1,0 +1,219 @@
+// The physical floor: the same Triton core driven directly from C++, on the
+// same models, with a plain malloc response allocator. Our binding's
+// benchmarks are reported as ratios against this program's numbers.
+//
+//   c_api_floor --library libtritonserver.so [--companion lib.so ...]
+//               --repository DIR --backends DIR --model NAME
+//               [--input NAME] [--elements N]
+//               [--inflight N] [--requests N] [--stream-count N]
+//
+// --inflight 1 is "one request at a time" (latency); N keeps N outstanding
+// (throughput). --stream-count sends COUNT=N to a decoupled model and counts
+// responses. Prints one JSON object: requests/s, responses/s, p50/p99 (us).
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../cpp/errors.h"
+#include "../cpp/triton_library.h"
+
+using namespace tsb;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  std::string library, repository, backends, model, input = "INPUT0";
+  std::vector<std::string> companions;
+  size_t elements = 16;
+  int inflight = 1;
+  int requests = 2000;
+  int stream_count = 0;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--library") a.library = v;
+    else if (k == "--companion") a.companions.push_back(v);
+    else if (k == "--repository") a.repository = v;
+    else if (k == "--backends") a.backends = v;
+    else if (k == "--model") a.model = v;
+    else if (k == "--input") a.input = v;
+    else if (k == "--elements") a.elements = std::stoull(v);
+    else if (k == "--inflight") a.inflight = std::stoi(v);
+    else if (k == "--requests") a.requests = std::stoi(v);
+    else if (k == "--stream-count") a.stream_count = std::stoi(v);
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", k.c_str());
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+TRITONSERVER_Error* alloc_fn(TRITONSERVER_ResponseAllocator*, const char*,
+                             size_t size, TRITONSERVER_MemoryType, int64_t,
+                             void*, void** buffer, void** buffer_userp,
+                             TRITONSERVER_MemoryType* type,
+                             int64_t* type_id) {
+  *buffer = size ? std::malloc(size) : nullptr;
+  *buffer_userp = nullptr;
+  *type = TRITONSERVER_MEMORY_CPU;
+  *type_id = 0;
+  return nullptr;
+}
+
+TRITONSERVER_Error* release_fn(TRITONSERVER_ResponseAllocator*, void* buffer,
+                               void*, size_t, TRITONSERVER_MemoryType,
+                               int64_t) {
+  std::free(buffer);
+  return nullptr;
+}
+
+// Completion bookkeeping shared by all requests.
+struct Tracker {
+  std::mutex mutex;
+  std::condition_variable done;
+  int completed = 0;
+  long responses = 0;
+  std::vector<double> latencies_us;
+};
+
+struct InFlight {
+  Tracker* tracker;
+  Clock::time_point start;
+};
+
+void release_request(TRITONSERVER_InferenceRequest* request, const uint32_t,
+                     void*) {
+  triton().InferenceRequestDelete(request);
+}
+
+void on_response(TRITONSERVER_InferenceResponse* response,
+                 const uint32_t flags, void* userp) {
+  auto* f = static_cast<InFlight*>(userp);
+  Tracker* tracker = f->tracker;
+  if (response != nullptr) {
+    if (TRITONSERVER_Error* err = triton().InferenceResponseError(response)) {
+      std::fprintf(stderr, "response error: %s\n", triton().ErrorMessage(err));
+      std::exit(1);
+    }
+    triton().InferenceResponseDelete(response);
+  }
+  std::lock_guard<std::mutex> lock(tracker->mutex);
+  if (response != nullptr) tracker->responses++;
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    tracker->latencies_us.push_back(
+        std::chrono::duration<double, std::micro>(Clock::now() - f->start)
+            .count());
+    tracker->completed++;
+    delete f;
+    tracker->done.notify_all();
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  load_triton(a.library, a.companions);
+  const TritonApi& api = triton();
+
+  TRITONSERVER_ServerOptions* options = nullptr;
+  check(api.ServerOptionsNew(&options));
+  check(api.ServerOptionsSetModelRepositoryPath(options, a.repository.c_str()));
+  check(api.ServerOptionsSetBackendDirectory(options, a.backends.c_str()));
+  check(api.ServerOptionsSetModelControlMode(
+      options, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  check(api.ServerOptionsSetLogInfo(options, false));
+  check(api.ServerOptionsSetLogWarn(options, false));
+  check(api.ServerOptionsSetLogError(options, true));
+  TRITONSERVER_Server* server = nullptr;
+  check(api.ServerNew(&server, options));
+  api.ServerOptionsDelete(options);
+  check(api.ServerLoadModelWithParameters(server, a.model.c_str(), nullptr, 0));
+
+  TRITONSERVER_ResponseAllocator* allocator = nullptr;
+  check(api.ResponseAllocatorNew(&allocator, alloc_fn, release_fn, nullptr));
+
+  const bool stream = a.stream_count > 0;
+  // Streams send COUNT (INT32); every other workload sends FP32 data.
+  TRITONSERVER_DataType dtype =
+      stream ? TRITONSERVER_TYPE_INT32 : TRITONSERVER_TYPE_FP32;
+  std::vector<int32_t> count_input{a.stream_count};
+  std::vector<float> data(stream ? 0 : a.elements, 1.0f);
+  const void* base = stream ? static_cast<const void*>(count_input.data())
+                            : static_cast<const void*>(data.data());
+  size_t bytes = stream ? sizeof(int32_t) : data.size() * sizeof(float);
+  int64_t shape = stream ? 1 : static_cast<int64_t>(a.elements);
+
+  Tracker tracker;
+  auto submit = [&] {
+    TRITONSERVER_InferenceRequest* request = nullptr;
+    check(api.InferenceRequestNew(&request, server, a.model.c_str(), -1));
+    check(api.InferenceRequestAddInput(request, a.input.c_str(), dtype, &shape,
+                                       1));
+    check(api.InferenceRequestAppendInputData(request, a.input.c_str(), base,
+                                              bytes, TRITONSERVER_MEMORY_CPU,
+                                              0));
+    check(api.InferenceRequestSetReleaseCallback(request, release_request,
+                                                 nullptr));
+    auto* f = new InFlight{&tracker, Clock::now()};
+    check(api.InferenceRequestSetResponseCallback(request, allocator, nullptr,
+                                                  on_response, f));
+    check(api.ServerInferAsync(server, request, nullptr));
+  };
+
+  // Warm-up, then the measured run.
+  for (int phase = 0; phase < 2; ++phase) {
+    int total = phase == 0 ? std::max(20, a.requests / 10) : a.requests;
+    {
+      std::lock_guard<std::mutex> lock(tracker.mutex);
+      tracker.completed = 0;
+      tracker.responses = 0;
+      tracker.latencies_us.clear();
+    }
+    auto t0 = Clock::now();
+    int submitted = 0;
+    std::unique_lock<std::mutex> lock(tracker.mutex);
+    while (tracker.completed < total) {
+      while (submitted < total && submitted - tracker.completed < a.inflight) {
+        lock.unlock();
+        submit();
+        ++submitted;
+        lock.lock();
+      }
+      tracker.done.wait(lock, [&] {
+        return tracker.completed == total ||
+               (submitted < total && submitted - tracker.completed < a.inflight);
+      });
+    }
+    double seconds =
+        std::chrono::duration<double>(Clock::now() - t0).count();
+    if (phase == 1) {
+      std::vector<double> l = tracker.latencies_us;
+      std::sort(l.begin(), l.end());
+      auto pct = [&](double p) {
+        return l[std::min(l.size() - 1, static_cast<size_t>(p * l.size()))];
+      };
+      std::printf(
+          "{\"requests_per_s\": %.1f, \"responses_per_s\": %.1f, "
+          "\"p50_us\": %.1f, \"p99_us\": %.1f, \"seconds\": %.4f, "
+          "\"requests\": %d}\n",
+          total / seconds, tracker.responses / seconds, pct(0.5), pct(0.99),
+          seconds, total);
+    }
+  }
+  check(api.ServerStop(server));
+  api.ServerDelete(server);
+  return 0;
+}

@@ -1,0 +1,208 @@
+"""Finding the Triton core: the nvidia-pytriton wheel's core, the
+TRITONSERVER_LIBRARY variable, the error when no core is visible, and the
+python backend link folder. Scenarios that need a process without a loaded
+core run in a child interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import tritonserver
+from tritonserver import _core
+from tritonserver._api import _triton_core
+
+NGC_CORE = "/opt/tritonserver/lib/libtritonserver.so"
+INSTALL_HINT = "pip install --no-deps nvidia-pytriton==0.7.0"
+
+needs_wheel_core = pytest.mark.skipif(
+    bool(os.environ.get("TRITONSERVER_LIBRARY")) or os.path.isfile(NGC_CORE),
+    reason="another core (TRITONSERVER_LIBRARY or /opt/tritonserver) takes precedence here",
+)
+
+
+def run_child(code: str, cwd: pathlib.Path, **env_overrides: str | None) -> dict:
+    """Run `code` in a fresh interpreter; it prints one JSON line last."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITONSERVER_LIBRARY"}
+    for key, value in env_overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=str(cwd), env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"child failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def wheel_core() -> str:
+    install = _triton_core.find_core()
+    assert install.source == "nvidia-pytriton", install
+    return install.library
+
+
+# -- the core this process uses -------------------------------------------------------
+
+@needs_wheel_core
+def test_load_core_returns_the_nvidia_pytriton_core():
+    path = tritonserver.load_core()
+    assert isinstance(path, str)
+    assert os.path.isfile(path)
+    library = pathlib.Path(path)
+    assert library.name.startswith("libtritonserver") and ".so" in library.name
+    assert library.parent.name == "nvidia_pytriton.libs"
+    assert any(pathlib.Path(p) == library.parent.parent for p in sys.path if p)
+    assert _triton_core.loaded_core().source == "nvidia-pytriton"
+
+
+def test_load_core_is_loaded_once():
+    first = tritonserver.load_core()
+    assert tritonserver.load_core() == first
+    assert _core.triton_loaded()
+    assert _core.loaded_core_path() == first
+
+
+# -- no core visible ---------------------------------------------------------------
+
+NO_CORE_CHILD = """
+    import json, os, sys
+    import tritonserver
+    sys.path[:] = [p for p in sys.path if "site-packages" not in p and "dist-packages" not in p]
+    repository = os.getcwd()
+    results = {}
+    for case, value in (("missing_env", os.environ.get("MISSING_LIBRARY")), ("unset_env", None)):
+        if value is None:
+            os.environ.pop("TRITONSERVER_LIBRARY", None)
+        else:
+            os.environ["TRITONSERVER_LIBRARY"] = value
+        server = tritonserver.Server(model_repository=repository)
+        try:
+            server.start()
+            results[case] = None
+            server.stop()
+            continue
+        except Exception as e:
+            error = [type(e).__name__, type(e).__module__, str(e)]
+        try:
+            server.ready()
+            still = "started"
+        except tritonserver.InvalidArgumentError as e:
+            still = str(e)
+        results[case] = {"error": error, "after": still}
+    try:
+        tritonserver.MetricFamily(tritonserver.MetricKind.COUNTER, "no_core_family", "x")
+        results["metric_family"] = None
+    except Exception as e:
+        results["metric_family"] = [type(e).__name__, str(e)]
+    print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def no_core(tmp_path_factory):
+    if os.path.isfile(NGC_CORE):
+        pytest.skip("an NGC core in /opt/tritonserver is always visible here")
+    cwd = tmp_path_factory.mktemp("no_core")
+    missing = str(cwd / "nowhere" / "libtritonserver.so")
+    return missing, run_child(NO_CORE_CHILD, cwd, MISSING_LIBRARY=missing)
+
+
+def test_no_core_is_unavailable_with_install_hint(no_core):
+    _, results = no_core
+    result = results["unset_env"]
+    assert result is not None, "the server started without any core visible"
+    name, module, message = result["error"]
+    assert (name, module) == ("UnavailableError", "tritonserver")
+    assert INSTALL_HINT in message
+    # Every place tried is listed.
+    assert "TRITONSERVER_LIBRARY" in message
+    assert NGC_CORE in message
+    assert "nvidia_pytriton" in message or "nvidia-pytriton" in message
+    assert result["after"] == "Server not started"
+
+
+def test_missing_tritonserver_library_file_is_reported(no_core):
+    missing, results = no_core
+    result = results["missing_env"]
+    assert result is not None, "the server started without any core visible"
+    name, _, message = result["error"]
+    assert name == "UnavailableError"
+    assert missing in message
+    assert "TRITONSERVER_LIBRARY" in message
+    assert INSTALL_HINT in message
+
+
+def test_metric_family_without_core_is_unavailable(no_core):
+    _, results = no_core
+    assert results["metric_family"] is not None
+    name, message = results["metric_family"]
+    assert name == "UnavailableError"
+    assert INSTALL_HINT in message
+
+
+# -- TRITONSERVER_LIBRARY and explicit paths ------------------------------------------
+
+@needs_wheel_core
+def test_tritonserver_library_variable_selects_the_core(tmp_path):
+    library = wheel_core()
+    result = run_child("""
+        import json, tritonserver
+        from tritonserver._api import _triton_core
+        path = tritonserver.load_core()
+        print(json.dumps([path, _triton_core.loaded_core().source]))
+    """, tmp_path, TRITONSERVER_LIBRARY=library)
+    assert result == [library, "TRITONSERVER_LIBRARY"]
+
+
+@needs_wheel_core
+def test_explicit_path_loads_that_core(tmp_path):
+    library = wheel_core()
+    result = run_child(f"""
+        import json, tritonserver
+        from tritonserver._api import _triton_core
+        path = tritonserver.load_core({library!r})
+        print(json.dumps([path, _triton_core.loaded_core().source]))
+    """, tmp_path)
+    assert result == [library, "explicit path"]
+
+
+def test_explicit_missing_path_is_not_silently_replaced(tmp_path):
+    missing = str(tmp_path / "nowhere" / "libtritonserver.so")
+    result = run_child(f"""
+        import json, tritonserver
+        try:
+            print(json.dumps({{"loaded": tritonserver.load_core({missing!r})}}))
+        except Exception as e:
+            print(json.dumps({{"error": [type(e).__name__, str(e)]}}))
+    """, tmp_path)
+    assert "error" in result, f"load_core({missing!r}) loaded another core: {result}"
+    name, message = result["error"]
+    assert name == "UnavailableError"
+    assert missing in message
+
+
+# -- the python backend link folder ------------------------------------------------
+
+@needs_wheel_core
+def test_python_backend_directory_holds_the_stub_for_this_python():
+    install = _triton_core.load_core()
+    folder = _triton_core.python_backend_directory(install)
+    assert folder is not None
+    python = pathlib.Path(folder) / "python"
+    assert python.is_dir()
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = python / "triton_python_backend_stub"
+    assert stub.is_file()
+    assert os.access(stub, os.X_OK)
+    assert stub.resolve().parent.name == version
+    assert (python / "libtriton_python.so").resolve().is_file()
+    assert (python / "triton_python_backend_utils.py").resolve().is_file()
+    assert (python / "libtriton_python.so").resolve() == pathlib.Path(install.python_backend[0]).resolve()
+    # Made once: a second call reuses the same folder.
+    assert _triton_core.python_backend_directory(install) == folder

@@ -1,0 +1,318 @@
+"""Model repository control (explicit load/unload, config overrides,
+in-memory models, POLL mode, registered repositories), unknown-model errors,
+and the Model introspection calls."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import numpy
+import pytest
+
+import tritonserver
+from conftest import MODELS, as_numpy, make_options, single
+
+
+def copy_model(name: str, destination, new_name: str | None = None):
+    """Copy config.pbtxt and 1/ (model.py for python models) of a test model."""
+    target = destination / (new_name or name)
+    (target / "1").mkdir(parents=True)
+    config = (MODELS / name / "config.pbtxt").read_text()
+    if new_name is not None:
+        config = config.replace(f'name: "{name}"', f'name: "{new_name}"')
+    (target / "config.pbtxt").write_text(config)
+    if (MODELS / name / "1" / "model.py").is_file():
+        shutil.copy(MODELS / name / "1" / "model.py", target / "1" / "model.py")
+    return target
+
+
+def wait_for(predicate, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.fixture(scope="module")
+def repo_server(backend_directory):
+    """A private EXPLICIT-mode server over tests/models: these tests load,
+    reload and unload models, which must not disturb the shared server."""
+    srv = tritonserver.Server(make_options(backend_directory, server_id="repository-tests"))
+    srv.start(wait_until_ready=True, timeout=60)
+    yield srv
+    srv.stop()
+
+
+# -- explicit load / unload ----------------------------------------------------
+
+def test_load_and_unload(repo_server):
+    model = repo_server.load("identity_bytes")
+    assert isinstance(model, tritonserver.Model)
+    assert (model.name, model.version) == ("identity_bytes", -1)
+    assert model.ready()
+    assert repo_server.models()[("identity_bytes", 1)].state == "READY"
+    repo_server.unload("identity_bytes", wait_until_unloaded=True, timeout=30)
+    assert repo_server.models()[("identity_bytes", 1)].state == "UNAVAILABLE"
+    assert not model.ready()
+    # Loading again brings it back.
+    repo_server.load("identity_bytes")
+    assert model.ready()
+    repo_server.unload(model, wait_until_unloaded=True, timeout=30)  # a Model works too
+    assert not repo_server.model("identity_bytes").ready()
+
+
+def test_unload_without_wait_eventually_unloads(repo_server):
+    repo_server.load("identity_multi")
+    repo_server.unload("identity_multi")
+    assert wait_for(lambda: not repo_server.model("identity_multi").ready())
+    assert wait_for(lambda: repo_server.models()[("identity_multi", 1)].state == "UNAVAILABLE")
+
+
+def test_load_with_config_override(repo_server):
+    config = repo_server.load("identity_bf16").config()
+    assert config["max_batch_size"] == 0
+    assert repo_server.model("identity_bf16").batch_properties() == tritonserver.ModelBatchFlag.UNKNOWN
+    override = {
+        "backend": "identity",
+        "max_batch_size": 4,
+        "input": [{"name": "INPUT0", "data_type": "TYPE_BF16", "dims": [-1]}],
+        "output": [{"name": "OUTPUT0", "data_type": "TYPE_BF16", "dims": [-1]}],
+        "parameters": {"origin": {"string_value": "override"}},
+    }
+    try:
+        model = repo_server.load("identity_bf16", {"config": json.dumps(override)})
+        assert model.ready()
+        new_config = model.config()
+        assert new_config["max_batch_size"] == 4
+        assert new_config["parameters"]["origin"]["string_value"] == "override"
+        assert model.batch_properties() == tritonserver.ModelBatchFlag.FIRST_DIM
+        assert model.metadata()["inputs"][0]["shape"] == [-1, -1]  # batch dimension added
+    finally:
+        repo_server.unload("identity_bf16", wait_until_unloaded=True, timeout=30)
+
+
+def test_load_with_config_override_as_dict(repo_server):
+    override = {
+        "backend": "identity",
+        "max_batch_size": 0,
+        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "parameters": {"style": {"string_value": "dict"}},
+    }
+    try:
+        model = repo_server.load("identity_fp32", {"config": override})
+        assert model.config()["parameters"]["style"]["string_value"] == "dict"
+        data = numpy.arange(3, dtype=numpy.float32)
+        out = single(model.infer(inputs={"INPUT0": data}))
+        numpy.testing.assert_array_equal(as_numpy(out.outputs["OUTPUT0"]), data)
+    finally:
+        repo_server.unload("identity_fp32", wait_until_unloaded=True, timeout=30)
+
+
+def test_load_with_malformed_config_override(repo_server):
+    with pytest.raises(tritonserver.InternalError, match="identity_gpu"):
+        repo_server.load("identity_gpu", {"config": "{not json"})
+    assert not repo_server.model("identity_gpu").ready()
+
+
+def test_load_parameter_of_unsupported_type(repo_server):
+    with pytest.raises((TypeError, tritonserver.InvalidArgumentError), match="config"):
+        repo_server.load("identity_fp32", {"config": 1.5})
+
+
+def test_load_from_in_memory_files(repo_server):
+    name = "in_memory_add_sub"
+    assert name not in {key[0] for key in repo_server.models()}
+    config = {
+        "backend": "python",
+        "max_batch_size": 0,
+        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]},
+                  {"name": "INPUT1", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]},
+                   {"name": "OUTPUT1", "data_type": "TYPE_FP32", "dims": [-1]}],
+    }
+    source = (MODELS / "add_sub" / "1" / "model.py").read_bytes()
+    model = repo_server.load(name, {"config": json.dumps(config), "file:1/model.py": source})
+    try:
+        assert model.ready()
+        assert model.config()["name"] == name
+        assert model.metadata()["platform"] == "python"
+        a = numpy.array([1.0, 2.0, 3.0], dtype=numpy.float32)
+        b = numpy.array([0.5, 0.5, 4.0], dtype=numpy.float32)
+        out = single(model.infer(inputs={"INPUT0": a, "INPUT1": b}))
+        numpy.testing.assert_array_equal(as_numpy(out.outputs["OUTPUT0"]), a + b)
+        numpy.testing.assert_array_equal(as_numpy(out.outputs["OUTPUT1"]), a - b)
+        del out
+    finally:
+        repo_server.unload(name, wait_until_unloaded=True, timeout=30)
+    assert not model.ready()
+
+
+def test_poll_in_explicit_mode_is_unavailable(repo_server):
+    with pytest.raises(tritonserver.UnavailableError):
+        repo_server.poll_model_repository()
+
+
+# -- unknown models ------------------------------------------------------------
+
+def test_load_unknown_model(repo_server):
+    with pytest.raises(tritonserver.InternalError, match="no_such_model"):
+        repo_server.load("no_such_model")
+
+
+def test_infer_on_unknown_model_is_not_found(server):
+    with pytest.raises(tritonserver.NotFoundError, match="no_such_model"):
+        server.model("no_such_model").infer(inputs={"INPUT0": numpy.ones(1, dtype=numpy.float32)})
+
+
+def test_introspection_of_unknown_model(server):
+    handle = server.model("no_such_model")
+    assert handle.ready() is False
+    for call in (handle.metadata, handle.config, handle.batch_properties, handle.transaction_properties):
+        with pytest.raises(tritonserver.NotFoundError, match="no_such_model"):
+            call()
+    with pytest.raises(tritonserver.TritonError, match="no_such_model"):
+        handle.statistics()
+
+
+def test_known_but_unloaded_model_is_not_ready(repo_server):
+    assert repo_server.model("echo_all_types").ready() is False
+    assert repo_server.models()["echo_all_types"].ready() is False
+
+
+# -- POLL mode -------------------------------------------------------------------
+
+def test_poll_picks_up_new_and_removed_models(backend_directory, tmp_path):
+    srv = tritonserver.Server(make_options(
+        backend_directory, server_id="repository-poll", model_repository=str(tmp_path),
+        model_control_mode=tritonserver.ModelControlMode.POLL,
+    ))
+    srv.start(wait_until_ready=True, timeout=30)
+    try:
+        assert len(srv.models()) == 0
+        copy_model("identity_fp32", tmp_path)
+        srv.poll_model_repository()
+        assert wait_for(lambda: srv.model("identity_fp32").ready())
+        assert srv.models()[("identity_fp32", 1)].state == "READY"
+        data = numpy.arange(2, dtype=numpy.float32)
+        out = single(srv.model("identity_fp32").infer(inputs={"INPUT0": data}))
+        numpy.testing.assert_array_equal(as_numpy(out.outputs["OUTPUT0"]), data)
+        del out
+        with pytest.raises(tritonserver.UnavailableError):
+            srv.load("identity_fp32")  # explicit control is off in POLL mode
+        shutil.rmtree(tmp_path / "identity_fp32")
+        srv.poll_model_repository()
+        assert wait_for(lambda: not srv.model("identity_fp32").ready())
+    finally:
+        srv.stop()
+
+
+# -- registered repositories -----------------------------------------------------
+
+def test_register_and_unregister_repository_with_name_mapping(repo_server, tmp_path):
+    extra = tmp_path / "extra"
+    copy_model("identity_fp32", extra, new_name="folder_name")
+    repo_server.register_model_repository(str(extra), {"folder_name": "mapped_identity"})
+    try:
+        names = {key[0] for key in repo_server.models()}
+        assert "mapped_identity" in names and "folder_name" not in names
+        model = repo_server.load("mapped_identity")
+        assert model.ready()
+        assert model.config()["name"] == "mapped_identity"
+        data = numpy.arange(3, dtype=numpy.float32)
+        out = single(model.infer(inputs={"INPUT0": data}))
+        numpy.testing.assert_array_equal(as_numpy(out.outputs["OUTPUT0"]), data)
+        del out
+        with pytest.raises(tritonserver.AlreadyExistsError):
+            repo_server.register_model_repository(str(extra))
+        repo_server.unload("mapped_identity", wait_until_unloaded=True, timeout=30)
+    finally:
+        repo_server.unregister_model_repository(str(extra))
+    assert "mapped_identity" not in {key[0] for key in repo_server.models()}
+    with pytest.raises(tritonserver.InternalError):
+        repo_server.load("mapped_identity")
+
+
+def test_register_repository_without_mapping(repo_server, tmp_path):
+    extra = tmp_path / "plain"
+    copy_model("identity_fp32", extra, new_name="plain_identity")
+    repo_server.register_model_repository(str(extra))
+    try:
+        assert ("plain_identity", -1) in repo_server.models()
+        assert repo_server.load("plain_identity").ready()
+        repo_server.unload("plain_identity", wait_until_unloaded=True, timeout=30)
+    finally:
+        repo_server.unregister_model_repository(str(extra))
+
+
+def test_register_and_unregister_missing_repository(repo_server, tmp_path):
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        repo_server.register_model_repository(str(tmp_path / "missing"))
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        repo_server.unregister_model_repository(str(tmp_path / "missing"))
+
+
+# -- Model introspection (shared server, read only) -----------------------------
+
+def test_model_metadata(model):
+    metadata = model("add_sub").metadata()
+    assert metadata["name"] == "add_sub"
+    assert metadata["versions"] == ["1"]
+    assert metadata["platform"] == "python"
+    assert [(t["name"], t["datatype"], t["shape"]) for t in metadata["inputs"]] == [
+        ("INPUT0", "FP32", [-1]), ("INPUT1", "FP32", [-1])]
+    assert [t["name"] for t in metadata["outputs"]] == ["OUTPUT0", "OUTPUT1"]
+
+
+def test_model_config(model):
+    config = model("identity_multi").config()
+    assert config["name"] == "identity_multi"
+    assert config["backend"] == "identity"
+    assert config["max_batch_size"] == 0
+    assert [(t["name"], t["data_type"], t["dims"]) for t in config["input"]] == [
+        ("INPUT0", "TYPE_INT8", [-1, -1]), ("INPUT1", "TYPE_FP16", [-1, -1, -1]), ("INPUT2", "TYPE_UINT64", [-1])]
+    assert model("identity_multi").config(config_version=1) == config
+
+
+def test_model_statistics_count_inferences(repo_server):
+    # A freshly loaded model on the private server: counts start at zero.
+    handle = repo_server.load("identity_fp32")
+    try:
+        def counts():
+            stats = handle.statistics()["model_stats"]
+            assert [(s["name"], s["version"]) for s in stats] == [("identity_fp32", "1")]
+            return stats[0]["inference_count"], stats[0]["inference_stats"]["success"]["count"]
+
+        assert counts() == (0, 0)
+        data = numpy.ones(4, dtype=numpy.float32)
+        single(handle.infer(inputs={"INPUT0": data}))
+        single(handle.infer(inputs={"INPUT0": data}))
+        assert wait_for(lambda: counts()[1] >= 2)
+        assert counts() == (2, 2)
+        stats = handle.statistics()["model_stats"][0]
+        assert stats["execution_count"] == 2
+        assert stats["last_inference"] > 0
+        assert stats["inference_stats"]["fail"]["count"] == 0
+    finally:
+        repo_server.unload("identity_fp32", wait_until_unloaded=True, timeout=30)
+
+
+def test_batch_and_transaction_properties(model):
+    add_sub = model("add_sub")
+    assert add_sub.batch_properties() == tritonserver.ModelBatchFlag.UNKNOWN
+    assert isinstance(add_sub.batch_properties(), tritonserver.ModelBatchFlag)
+    assert add_sub.transaction_properties() == tritonserver.ModelTxnPropertyFlag.ONE_TO_ONE
+    streaming = model("streaming")
+    assert streaming.transaction_properties() == tritonserver.ModelTxnPropertyFlag.DECOUPLED
+    assert isinstance(streaming.transaction_properties(), tritonserver.ModelTxnPropertyFlag)
+
+
+def test_model_ready_by_version(server, model):
+    model("add_sub")
+    assert server.model("add_sub").ready() is True
+    assert server.model("add_sub", 1).ready() is True
+    assert server.model("add_sub", 2).ready() is False

@@ -1,0 +1,321 @@
+"""Server lifecycle: start/stop, health, metadata, the model index, the
+context manager, and the errors of a server used in the wrong state."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy
+import pytest
+
+import tritonserver
+from conftest import MODELS, as_numpy, make_options, single
+
+REPOSITORY_MODELS = sorted(p.name for p in MODELS.iterdir() if (p / "config.pbtxt").is_file())
+
+
+def own_server(backend_directory: str, server_id: str, **overrides) -> tritonserver.Server:
+    return tritonserver.Server(make_options(backend_directory, server_id=server_id, **overrides))
+
+
+def call_with_deadline(fn, seconds: float):
+    """Run fn() in a daemon thread; fail (instead of hanging) if it does not
+    return within `seconds`. Returns fn's result or re-raises its error."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = fn()
+        except BaseException as e:  # re-raised in the caller
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"call did not return within {seconds} s"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+# -- start / stop ---------------------------------------------------------------
+
+def test_start_returns_self_and_server_is_live_and_ready(backend_directory):
+    srv = own_server(backend_directory, "lifecycle-start")
+    try:
+        assert srv.start() is srv
+        assert srv.live() is True
+        assert srv.ready() is True
+    finally:
+        srv.stop()
+    with pytest.raises(tritonserver.InvalidArgumentError, match="Server not started"):
+        srv.ready()
+
+
+def test_start_wait_until_ready(backend_directory):
+    srv = own_server(backend_directory, "lifecycle-wait")
+    try:
+        assert srv.start(wait_until_ready=True, polling_interval=0.01, timeout=30) is srv
+        assert srv.ready()
+    finally:
+        srv.stop()
+
+
+def test_double_start_is_an_invalid_argument(backend_directory):
+    srv = own_server(backend_directory, "lifecycle-double-start").start()
+    try:
+        with pytest.raises(tritonserver.InvalidArgumentError, match="already started"):
+            srv.start()
+        # The failed second start left the running server alone.
+        assert srv.ready()
+    finally:
+        srv.stop()
+
+
+def test_double_stop_is_an_invalid_argument(backend_directory):
+    srv = own_server(backend_directory, "lifecycle-double-stop").start()
+    srv.stop()
+    with pytest.raises(tritonserver.InvalidArgumentError, match="Server not started"):
+        srv.stop()
+
+
+NOT_STARTED_CALLS = {
+    "ready": lambda s: s.ready(),
+    "live": lambda s: s.live(),
+    "metadata": lambda s: s.metadata(),
+    "metrics": lambda s: s.metrics(),
+    "models": lambda s: s.models(),
+    "model": lambda s: s.model("add_sub"),
+    "load": lambda s: s.load("add_sub"),
+    "unload": lambda s: s.unload("add_sub"),
+    "stop": lambda s: s.stop(),
+    "register_model_repository": lambda s: s.register_model_repository(str(MODELS)),
+    "unregister_model_repository": lambda s: s.unregister_model_repository(str(MODELS)),
+    "poll_model_repository": lambda s: s.poll_model_repository(),
+    "_ptr": lambda s: s._ptr(),
+}
+
+
+@pytest.mark.parametrize("call", NOT_STARTED_CALLS.values(), ids=NOT_STARTED_CALLS.keys())
+def test_methods_before_start_raise_server_not_started(call):
+    srv = tritonserver.Server()
+    with pytest.raises(tritonserver.InvalidArgumentError, match="Server not started"):
+        call(srv)
+
+
+def test_model_handle_needs_a_started_server():
+    with pytest.raises(tritonserver.InvalidArgumentError, match="Server not started"):
+        tritonserver.Model(tritonserver.Server(), "add_sub")
+
+
+def test_server_can_start_again_after_stop(backend_directory):
+    srv = own_server(backend_directory, "lifecycle-restart")
+    srv.start()
+    first = srv._ptr()
+    srv.stop()
+    srv.start(wait_until_ready=True, timeout=30)
+    try:
+        assert srv.ready()
+        assert srv._ptr() != 0
+        assert srv.metadata()["name"] == "lifecycle-restart"
+        model = srv.load("identity_fp32")
+        data = numpy.arange(4, dtype=numpy.float32)
+        out = single(model.infer(inputs={"INPUT0": data}))
+        numpy.testing.assert_array_equal(as_numpy(out.outputs["OUTPUT0"]), data)
+    finally:
+        srv.stop()
+    assert isinstance(first, int) and first != 0
+
+
+def test_stop_with_several_models_loaded_returns_promptly(backend_directory):
+    # exit_timeout well above the deadline: a stop that waits for the exit
+    # timeout (requests or responses never released) fails the test.
+    srv = own_server(backend_directory, "lifecycle-stop-loaded", exit_timeout=30)
+    srv.start(wait_until_ready=True, timeout=30)
+    try:
+        add_sub = srv.load("add_sub")
+        identity = srv.load("identity_fp32")
+        streaming = srv.load("streaming")
+        data = numpy.arange(5, dtype=numpy.float32)
+        kept = single(add_sub.infer(inputs={"INPUT0": data, "INPUT1": data}))
+        single(identity.infer(inputs={"INPUT0": data}))
+        outs = [r for r in streaming.infer(inputs={"COUNT": numpy.array([2], dtype=numpy.int32)})]
+        assert [int(as_numpy(r.outputs["OUT"])[0]) for r in outs if "OUT" in r.outputs] == [0, 1]
+        assert all(m.ready() for m in (add_sub, identity, streaming))
+    except BaseException:
+        srv.stop()
+        raise
+    # A response is still held across stop(): stop must not wait for it.
+    call_with_deadline(srv.stop, 10)
+    with pytest.raises(tritonserver.InvalidArgumentError, match="Server not started"):
+        srv.ready()
+    numpy.testing.assert_array_equal(as_numpy(kept.outputs["OUTPUT0"]), data * 2)
+
+
+# -- context manager and constructors ----------------------------------------
+
+def test_context_manager_starts_and_stops(backend_directory):
+    srv = own_server(backend_directory, "lifecycle-with")
+    with srv as entered:
+        assert entered is srv
+        assert srv.ready()
+        assert srv.metadata()["name"] == "lifecycle-with"
+    with pytest.raises(tritonserver.InvalidArgumentError, match="Server not started"):
+        srv.ready()
+
+
+def test_context_manager_stops_on_exception(backend_directory):
+    srv = own_server(backend_directory, "lifecycle-with-error")
+    with pytest.raises(RuntimeError, match="boom"):
+        with srv:
+            assert srv.live()
+            raise RuntimeError("boom")
+    with pytest.raises(tritonserver.InvalidArgumentError, match="Server not started"):
+        srv.live()
+
+
+def test_context_manager_accepts_a_started_server(backend_directory):
+    srv = own_server(backend_directory, "lifecycle-with-started")
+    with srv.start() as entered:
+        assert entered is srv
+        assert srv.ready()
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        srv.ready()
+
+
+def test_server_from_options_and_from_keywords(backend_directory):
+    options = make_options(backend_directory, server_id="lifecycle-options")
+    by_options = tritonserver.Server(options)
+    assert by_options.options is options
+    by_keywords = tritonserver.Server(
+        model_repository=str(MODELS),
+        model_control_mode=tritonserver.ModelControlMode.EXPLICIT,
+        backend_directory=backend_directory,
+        server_id="lifecycle-kwargs",
+        exit_timeout=10,
+    )
+    assert isinstance(by_keywords.options, tritonserver.Options)
+    assert by_keywords.options.server_id == "lifecycle-kwargs"
+    assert by_keywords.options.model_control_mode == tritonserver.ModelControlMode.EXPLICIT
+    for srv, name in ((by_options, "lifecycle-options"), (by_keywords, "lifecycle-kwargs")):
+        srv.start()
+        try:
+            assert srv.metadata()["name"] == name
+            assert ("identity_fp32", -1) in srv.models()
+        finally:
+            srv.stop()
+
+
+def test_server_with_unknown_keyword_fails_at_construction():
+    with pytest.raises(TypeError):
+        tritonserver.Server(no_such_option=1)
+
+
+# -- repository errors at start ------------------------------------------------
+
+def test_bad_repository_path_is_an_internal_error(backend_directory, tmp_path):
+    srv = own_server(backend_directory, "lifecycle-bad-repo", model_repository=str(tmp_path / "missing"))
+    with pytest.raises(tritonserver.InternalError):
+        srv.start()
+    # The failed start left the server unstarted.
+    with pytest.raises(tritonserver.InvalidArgumentError, match="Server not started"):
+        srv.ready()
+
+
+def test_missing_repository_is_an_invalid_argument(backend_directory):
+    srv = own_server(backend_directory, "lifecycle-no-repo", model_repository=None)
+    with pytest.raises(tritonserver.InvalidArgumentError, match="[Mm]odel repository"):
+        srv.start()
+    with pytest.raises(tritonserver.InvalidArgumentError, match="Server not started"):
+        srv.ready()
+
+
+def test_empty_repository_list_is_an_invalid_argument(backend_directory):
+    srv = own_server(backend_directory, "lifecycle-empty-repo", model_repository=[])
+    with pytest.raises(tritonserver.InvalidArgumentError, match="model-repository"):
+        srv.start()
+
+
+def test_failed_start_can_be_retried_with_fixed_options(backend_directory, tmp_path):
+    srv = own_server(backend_directory, "lifecycle-retry", model_repository=str(tmp_path / "missing"))
+    with pytest.raises(tritonserver.InternalError):
+        srv.start()
+    srv.options.model_repository = str(tmp_path)
+    srv.start()
+    try:
+        assert srv.ready()
+        assert len(srv.models()) == 0
+    finally:
+        srv.stop()
+
+
+# -- metadata, the model index, the handle -----------------------------------
+
+def test_metadata(server):
+    metadata = server.metadata()
+    assert metadata["name"] == server.options.server_id == "shared"
+    assert metadata["version"] == "2.51.0"
+    extensions = metadata["extensions"]
+    assert isinstance(extensions, list) and extensions
+    assert all(isinstance(e, str) for e in extensions)
+    assert {"model_repository", "statistics", "model_configuration"} <= set(extensions)
+
+
+def test_ptr_is_a_nonzero_int_stable_while_running(server):
+    address = server._ptr()
+    assert isinstance(address, int) and address != 0
+    assert server._ptr() == address
+
+
+def test_models_index_lists_the_repository(server):
+    models = server.models()
+    assert isinstance(models, tritonserver.ModelDictionary)
+    assert isinstance(models, dict)
+    assert {key[0] for key in models} >= set(REPOSITORY_MODELS)
+    for (name, version), entry in models.items():
+        assert isinstance(name, str) and isinstance(version, int)
+        assert isinstance(entry, tritonserver.Model)
+        assert (entry.name, entry.version) == (name, version)
+
+
+def test_models_index_by_name_and_key_errors(server, model):
+    model("add_sub")
+    models = server.models()
+    assert models[("add_sub", 1)].state == "READY"
+    by_name = models["add_sub"]
+    assert isinstance(by_name, tritonserver.Model)
+    assert (by_name.name, by_name.version) == ("add_sub", -1)
+    assert by_name.ready()
+    with pytest.raises(KeyError, match="no_such_model"):
+        models["no_such_model"]
+    with pytest.raises(KeyError):
+        models[("add_sub", 99)]
+    # Plain dict semantics for membership: keys are (name, version).
+    assert ("add_sub", 1) in models
+    assert "add_sub" not in models
+
+
+def test_models_exclude_not_ready(server, model):
+    model("identity_fp32")
+    ready = server.models(exclude_not_ready=True)
+    assert ("identity_fp32", 1) in ready
+    assert ready and all(m.state == "READY" for m in ready.values())
+    everything = server.models()
+    assert set(ready) <= set(everything)
+
+
+def test_model_handle_repr_and_attributes(server):
+    handle = server.model("add_sub")
+    assert repr(handle) == str({"name": "add_sub", "version": -1, "state": None})
+    assert str(handle) == repr(handle)
+    assert (handle.name, handle.version, handle.state, handle.reason) == ("add_sub", -1, None, None)
+    assert handle._server is server
+    versioned = server.model("add_sub", 1)
+    assert repr(versioned) == str({"name": "add_sub", "version": 1, "state": None})
+
+
+def test_indexed_model_repr_shows_state(server, model):
+    model("add_sub")
+    entry = server.models()[("add_sub", 1)]
+    assert repr(entry) == str({"name": "add_sub", "version": 1, "state": "READY"})
