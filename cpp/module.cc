@@ -374,6 +374,8 @@ NB_MODULE(_core, m) {
       .def("add_input", &Request::add_input, "name"_a, "datatype"_a,
            "shape"_a, "data_ptr"_a, "byte_size"_a, "memory_type"_a,
            "memory_type_id"_a, "owner"_a)
+      .def("add_host_array", &Request::add_host_array, "name"_a,
+           "datatype"_a, "array"_a)
       .def("add_requested_output", &Request::add_requested_output)
       .def("set_output_memory", &Request::set_output_memory)
       .def("set_dispatch_token", &Request::set_dispatch_token)

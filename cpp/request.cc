@@ -128,6 +128,21 @@ void Request::add_input(const std::string& name, int datatype,
   state_->owners.push_back(std::move(owner));
 }
 
+void Request::add_host_array(const std::string& name, int datatype,
+                             nb::handle array) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+    throw nb::python_error();
+  }
+  std::vector<int64_t> shape;
+  if (view.shape != nullptr) shape.assign(view.shape, view.shape + view.ndim);
+  const auto data = reinterpret_cast<uintptr_t>(view.buf);
+  const auto size = static_cast<size_t>(view.len);
+  PyBuffer_Release(&view);
+  add_input(name, datatype, shape, data, size, TRITONSERVER_MEMORY_CPU, 0,
+            nb::borrow(array));
+}
+
 void Request::add_requested_output(const std::string& name) {
   check(triton().InferenceRequestAddRequestedOutput(live_handle(),
                                                     name.c_str()));

@@ -58,6 +58,10 @@ class Request {
                  const std::vector<int64_t>& shape, uintptr_t data_ptr,
                  size_t byte_size, int memory_type, int64_t memory_type_id,
                  nanobind::object owner);
+  // Fast path for C-contiguous host arrays (NumPy): pointer, shape and size
+  // come from the buffer protocol; `array` itself is kept as the owner.
+  void add_host_array(const std::string& name, int datatype,
+                      nanobind::handle array);
   void add_requested_output(const std::string& name);
   void set_output_memory(int memory_type, int64_t memory_type_id);
   void set_dispatch_token(uint64_t token);

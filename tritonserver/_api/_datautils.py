@@ -78,6 +78,20 @@ def numpy_to_triton_dtype(dtype: Any) -> DataType:
         ) from None
 
 
+_HOST_ARRAY_TYPES: dict[Any, int] = {}
+
+
+def host_array_data_type(dtype: Any) -> "int | None":
+    """The Triton type code for a NumPy dtype whose memory Triton can read as
+    it is (None for BYTES-like and unsupported dtypes). Cached per dtype."""
+    code = _HOST_ARRAY_TYPES.get(dtype)
+    if code is None:
+        if dtype.kind in "OSU" or (dtype.kind, dtype.itemsize) not in _NUMPY_KIND_TO_TRITON:
+            return None
+        code = _HOST_ARRAY_TYPES[dtype] = int(_NUMPY_KIND_TO_TRITON[(dtype.kind, dtype.itemsize)])
+    return code
+
+
 def dlpack_to_triton_dtype(code: int, bits: int) -> DataType:
     """The Triton type of a DLPack (type code, bits) pair."""
     try:

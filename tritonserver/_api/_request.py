@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .. import _core
-from ._datautils import DeviceOrMemoryType, parse_device_or_memory_type
+from ._datautils import DeviceOrMemoryType, host_array_data_type, parse_device_or_memory_type
 from ._errors import InvalidArgumentError
 from ._tensor import Tensor
 
@@ -73,7 +74,13 @@ class InferenceRequest:
                     f"(parameter {key!r}: use str, int, float or bool)"
                 )
             getattr(request, setter)(key, value)
+        numpy = sys.modules.get("numpy")
         for name, value in self.inputs.items():
+            if numpy is not None and type(value) is numpy.ndarray and value.flags.c_contiguous:
+                data_type = host_array_data_type(value.dtype)
+                if data_type is not None:  # the common case, without Tensor objects
+                    request.add_host_array(name, data_type, value)
+                    continue
             tensor = Tensor._from_object(value)
             request.add_input(
                 name, int(tensor.data_type), [int(d) for d in tensor.shape], tensor.data_ptr,

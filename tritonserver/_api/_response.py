@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from ._request import InferenceRequest
 
 
+# Enum members by value: indexing is cheaper than calling the enum class.
+_DATA_TYPES = tuple(DataType)
+_MEMORY_TYPES = tuple(MemoryType)
+
+
 @dataclass
 class InferenceResponse:
     """One response: outputs (name → Tensor), parameters, error, and whether
@@ -42,11 +47,12 @@ class InferenceResponse:
             parameters=core.parameters,
             final=core.final,
         )
+        outputs = response.outputs
         for name, data_type, shape, buffer in core.outputs:
             memory = MemoryBuffer(
-                buffer.data_ptr, MemoryType(buffer.memory_type), buffer.memory_type_id, buffer.size, buffer
+                buffer.data_ptr, _MEMORY_TYPES[buffer.memory_type], buffer.memory_type_id, buffer.size, buffer
             )
-            response.outputs[name] = Tensor(DataType(data_type), list(shape), memory)
+            outputs[name] = Tensor(_DATA_TYPES[data_type], list(shape), memory)
         if core.error is not None:
             response.error = error_from_code(*core.error)
         elif cancelled and response.final and not response.outputs:
