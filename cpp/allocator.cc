@@ -55,6 +55,15 @@ TRITONSERVER_Error* alloc_fn(TRITONSERVER_ResponseAllocator*, const char*,
                              int64_t* actual_type_id) noexcept {
   AllocationPolicy policy;
   if (userp != nullptr) policy = *static_cast<const AllocationPolicy*>(userp);
+  if (byte_size == 0) {
+    // Triton does not release null buffers: hand out no record at all (the
+    // response reader makes an empty one that the output owns).
+    *buffer = nullptr;
+    *buffer_userp = nullptr;
+    *actual_type = policy.memory_type;
+    *actual_type_id = policy.memory_type_id;
+    return nullptr;
+  }
   try {
     OutputBuffer* b = buffer_allocate(byte_size, policy.memory_type,
                                       policy.memory_type_id);

@@ -399,8 +399,15 @@ NB_MODULE(_core, m) {
           "timeout_s"_a = -1.0)
       .def("try_next",
            [](Request& r) { return response_or_none(r.try_next()); })
-      .def("set_notify_fd", &Request::set_notify_fd)
+      .def("set_notifier", &Request::set_notifier, "notifier"_a, "token"_a)
       .def("cancel", &Request::cancel);
+
+  // Made in C++ (make_shared) so that requests holding it on Triton's
+  // threads never own a Python reference.
+  nb::class_<LoopNotifier>(m, "LoopNotifier")
+      .def_static("create", [] { return std::make_shared<LoopNotifier>(); })
+      .def_prop_ro("fd", &LoopNotifier::fd)
+      .def("drain", &LoopNotifier::drain);
 
   m.def(
       "dispatch_pop",

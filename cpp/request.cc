@@ -201,7 +201,10 @@ ResponsePtr Request::next(double timeout_s) {
 
 ResponsePtr Request::try_next() { return state_->queue.try_pop(); }
 
-void Request::set_notify_fd(int fd) { state_->queue.set_notify_fd(fd); }
+void Request::set_notifier(std::shared_ptr<LoopNotifier> notifier,
+                           uint64_t token) {
+  state_->queue.set_notifier(std::move(notifier), token);
+}
 
 void Request::cancel() {
   std::lock_guard<std::mutex> lock(state_->mutex);

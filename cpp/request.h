@@ -71,7 +71,7 @@ class Request {
   // Next response; blocks without the GIL. Null on timeout.
   ResponsePtr next(double timeout_s);
   ResponsePtr try_next();
-  void set_notify_fd(int fd);
+  void set_notifier(std::shared_ptr<LoopNotifier> notifier, uint64_t token);
   // Asks Triton to cancel; a no-op once the request is released.
   void cancel();
 

@@ -1,20 +1,16 @@
 #include "response_queue.h"
 
+#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace tsb {
 namespace {
-
-void notify(int fd) noexcept {
-  if (fd < 0) return;
-  uint64_t one = 1;
-  // An eventfd counter only overflows after 2^64-1 unread writes; a failed
-  // write (EAGAIN) still leaves the fd readable, which is all we need.
-  ssize_t ignored = write(fd, &one, sizeof(one));
-  (void)ignored;
-}
 
 template <typename T>
 bool wait_for_items(std::unique_lock<std::mutex>& lock,
@@ -41,15 +37,51 @@ DispatchQueue& dispatch_queue() {
 
 }  // namespace
 
+LoopNotifier::LoopNotifier() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (fd_ < 0) {
+    throw std::runtime_error(std::string("eventfd failed: ") +
+                             std::strerror(errno));
+  }
+}
+
+LoopNotifier::~LoopNotifier() { close(fd_); }
+
+void LoopNotifier::notify(uint64_t token) noexcept {
+  bool was_empty;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    was_empty = ready_.empty();
+    ready_.push_back(token);
+  }
+  if (was_empty) {
+    uint64_t one = 1;
+    // A failed write (counter saturated) still leaves the fd readable.
+    ssize_t ignored = write(fd_, &one, sizeof(one));
+    (void)ignored;
+  }
+}
+
+std::vector<uint64_t> LoopNotifier::drain() {
+  uint64_t count;
+  ssize_t ignored = read(fd_, &count, sizeof(count));  // EAGAIN is fine
+  (void)ignored;
+  std::vector<uint64_t> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  out.swap(ready_);
+  return out;
+}
+
 void ResponseQueue::push(ResponsePtr response) noexcept {
-  int fd;
+  std::shared_ptr<LoopNotifier> notifier;
+  uint64_t token;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     items_.push_back(std::move(response));
-    fd = notify_fd_;
+    notifier = notifier_;
+    token = token_;
   }
   ready_.notify_one();
-  notify(fd);
+  if (notifier) notifier->notify(token);
 }
 
 ResponsePtr ResponseQueue::pop(double timeout_s) {
@@ -68,14 +100,16 @@ ResponsePtr ResponseQueue::try_pop() {
   return r;
 }
 
-void ResponseQueue::set_notify_fd(int fd) {
+void ResponseQueue::set_notifier(std::shared_ptr<LoopNotifier> notifier,
+                                 uint64_t token) {
   bool pending;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    notify_fd_ = fd;
+    notifier_ = notifier;
+    token_ = token;
     pending = !items_.empty();
   }
-  if (pending) notify(fd);
+  if (pending && notifier) notifier->notify(token);
 }
 
 void dispatch_push(uint64_t token, ResponsePtr response) noexcept {

@@ -2,7 +2,7 @@
 //
 // push() runs on a Triton thread and never touches Python: it appends under a
 // mutex, wakes a blocked sync waiter (condition variable) and, for asyncio,
-// writes to an eventfd that the waiter's event loop watches.
+// tells the waiter's LoopNotifier which request has news.
 #pragma once
 
 #include <condition_variable>
@@ -11,12 +11,34 @@
 #include <memory>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "response.h"
 
 namespace tsb {
 
 using ResponsePtr = std::shared_ptr<const ResponseData>;
+
+// One per asyncio event loop: an eventfd the loop watches, plus the tokens
+// of the requests that received responses since the loop last looked. The
+// fd is written only when the list goes from empty to non-empty, and it is
+// closed only when no request refers to the notifier any more.
+class LoopNotifier {
+ public:
+  LoopNotifier();
+  ~LoopNotifier();
+  LoopNotifier(const LoopNotifier&) = delete;
+  LoopNotifier& operator=(const LoopNotifier&) = delete;
+  int fd() const noexcept { return fd_; }
+  void notify(uint64_t token) noexcept;
+  // Tokens with news since the last call (also clears the eventfd).
+  std::vector<uint64_t> drain();
+
+ private:
+  int fd_;
+  std::mutex mutex_;
+  std::vector<uint64_t> ready_;
+};
 
 class ResponseQueue {
  public:
@@ -25,14 +47,15 @@ class ResponseQueue {
   // `timeout_s` passes (negative: no limit). Returns null on timeout.
   ResponsePtr pop(double timeout_s);
   ResponsePtr try_pop();
-  // Event loop wake-up: an eventfd written on every push (-1: none).
-  void set_notify_fd(int fd);
+  // asyncio wake-up: `notifier` is told `token` on every push (null: none).
+  void set_notifier(std::shared_ptr<LoopNotifier> notifier, uint64_t token);
 
  private:
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<ResponsePtr> items_;
-  int notify_fd_ = -1;
+  std::shared_ptr<LoopNotifier> notifier_;
+  uint64_t token_ = 0;
 };
 
 // Responses of requests that have a user queue (response_queue=...) go here

@@ -1,68 +1,67 @@
-"""How a response reaches asyncio: one eventfd per event loop.
+"""How a response reaches asyncio: one native LoopNotifier per event loop.
 
-The native core writes to the loop's eventfd when a response arrives (no
-GIL, no Python on Triton's threads); the loop's reader callback then hands
-each waiting iterator its response. Works the same under uvloop and with
-several loops in several threads.
+On each response the native core records which request has news and, if the
+loop was not already due to look, writes the notifier's eventfd (no GIL, no
+Python on Triton's threads). The loop's reader callback then hands exactly
+those requests' waiters their responses. Works the same under uvloop and
+with several loops in several threads.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
+import itertools
 import weakref
-from typing import Any
 
 from .. import _core
 
 _wakers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaker]" = weakref.WeakKeyDictionary()
+_tokens = itertools.count(1)
 
 
 class _LoopWaker:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self.waiting: dict[int, tuple[Any, asyncio.Future]] = {}
-        self.requests: "weakref.WeakSet[Any]" = weakref.WeakSet()
-        loop.add_reader(self.fd, self._on_ready)
-        weakref.finalize(loop, _close, self.fd, self.requests)
+        # The native notifier owns the eventfd and closes it only when no
+        # request refers to it any more.
+        self.notifier = _core.LoopNotifier.create()
+        self.waiting: dict[int, tuple[_core.Request, asyncio.Future]] = {}
+        loop.add_reader(self.notifier.fd, self._on_ready)
 
-    def wait(self, request: "_core.Request") -> asyncio.Future:
+    def wait(self, request: "_core.Request", token: int) -> asyncio.Future:
         future = self.loop.create_future()
-        self.waiting[id(request)] = (request, future)
-        if request not in self.requests:
-            self.requests.add(request)
-            request.set_notify_fd(self.fd)  # wakes us at once if one is queued
-        else:
-            self._on_ready()
+        self.waiting[token] = (request, future)
         return future
 
     def _on_ready(self) -> None:
-        try:
-            os.eventfd_read(self.fd)
-        except BlockingIOError:
-            pass
-        for key, (request, future) in list(self.waiting.items()):
-            if future.done():  # cancelled by the awaiting task
-                del self.waiting[key]
+        for token in self.notifier.drain():
+            entry = self.waiting.get(token)
+            if entry is None:  # nobody awaiting: the next __anext__ takes it
+                continue
+            request, future = entry
+            if future.done():  # the awaiting task was cancelled
+                del self.waiting[token]
                 continue
             response = request.try_next()
             if response is not None:
-                del self.waiting[key]
+                del self.waiting[token]
                 future.set_result(response)
 
 
-def _close(fd: int, requests: "weakref.WeakSet[Any]") -> None:
-    # Requests still in flight must stop writing to this fd before it is
-    # closed (the number could be reused).
-    for request in list(requests):
-        request.set_notify_fd(-1)
-    os.close(fd)
-
-
-async def wait_for_response(request: "_core.Request", loop: asyncio.AbstractEventLoop) -> "_core.Response":
-    """The request's next response, awaited on `loop`."""
+def attach(request: "_core.Request", loop: asyncio.AbstractEventLoop) -> int:
+    """Route `request`'s wake-ups to `loop`; returns its token."""
     waker = _wakers.get(loop)
     if waker is None:
         waker = _wakers[loop] = _LoopWaker(loop)
-    return await waker.wait(request)
+    token = next(_tokens)
+    request.set_notifier(waker.notifier, token)
+    return token
+
+
+async def wait_for_response(request: "_core.Request", token: int,
+                            loop: asyncio.AbstractEventLoop) -> "_core.Response":
+    """The request's next response, awaited on `loop` (attached first)."""
+    response = request.try_next()
+    if response is not None:
+        return response
+    return await _wakers[loop].wait(request, token)

@@ -104,6 +104,7 @@ class AsyncResponseIterator(ResponseIterator):
                  raise_on_error: bool = False, loop: Optional["asyncio.AbstractEventLoop"] = None) -> None:
         super().__init__(model, request, inference_request, raise_on_error)
         self._loop = loop
+        self._token: Optional[int] = None
 
     def __aiter__(self) -> "AsyncResponseIterator":
         return self
@@ -113,11 +114,14 @@ class AsyncResponseIterator(ResponseIterator):
             raise StopAsyncIteration
         core = self._request.try_next()
         if core is None:
-            import asyncio
+            from . import _async_wakeup
 
-            from ._async_wakeup import wait_for_response
+            if self._token is None:
+                import asyncio
 
-            core = await wait_for_response(self._request, self._loop or asyncio.get_running_loop())
+                self._loop = self._loop or asyncio.get_running_loop()
+                self._token = _async_wakeup.attach(self._request, self._loop)
+            core = await _async_wakeup.wait_for_response(self._request, self._token, self._loop)
         return self._deliver(core)
 
     def __iter__(self) -> Any:
