@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 CORE_WHEEL := nvidia-pytriton==0.7.0
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo test build venv clean
+.PHONY: demo test build venv clean bench
 
 $(VENV)/.ready:
 	$(PYTHON) -m venv $(VENV)
@@ -34,3 +34,12 @@ test: build
 
 clean:
 	rm -rf build $(VENV)
+
+# Benchmarks: the C API floor, this binding, and tritonclient (gRPC/HTTP)
+# against the tritonserver binary; writes docs/benchmarks.md.
+bench: build
+	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" "numpy<2"
+	$(VENV)/bin/cmake -S benchmarks -B build/bench -G Ninja \
+	  -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	$(VENV)/bin/cmake --build build/bench
+	$(PY) benchmarks/run.py

@@ -4,7 +4,7 @@
 //
 //   c_api_floor --library libtritonserver.so [--companion lib.so ...]
 //               --repository DIR --backends DIR --model NAME
-//               [--input NAME] [--elements N]
+//               [--input NAME ...] [--elements N]
 //               [--inflight N] [--requests N] [--stream-count N]
 //
 // --inflight 1 is "one request at a time" (latency); N keeps N outstanding
@@ -30,7 +30,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Args {
-  std::string library, repository, backends, model, input = "INPUT0";
+  std::string library, repository, backends, model;
+  std::vector<std::string> inputs;  // default: INPUT0
   std::vector<std::string> companions;
   size_t elements = 16;
   int inflight = 1;
@@ -47,7 +48,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--repository") a.repository = v;
     else if (k == "--backends") a.backends = v;
     else if (k == "--model") a.model = v;
-    else if (k == "--input") a.input = v;
+    else if (k == "--input") a.inputs.push_back(v);
     else if (k == "--elements") a.elements = std::stoull(v);
     else if (k == "--inflight") a.inflight = std::stoi(v);
     else if (k == "--requests") a.requests = std::stoi(v);
@@ -57,6 +58,7 @@ Args parse(int argc, char** argv) {
       std::exit(2);
     }
   }
+  if (a.inputs.empty()) a.inputs.push_back("INPUT0");
   return a;
 }
 
@@ -160,11 +162,13 @@ int main(int argc, char** argv) {
   auto submit = [&] {
     TRITONSERVER_InferenceRequest* request = nullptr;
     check(api.InferenceRequestNew(&request, server, a.model.c_str(), -1));
-    check(api.InferenceRequestAddInput(request, a.input.c_str(), dtype, &shape,
-                                       1));
-    check(api.InferenceRequestAppendInputData(request, a.input.c_str(), base,
-                                              bytes, TRITONSERVER_MEMORY_CPU,
-                                              0));
+    for (const std::string& input : a.inputs) {
+      check(api.InferenceRequestAddInput(request, input.c_str(), dtype, &shape,
+                                         1));
+      check(api.InferenceRequestAppendInputData(request, input.c_str(), base,
+                                                bytes, TRITONSERVER_MEMORY_CPU,
+                                                0));
+    }
     check(api.InferenceRequestSetReleaseCallback(request, release_request,
                                                  nullptr));
     auto* f = new InFlight{&tracker, Clock::now()};
