@@ -8,6 +8,8 @@ import gc
 import os
 import pathlib
 import shutil
+import threading
+import time
 
 import numpy
 import pytest
@@ -88,8 +90,6 @@ def model(server):
 
 def assert_no_live_buffers(timeout: float = 5.0) -> None:
     """Every output buffer the allocator handed out has been freed."""
-    import time
-
     deadline = time.monotonic() + timeout
     while True:
         gc.collect()
@@ -99,6 +99,41 @@ def assert_no_live_buffers(timeout: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"{_core.live_buffer_count()} output buffers still alive")
         time.sleep(0.01)
+
+
+def address(array) -> int:
+    """Address of a NumPy array's first byte."""
+    return array.__array_interface__["data"][0]
+
+
+def wait_for(predicate, seconds: float = 10.0) -> bool:
+    """Poll `predicate` until true or `seconds` pass; returns its last value."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def call_with_deadline(fn, seconds: float = 60.0):
+    """Run fn() in a daemon thread; fail (instead of hanging the suite) if it
+    does not return within `seconds`. Returns fn's result or re-raises."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = fn()
+        except BaseException as e:  # re-raised in the caller
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"call did not return within {seconds} s (hang)"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 def single(iterator) -> tritonserver.InferenceResponse:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import gc
 import re
-import time
 import uuid
 
 import numpy
 import pytest
 
 import tritonserver
-from conftest import MODELS, make_options, single
+from conftest import MODELS, make_options, single, wait_for
 
 
 def unique(prefix: str) -> str:
@@ -26,14 +25,6 @@ def sample(text: str, name: str, labels: str = "") -> float | None:
     match = re.search(pattern, text)
     return None if match is None else float(match.group(1))
 
-
-def wait_for(predicate, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 # -- Server.metrics() --------------------------------------------------------------

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 
 import numpy
 import pytest
 
 import tritonserver
-from conftest import MODELS, as_numpy, make_options, single
+from conftest import MODELS, as_numpy, make_options, single, wait_for
 
 
 def copy_model(name: str, destination, new_name: str | None = None):
@@ -27,14 +26,6 @@ def copy_model(name: str, destination, new_name: str | None = None):
         shutil.copy(MODELS / name / "1" / "model.py", target / "1" / "model.py")
     return target
 
-
-def wait_for(predicate, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 @pytest.fixture(scope="module")

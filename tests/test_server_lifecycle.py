@@ -3,14 +3,12 @@ context manager, and the errors of a server used in the wrong state."""
 
 from __future__ import annotations
 
-import threading
-import time
 
 import numpy
 import pytest
 
 import tritonserver
-from conftest import MODELS, as_numpy, make_options, single
+from conftest import MODELS, as_numpy, call_with_deadline, make_options, single
 
 REPOSITORY_MODELS = sorted(p.name for p in MODELS.iterdir() if (p / "config.pbtxt").is_file())
 
@@ -18,25 +16,6 @@ REPOSITORY_MODELS = sorted(p.name for p in MODELS.iterdir() if (p / "config.pbtx
 def own_server(backend_directory: str, server_id: str, **overrides) -> tritonserver.Server:
     return tritonserver.Server(make_options(backend_directory, server_id=server_id, **overrides))
 
-
-def call_with_deadline(fn, seconds: float):
-    """Run fn() in a daemon thread; fail (instead of hanging) if it does not
-    return within `seconds`. Returns fn's result or re-raises its error."""
-    outcome: dict = {}
-
-    def run():
-        try:
-            outcome["value"] = fn()
-        except BaseException as e:  # re-raised in the caller
-            outcome["error"] = e
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"call did not return within {seconds} s"
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
 
 
 # -- start / stop ---------------------------------------------------------------

@@ -47,28 +47,32 @@ def register_user_queue(request: "_core.Request", user_queue: Any, model: "Model
 
 
 def _run() -> None:
-    from ._response import InferenceResponse
-
     while not _stopping.is_set():
         item = _core.dispatch_pop(0.1)
-        if item is None:
-            continue
-        token, core = item
-        with _lock:
-            target = _targets.get(token)
-            if target is not None and core.final:
-                del _targets[token]
-        if target is None:
-            continue
-        user_queue, model, inference_request, loop = target
-        response = InferenceResponse._from_core(model, inference_request, core)
-        try:
-            if loop is not None and not loop.is_closed():
-                loop.call_soon_threadsafe(user_queue.put_nowait, response)
-            else:
-                user_queue.put_nowait(response)
-        except Exception:  # a full or closed user queue must not stop delivery
-            pass
+        if item is not None:
+            _deliver(*item)
+        # Nothing of a delivered response stays bound here while waiting.
+        item = None
+
+
+def _deliver(token: int, core: "_core.Response") -> None:
+    from ._response import InferenceResponse
+
+    with _lock:
+        target = _targets.get(token)
+        if target is not None and core.final:
+            del _targets[token]
+    if target is None:
+        return
+    user_queue, model, inference_request, loop = target
+    response = InferenceResponse._from_core(model, inference_request, core)
+    try:
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(user_queue.put_nowait, response)
+        else:
+            user_queue.put_nowait(response)
+    except Exception:  # a full or closed user queue must not stop delivery
+        pass
 
 
 @atexit.register

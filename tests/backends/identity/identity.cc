@@ -5,8 +5,9 @@
 // byte into an output tensor named OUTPUT<k> with the same datatype and
 // shape (only the outputs the request asked for are produced).
 //
-// No Triton header is included: the handful of opaque types, enums and
-// functions this file needs are declared below, following the public C API
+// No Triton header is included: the TRITONSERVER_* types and enums come from
+// the project's cpp/triton_api.h, the functions this file needs are declared
+// below, following the public C API
 // of Triton (TRITONBACKEND API 1.x, TRITONSERVER API 1.x).  The TRITONSERVER_*
 // and TRITONBACKEND_* functions called here are not linked in; they are
 // resolved when Triton dlopen()s this library, from libtritonserver which is
@@ -32,13 +33,14 @@
 #include <string>
 #include <vector>
 
+// The TRITONSERVER_* types, enums and flags: the project's own declarations.
+#include "../../../cpp/triton_api.h"
+
 // ---------------------------------------------------------------------------
-// Declarations of the Triton C API subset used by this backend.
+// Declarations of the TRITONBACKEND API subset used by this backend.
 // ---------------------------------------------------------------------------
 extern "C" {
 
-struct TRITONSERVER_Error;
-struct TRITONSERVER_Message;
 struct TRITONBACKEND_Backend;
 struct TRITONBACKEND_Model;
 struct TRITONBACKEND_ModelInstance;
@@ -46,56 +48,6 @@ struct TRITONBACKEND_Request;
 struct TRITONBACKEND_Response;
 struct TRITONBACKEND_Input;
 struct TRITONBACKEND_Output;
-
-// Tensor datatypes (values fixed by the Triton C API).
-typedef enum {
-  TRITONSERVER_TYPE_INVALID = 0,
-  TRITONSERVER_TYPE_BOOL = 1,
-  TRITONSERVER_TYPE_UINT8 = 2,
-  TRITONSERVER_TYPE_UINT16 = 3,
-  TRITONSERVER_TYPE_UINT32 = 4,
-  TRITONSERVER_TYPE_UINT64 = 5,
-  TRITONSERVER_TYPE_INT8 = 6,
-  TRITONSERVER_TYPE_INT16 = 7,
-  TRITONSERVER_TYPE_INT32 = 8,
-  TRITONSERVER_TYPE_INT64 = 9,
-  TRITONSERVER_TYPE_FP16 = 10,
-  TRITONSERVER_TYPE_FP32 = 11,
-  TRITONSERVER_TYPE_FP64 = 12,
-  TRITONSERVER_TYPE_BYTES = 13,
-  TRITONSERVER_TYPE_BF16 = 14
-} TRITONSERVER_DataType;
-
-typedef enum {
-  TRITONSERVER_MEMORY_CPU = 0,
-  TRITONSERVER_MEMORY_CPU_PINNED = 1,
-  TRITONSERVER_MEMORY_GPU = 2
-} TRITONSERVER_MemoryType;
-
-typedef enum {
-  TRITONSERVER_LOG_INFO = 0,
-  TRITONSERVER_LOG_WARN = 1,
-  TRITONSERVER_LOG_ERROR = 2,
-  TRITONSERVER_LOG_VERBOSE = 3
-} TRITONSERVER_LogLevel;
-
-typedef enum {
-  TRITONSERVER_ERROR_UNKNOWN = 0,
-  TRITONSERVER_ERROR_INTERNAL = 1,
-  TRITONSERVER_ERROR_NOT_FOUND = 2,
-  TRITONSERVER_ERROR_INVALID_ARG = 3,
-  TRITONSERVER_ERROR_UNAVAILABLE = 4,
-  TRITONSERVER_ERROR_UNSUPPORTED = 5,
-  TRITONSERVER_ERROR_ALREADY_EXISTS = 6,
-  TRITONSERVER_ERROR_CANCELLED = 7
-} TRITONSERVER_Error_Code;
-
-// Flag values (TRITONSERVER_RequestReleaseFlag /
-// TRITONSERVER_ResponseCompleteFlag).
-enum : uint32_t {
-  TRITONSERVER_REQUEST_RELEASE_ALL = 1,
-  TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
-};
 
 // --- TRITONSERVER (server-side utilities) ---
 TRITONSERVER_Error* TRITONSERVER_ErrorNew(

@@ -1,0 +1,559 @@
+"""How responses reach the caller: blocking iteration, asyncio (one loop or
+several, in several threads), user queues, decoupled streams, cancellation,
+request timeouts, request parameters, error responses, and misuse from two
+threads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import threading
+import time
+import weakref
+
+import numpy
+import pytest
+
+import tritonserver
+from tritonserver import CancelledError, InferenceResponse
+from tritonserver import _core
+from conftest import MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, single
+
+HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
+
+
+def fp32(*values) -> numpy.ndarray:
+    return numpy.array(values, dtype=numpy.float32)
+
+
+def streaming_inputs(count: int, delay_ms: int = 0) -> dict:
+    inputs = {"COUNT": numpy.array([count], dtype=numpy.int32)}
+    if delay_ms:
+        inputs["DELAY_MS"] = numpy.array([delay_ms], dtype=numpy.int32)
+    return inputs
+
+
+
+# -- blocking iteration -----------------------------------------------------------------
+def test_sync_iteration(model):
+    a, b = fp32(1, 2, 3), fp32(10, 20, 30)
+    iterator = model("add_sub").infer(inputs={"INPUT0": a, "INPUT1": b}, request_id="req-42")
+    assert isinstance(iterator, tritonserver.ResponseIterator)
+    assert iter(iterator) is iterator
+    response = next(iterator)
+    assert isinstance(response, InferenceResponse)
+    assert response.final and response.error is None
+    assert response.request_id == "req-42"
+    assert response.model.name == "add_sub"
+    numpy.testing.assert_array_equal(as_numpy(response.outputs["OUTPUT0"]), a + b)
+    numpy.testing.assert_array_equal(as_numpy(response.outputs["OUTPUT1"]), a - b)
+    with pytest.raises(StopIteration):
+        next(iterator)
+    with pytest.raises(StopIteration):
+        next(iterator)
+
+
+def test_identity_sync_many_in_flight(model):
+    m = model("identity_fp32")
+    iterators = [(i, m.infer(inputs={"INPUT0": numpy.full(16, i, numpy.float32)})) for i in range(32)]
+    for i, iterator in iterators:
+        numpy.testing.assert_array_equal(as_numpy(single(iterator).outputs["OUTPUT0"]),
+                                         numpy.full(16, i, numpy.float32))
+
+
+# -- asyncio ----------------------------------------------------------------------------------
+async def _collect(async_iterator) -> list:
+    return [response async for response in async_iterator]
+
+
+def test_identity_asyncio_gather_64(model):
+    m = model("identity_fp32")
+
+    async def one(i):
+        data = numpy.arange(i, i + 100, dtype=numpy.float32)
+        iterator = m.async_infer(inputs={"INPUT0": data}, request_id=f"r{i}")
+        assert isinstance(iterator, tritonserver.AsyncResponseIterator)
+        responses = await _collect(iterator)
+        assert len(responses) == 1 and responses[0].final and responses[0].error is None
+        assert responses[0].request_id == f"r{i}"
+        return as_numpy(responses[0].outputs["OUTPUT0"]).copy()
+
+    async def main():
+        return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(64))), HANG_S)
+
+    results = asyncio.run(main())
+    assert len(results) == 64
+    for i, result in enumerate(results):
+        numpy.testing.assert_array_equal(result, numpy.arange(i, i + 100, dtype=numpy.float32))
+
+
+def test_asyncio_gather_python_backend(model):
+    m = model("add_sub")
+
+    async def one(i):
+        responses = await _collect(m.async_infer(inputs={"INPUT0": fp32(i, 1), "INPUT1": fp32(1, i)}))
+        assert len(responses) == 1 and responses[0].final
+        return as_numpy(responses[0].outputs["OUTPUT0"]).tolist(), as_numpy(responses[0].outputs["OUTPUT1"]).tolist()
+
+    async def main():
+        return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(64))), HANG_S)
+
+    for i, (total, difference) in enumerate(asyncio.run(main())):
+        assert total == [i + 1, i + 1]
+        assert difference == [i - 1, 1 - i]
+
+
+def test_identity_async_iterator_refuses_sync_iteration(model):
+    async def main():
+        iterator = model("identity_fp32").async_infer(inputs={"INPUT0": fp32(1)})
+        with pytest.raises(TypeError):
+            next(iterator)
+        return await _collect(iterator)
+
+    responses = asyncio.run(main())
+    assert len(responses) == 1 and as_numpy(responses[0].outputs["OUTPUT0"]).tolist() == [1.0]
+
+
+def test_identity_async_infer_needs_a_running_loop(model):
+    with pytest.raises(RuntimeError):
+        model("identity_fp32").async_infer(inputs={"INPUT0": fp32(1)})
+
+
+def test_identity_several_event_loops_in_several_threads(model):
+    m = model("identity_fp32")
+    results: dict[int, list] = {}
+    errors: list[BaseException] = []
+
+    def thread_main(t):
+        async def one(i):
+            value = t * 1000 + i
+            responses = await _collect(m.async_infer(inputs={"INPUT0": numpy.full(8, value, numpy.float32)}))
+            return value, as_numpy(responses[0].outputs["OUTPUT0"]).copy()
+
+        async def main():
+            return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(16))), HANG_S)
+
+        try:
+            results[t] = asyncio.run(main())
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=thread_main, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HANG_S)
+    assert not any(thread.is_alive() for thread in threads), "an event loop hung"
+    assert not errors, errors
+    assert sorted(results) == [0, 1, 2, 3]
+    for t, pairs in results.items():
+        assert len(pairs) == 16
+        for value, array in pairs:
+            numpy.testing.assert_array_equal(array, numpy.full(8, value, numpy.float32))
+
+
+def test_identity_asyncio_loop_reused_after_close_and_new_loop(model):
+    # A second asyncio.run (new loop) after the first one closed still works.
+    for round_ in range(3):
+        async def main():
+            return await asyncio.wait_for(
+                _collect(model("identity_fp32").async_infer(inputs={"INPUT0": fp32(round_)})), HANG_S)
+
+        responses = asyncio.run(main())
+        assert as_numpy(responses[0].outputs["OUTPUT0"]).tolist() == [round_]
+
+
+# -- user queues ---------------------------------------------------------------------------------
+def test_simple_queue_receives_response_before_iteration(model):
+    a, b = fp32(2, 4), fp32(1, 1)
+    response_queue = queue.SimpleQueue()
+    iterator = model("add_sub").infer(inputs={"INPUT0": a, "INPUT1": b}, response_queue=response_queue)
+    queued = response_queue.get(timeout=HANG_S)  # nobody has iterated yet
+    assert isinstance(queued, InferenceResponse)
+    assert queued.final and queued.error is None
+    numpy.testing.assert_array_equal(as_numpy(queued.outputs["OUTPUT0"]), a + b)
+    iterated = single(iterator)
+    numpy.testing.assert_array_equal(as_numpy(iterated.outputs["OUTPUT1"]), a - b)
+    assert response_queue.empty()
+
+
+def test_identity_queue_and_async_queue(model):
+    response_queue = queue.SimpleQueue()
+    iterator = model("identity_fp32").infer(inputs={"INPUT0": fp32(1, 2)}, response_queue=response_queue)
+    assert as_numpy(response_queue.get(timeout=HANG_S).outputs["OUTPUT0"]).tolist() == [1.0, 2.0]
+    assert as_numpy(single(iterator).outputs["OUTPUT0"]).tolist() == [1.0, 2.0]
+
+    async def main():
+        async_queue = asyncio.Queue()
+        iterator = model("identity_fp32").async_infer(inputs={"INPUT0": fp32(3)}, response_queue=async_queue)
+        queued = await asyncio.wait_for(async_queue.get(), HANG_S)
+        responses = await asyncio.wait_for(_collect(iterator), HANG_S)
+        return queued, responses
+
+    queued, responses = asyncio.run(main())
+    assert queued.final and as_numpy(queued.outputs["OUTPUT0"]).tolist() == [3.0]
+    assert len(responses) == 1 and as_numpy(responses[0].outputs["OUTPUT0"]).tolist() == [3.0]
+    assert response_queue.empty()
+
+
+@pytest.mark.parametrize("kind", ["simple_queue", "asyncio_queue"])
+def test_identity_queue_keeps_nothing_alive(model, kind):
+    # Once the caller has dropped everything, neither the response (its
+    # output buffer) nor the request (its inputs) may be kept alive by the
+    # machinery that fed the queue.
+    data = numpy.arange(64, dtype=numpy.float32)
+    input_ref = weakref.ref(data)
+    if kind == "simple_queue":
+        response_queue = queue.SimpleQueue()
+        iterator = model("identity_fp32").infer(inputs={"INPUT0": data}, response_queue=response_queue)
+        queued = response_queue.get(timeout=HANG_S)
+        iterated = single(iterator)
+    else:
+        async def main():
+            async_queue = asyncio.Queue()
+            iterator = model("identity_fp32").async_infer(inputs={"INPUT0": data}, response_queue=async_queue)
+            return await asyncio.wait_for(async_queue.get(), HANG_S), await _collect(iterator)
+
+        queued, [iterated] = asyncio.run(main())
+        response_queue = iterator = None
+    numpy.testing.assert_array_equal(as_numpy(queued.outputs["OUTPUT0"]), data)
+    assert queued.outputs["OUTPUT0"].data_ptr == iterated.outputs["OUTPUT0"].data_ptr  # one buffer, shared
+    pointer = queued.outputs["OUTPUT0"].data_ptr
+    del queued, iterated, iterator, response_queue, data
+    time.sleep(0.3)  # let the queue feeder go idle
+    assert_no_live_buffers()
+    assert pointer not in _core.live_buffer_addresses()
+    assert input_ref() is None, "the request's input is still referenced"
+
+
+def test_two_requests_share_a_queue(model):
+    response_queue = queue.SimpleQueue()
+    first = model("add_sub").infer(inputs={"INPUT0": fp32(1), "INPUT1": fp32(1)}, response_queue=response_queue,
+                                   request_id="first")
+    second = model("add_sub").infer(inputs={"INPUT0": fp32(5), "INPUT1": fp32(2)}, response_queue=response_queue,
+                                    request_id="second")
+    got = {r.request_id: r for r in (response_queue.get(timeout=HANG_S), response_queue.get(timeout=HANG_S))}
+    assert sorted(got) == ["first", "second"]
+    assert as_numpy(got["first"].outputs["OUTPUT0"]).tolist() == [2.0]
+    assert as_numpy(got["second"].outputs["OUTPUT1"]).tolist() == [3.0]
+    assert single(first).request_id == "first"
+    assert single(second).request_id == "second"
+    assert response_queue.empty()
+
+
+def test_queue_receives_a_whole_stream_in_order(model):
+    response_queue = queue.Queue()
+    iterator = model("streaming").infer(inputs=streaming_inputs(10), response_queue=response_queue)
+    queued = [response_queue.get(timeout=HANG_S) for _ in range(11)]
+    assert [as_numpy(r.outputs["OUT"]).tolist() for r in queued[:10]] == [[i] for i in range(10)]
+    assert [r.final for r in queued] == [False] * 10 + [True]
+    iterated = call_with_deadline(lambda: list(iterator))
+    assert [r.final for r in iterated] == [False] * 10 + [True]
+    assert response_queue.empty()
+
+
+def test_identity_response_queue_must_have_put_nowait(model):
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        model("identity_fp32").infer(inputs={"INPUT0": fp32(1)}, response_queue=[])
+
+
+def test_asyncio_queue_with_async_infer(model):
+    async def main():
+        response_queue = asyncio.Queue()
+        a, b = fp32(3, 6), fp32(1, 2)
+        iterator = model("add_sub").async_infer(inputs={"INPUT0": a, "INPUT1": b}, response_queue=response_queue)
+        queued = await asyncio.wait_for(response_queue.get(), HANG_S)
+        assert queued.final and queued.error is None
+        numpy.testing.assert_array_equal(as_numpy(queued.outputs["OUTPUT0"]), a + b)
+        responses = await asyncio.wait_for(_collect(iterator), HANG_S)
+        assert len(responses) == 1
+        numpy.testing.assert_array_equal(as_numpy(responses[0].outputs["OUTPUT1"]), a - b)
+        assert response_queue.empty()
+
+        stream_queue = asyncio.Queue()
+        stream = model("streaming").async_infer(inputs=streaming_inputs(5), response_queue=stream_queue)
+        queued = [await asyncio.wait_for(stream_queue.get(), HANG_S) for _ in range(6)]
+        assert [r.final for r in queued] == [False] * 5 + [True]
+        assert [as_numpy(r.outputs["OUT"]).tolist() for r in queued[:5]] == [[i] for i in range(5)]
+        assert len(await asyncio.wait_for(_collect(stream), HANG_S)) == 6
+
+    asyncio.run(main())
+
+
+# -- decoupled streams -------------------------------------------------------------------------
+def test_decoupled_stream_of_100_in_order(model):
+    responses = call_with_deadline(lambda: list(model("streaming").infer(inputs=streaming_inputs(100))))
+    assert len(responses) == 101
+    assert [r.final for r in responses] == [False] * 100 + [True]
+    assert all(r.error is None for r in responses)
+    for i, response in enumerate(responses[:100]):
+        out = response.outputs["OUT"]
+        assert out.data_type == tritonserver.DataType.INT32
+        assert as_numpy(out).tolist() == [i]
+    assert responses[-1].outputs == {}
+
+
+def test_decoupled_stream_async(model):
+    async def main():
+        return await asyncio.wait_for(_collect(model("streaming").async_infer(inputs=streaming_inputs(100))), HANG_S)
+
+    responses = asyncio.run(main())
+    assert [r.final for r in responses] == [False] * 100 + [True]
+    assert [as_numpy(r.outputs["OUT"]).tolist()[0] for r in responses[:100]] == list(range(100))
+
+
+def test_decoupled_empty_stream(model):
+    responses = call_with_deadline(lambda: list(model("streaming").infer(inputs=streaming_inputs(0))))
+    assert len(responses) == 1
+    assert responses[0].final and responses[0].outputs == {} and responses[0].error is None
+
+
+# -- cancellation -------------------------------------------------------------------------------
+def test_cancelled_error_is_an_unknown_error():
+    assert issubclass(CancelledError, tritonserver.UnknownError)
+    assert issubclass(CancelledError, tritonserver.TritonError)
+
+
+def test_cancel_mid_stream_raises_cancelled_error(model):
+    iterator = model("streaming").infer(inputs=streaming_inputs(1000, delay_ms=10), raise_on_error=True)
+    received = []
+
+    def consume():
+        with pytest.raises(CancelledError) as caught:
+            for response in iterator:
+                received.append(response)
+                if len(received) == 3:
+                    iterator.cancel()
+        return caught.value
+
+    error = call_with_deadline(consume)
+    assert isinstance(error, tritonserver.UnknownError)
+    assert 3 <= len(received) < 1000
+    assert all(r.error is None and not r.final for r in received)
+    assert [as_numpy(r.outputs["OUT"]).tolist()[0] for r in received] == list(range(len(received)))
+    with pytest.raises(StopIteration):  # the stream has ended
+        next(iterator)
+
+
+def test_cancel_mid_stream_without_raising(model):
+    iterator = model("streaming").infer(inputs=streaming_inputs(1000, delay_ms=10), raise_on_error=False)
+
+    def consume():
+        received = []
+        for response in iterator:
+            received.append(response)
+            if len(received) == 3:
+                iterator.cancel()
+        return received
+
+    received = call_with_deadline(consume)
+    assert 4 <= len(received) < 1000
+    last = received[-1]
+    assert last.final
+    assert isinstance(last.error, CancelledError)
+    assert isinstance(last.error, tritonserver.UnknownError)
+    assert all(r.error is None and not r.final for r in received[:-1])
+
+
+def test_cancel_mid_stream_async(model):
+    async def main():
+        iterator = model("streaming").async_infer(inputs=streaming_inputs(1000, delay_ms=10), raise_on_error=False)
+        received = []
+        async for response in iterator:
+            received.append(response)
+            if len(received) == 2:
+                iterator.cancel()
+        return received
+
+    received = asyncio.run(asyncio.wait_for(main(), HANG_S))
+    assert 3 <= len(received) < 1000
+    assert received[-1].final and isinstance(received[-1].error, CancelledError)
+
+
+def test_identity_cancel_after_completion_is_harmless(model):
+    iterator = model("identity_fp32").infer(inputs={"INPUT0": fp32(1, 2)})
+    response = single(iterator)
+    iterator.cancel()
+    assert as_numpy(response.outputs["OUTPUT0"]).tolist() == [1.0, 2.0]
+    with pytest.raises(StopIteration):
+        next(iterator)
+
+
+# -- request timeout ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sleep_queued(server):
+    """The sleep model behind a dynamic batcher whose queue honours request
+    timeouts (Triton only times requests out in a scheduler queue with
+    allow_timeout_override; the default scheduler ignores `timeout`)."""
+    config = {
+        "name": "sleep_queued",
+        "backend": "python",
+        "max_batch_size": 1,
+        "input": [{"name": "SECONDS", "data_type": "TYPE_FP32", "dims": [1]}],
+        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [1]}],
+        "instance_group": [{"kind": "KIND_CPU", "count": 1}],
+        "dynamic_batching": {
+            "default_queue_policy": {"allow_timeout_override": True, "default_timeout_microseconds": 60_000_000}
+        },
+    }
+    source = (MODELS / "sleep" / "1" / "model.py").read_bytes()
+    server.load("sleep_queued", {"config": json.dumps(config), "file:1/model.py": source})
+    yield server.model("sleep_queued")
+    server.unload("sleep_queued")
+
+
+@pytest.mark.parametrize("raise_on_error", [False, True])
+def test_request_timeout_in_queue(sleep_queued, raise_on_error):
+    seconds = lambda s: {"SECONDS": numpy.array([[s]], dtype=numpy.float32)}  # noqa: E731
+    blocker = sleep_queued.infer(inputs=seconds(0.5))
+    timed = sleep_queued.infer(inputs=seconds(0.0), timeout=20_000, raise_on_error=raise_on_error)  # 20 ms
+
+    if raise_on_error:
+        def consume():
+            with pytest.raises(tritonserver.UnavailableError, match="timeout") as caught:
+                next(timed)
+            return caught.value
+        call_with_deadline(consume)
+    else:
+        responses = call_with_deadline(lambda: list(timed))
+        assert len(responses) == 1
+        assert responses[0].final
+        assert isinstance(responses[0].error, tritonserver.UnavailableError)
+        assert "timeout" in str(responses[0].error).lower()
+        assert responses[0].outputs == {}
+    with pytest.raises(StopIteration):  # the stream has ended
+        next(timed)
+    done = call_with_deadline(lambda: single(blocker))
+    assert done.error is None
+    assert as_numpy(done.outputs["OUT"]).tolist() == [[0.5]]
+
+
+def test_timeout_does_not_affect_a_fast_request(sleep_queued):
+    response = single(sleep_queued.infer(inputs={"SECONDS": numpy.array([[0.0]], numpy.float32)}, timeout=30_000_000))
+    assert response.error is None
+    assert as_numpy(response.outputs["OUT"]).tolist() == [[0.0]]
+
+
+# -- request parameters ------------------------------------------------------------------------
+def test_parameters_round_trip_exactly(model):
+    parameters = {
+        "text": "héllo wörld",
+        "empty": "",
+        "zero": 0,
+        "negative": -7,
+        "big": 2**53 + 1,
+        "int64_max": 2**63 - 1,
+        "half": 0.5,
+        "tenth": 0.1,
+        "huge": 1.5e300,
+        "negative_float": -2.75,
+        "yes": True,
+        "no": False,
+    }
+    response = single(model("parameters").infer(inputs={"INPUT0": fp32(0)}, parameters=parameters))
+    [raw] = response.outputs["PARAMETERS"].to_bytes_array().tolist()
+    echoed = json.loads(raw.decode("utf-8"))
+    assert echoed == parameters
+    for key, value in parameters.items():
+        assert type(echoed[key]) is type(value), (key, echoed[key])
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, {"nested": 1}, [1, 2], b"bytes", numpy.float32(1.0), numpy.int64(3), 1 + 2j, (1,)],
+    ids=lambda v: type(v).__name__,
+)
+def test_unsupported_parameter_types_raise_at_infer(model, value):
+    with pytest.raises(tritonserver.InvalidArgumentError, match="bad_key"):
+        model("parameters").infer(inputs={"INPUT0": fp32(0)}, parameters={"ok": 1, "bad_key": value})
+    response = single(model("parameters").infer(inputs={"INPUT0": fp32(0)}, parameters={"ok": 1}))
+    assert json.loads(response.outputs["PARAMETERS"].to_bytes_array()[0]) == {"ok": 1}
+
+
+# -- error responses -------------------------------------------------------------------------------
+MESSAGE = "raise_error model: deliberate failure"
+
+
+def test_error_response_raises_when_asked(model):
+    iterator = model("raise_error").infer(inputs={"INPUT0": fp32(1)}, raise_on_error=True)
+    with pytest.raises(tritonserver.TritonError, match=MESSAGE) as caught:
+        call_with_deadline(lambda: next(iterator))
+    assert type(caught.value) is not tritonserver.TritonError  # a specific subclass
+    assert MESSAGE in str(caught.value)
+    with pytest.raises(StopIteration):
+        next(iterator)
+
+
+def test_error_response_is_raised_by_default(model):
+    with pytest.raises(tritonserver.TritonError, match=MESSAGE):
+        call_with_deadline(lambda: list(model("raise_error").infer(inputs={"INPUT0": fp32(1)})))
+
+
+def test_error_response_delivered_when_not_raising(model):
+    responses = call_with_deadline(
+        lambda: list(model("raise_error").infer(inputs={"INPUT0": fp32(1)}, raise_on_error=False)))
+    assert len(responses) == 1
+    response = responses[0]
+    assert response.final
+    assert isinstance(response.error, tritonserver.TritonError)
+    assert type(response.error) is not tritonserver.TritonError
+    assert MESSAGE in str(response.error)
+    assert response.outputs == {}
+
+
+def test_error_response_async(model):
+    async def main():
+        with pytest.raises(tritonserver.TritonError, match=MESSAGE):
+            await _collect(model("raise_error").async_infer(inputs={"INPUT0": fp32(1)}, raise_on_error=True))
+        return await _collect(model("raise_error").async_infer(inputs={"INPUT0": fp32(1)}, raise_on_error=False))
+
+    responses = asyncio.run(asyncio.wait_for(main(), HANG_S))
+    assert len(responses) == 1 and responses[0].final and MESSAGE in str(responses[0].error)
+
+
+def test_error_response_through_queue(model):
+    response_queue = queue.SimpleQueue()
+    iterator = model("raise_error").infer(inputs={"INPUT0": fp32(1)}, raise_on_error=False,
+                                          response_queue=response_queue)
+    queued = response_queue.get(timeout=HANG_S)
+    assert queued.final and MESSAGE in str(queued.error)
+    assert MESSAGE in str(single(iterator).error)
+
+
+# -- misuse --------------------------------------------------------------------------------------------
+def test_two_threads_on_one_iterator(model):
+    iterator = model("sleep").infer(inputs={"SECONDS": fp32(0.5)})
+    barrier = threading.Barrier(2)
+    outcomes: list = []
+    lock = threading.Lock()
+
+    def take():
+        barrier.wait()
+        try:
+            value = next(iterator)
+        except BaseException as e:  # noqa: BLE001
+            value = e
+        with lock:
+            outcomes.append(value)
+
+    threads = [threading.Thread(target=take) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HANG_S)
+    assert not any(thread.is_alive() for thread in threads)
+    kinds = sorted(type(o).__name__ for o in outcomes)
+    assert kinds == ["InferenceResponse", "ValueError"], outcomes
+    [response] = [o for o in outcomes if isinstance(o, InferenceResponse)]
+    assert response.final and as_numpy(response.outputs["OUT"]).tolist() == [0.5]
+    with pytest.raises(StopIteration):
+        next(iterator)
+
+
+def test_identity_a_request_object_can_be_sent_twice(model):
+    request = model("identity_fp32").create_request(inputs={"INPUT0": fp32(7, 8)})
+    first = single(model("identity_fp32").infer(request))
+    second = single(model("identity_fp32").infer(request))
+    assert as_numpy(first.outputs["OUTPUT0"]).tolist() == as_numpy(second.outputs["OUTPUT0"]).tolist() == [7.0, 8.0]
+    assert first.outputs["OUTPUT0"].data_ptr != second.outputs["OUTPUT0"].data_ptr

@@ -1,0 +1,318 @@
+"""GPU memory, end to end (every test needs a CUDA device and is skipped
+cleanly without one). Only identity (C++ backend) models are used, so these
+run where the python backend is unavailable.
+
+Covers: GPU outputs (asked by the request, and by the identity_gpu
+backend), zero-copy export to CuPy and PyTorch, GPU inputs from CuPy and
+PyTorch passed by pointer, pinned host outputs, copies with to_host() /
+to_device(), and that every GPU buffer is freed once the last view goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import numpy
+import pytest
+
+import tritonserver
+from tritonserver import DataType, MemoryType, Tensor
+from tritonserver import _core
+from conftest import as_numpy, assert_no_live_buffers, single
+
+pytestmark = pytest.mark.gpu
+
+GPU_SPECS = ["gpu", "gpu:0", (MemoryType.GPU, 0), (tritonserver.DLDeviceType.kDLCUDA, 0)]
+
+
+def settle() -> None:
+    for _ in range(3):
+        gc.collect()
+    _core.drain_deferred()
+
+
+def address(array: numpy.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+@pytest.fixture
+def cupy():
+    return pytest.importorskip("cupy")
+
+
+@pytest.fixture
+def torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    return torch
+
+
+def infer_one(model, model_name, data, **kwargs) -> tritonserver.InferenceResponse:
+    response = single(model(model_name).infer(inputs={"INPUT0": data}, **kwargs))
+    assert response.error is None, response.error
+    return response
+
+
+# -- GPU outputs ---------------------------------------------------------------------------
+@pytest.mark.parametrize("memory", GPU_SPECS, ids=str)
+@pytest.mark.parametrize("model_name", ["identity_fp32", "identity_gpu"])
+def test_gpu_output_shared_with_cupy(model, cupy, model_name, memory):
+    data = numpy.arange(4096, dtype=numpy.float32) * 0.5 - 7
+    response = infer_one(model, model_name, data, output_memory_type=memory)
+    out = response.outputs["OUTPUT0"]
+    assert out.memory_type == MemoryType.GPU
+    assert out.memory_type_id == 0
+    assert out.__dlpack_device__() == (2, 0)
+    assert out.size == data.nbytes
+    assert out.data_ptr in _core.live_buffer_addresses()
+    array = cupy.from_dlpack(out)
+    assert array.data.ptr == out.data_ptr
+    assert array.dtype == cupy.float32 and array.shape == data.shape
+    assert array.device.id == 0
+    numpy.testing.assert_array_equal(cupy.asnumpy(array), data)
+    # The CuPy array outlives the response and keeps the buffer alive.
+    pointer = out.data_ptr
+    del response, out
+    settle()
+    assert pointer in _core.live_buffer_addresses()
+    numpy.testing.assert_array_equal(cupy.asnumpy(array * 2), data * 2)
+    del array
+    assert_no_live_buffers()
+
+
+@pytest.mark.parametrize("model_name", ["identity_fp32", "identity_gpu"])
+def test_gpu_output_shared_with_torch(model, torch, model_name):
+    data = numpy.linspace(-1, 1, 999, dtype=numpy.float32)
+    response = infer_one(model, model_name, data, output_memory_type="gpu:0")
+    out = response.outputs["OUTPUT0"]
+    tensor = torch.from_dlpack(out)
+    assert tensor.is_cuda and tensor.device.index == 0
+    assert tensor.dtype == torch.float32
+    assert tensor.data_ptr() == out.data_ptr
+    numpy.testing.assert_array_equal(tensor.cpu().numpy(), data)
+    del response, out
+    settle()
+    numpy.testing.assert_array_equal((tensor + 1).cpu().numpy(), data + 1)
+    del tensor
+    assert_no_live_buffers()
+
+
+def test_gpu_output_is_not_a_numpy_array(model, cupy):
+    response = infer_one(model, "identity_fp32", numpy.ones(4, numpy.float32), output_memory_type="gpu")
+    out = response.outputs["OUTPUT0"]
+    with pytest.raises(TypeError):
+        numpy.asarray(out)
+    with pytest.raises(Exception):
+        numpy.from_dlpack(out)
+    # ... but its host copy is.
+    numpy.testing.assert_array_equal(numpy.asarray(out.to_host()), numpy.ones(4, numpy.float32))
+
+
+def test_identity_gpu_model_without_request_preference_gets_cpu(model):
+    # The allocator follows the request (default CPU), whatever the backend asks.
+    data = numpy.arange(12, dtype=numpy.float32)
+    out = infer_one(model, "identity_gpu", data).outputs["OUTPUT0"]
+    assert out.memory_type == MemoryType.CPU
+    numpy.testing.assert_array_equal(as_numpy(out), data)
+
+
+def test_gpu_output_dlpack_streams(model, cupy):
+    out = infer_one(model, "identity_fp32", numpy.arange(8, dtype=numpy.float32),
+                    output_memory_type="gpu").outputs["OUTPUT0"]
+    with cupy.cuda.Stream(non_blocking=True) as stream:
+        array = cupy.from_dlpack(out)  # CuPy passes its current stream
+        numpy.testing.assert_array_equal(cupy.asnumpy(array, stream=stream), numpy.arange(8, dtype=numpy.float32))
+    for stream_value in (None, 1, 2, -1):
+        capsule = out.__dlpack__(stream=stream_value)
+        assert capsule is not None
+    with pytest.raises(BufferError):
+        out.__dlpack__(stream="default")
+
+
+def test_gpu_output_bytes(model, cupy):
+    items = [b"", b"gpu \xff bytes", "ü".encode()]
+    out = single(model("identity_bytes").infer(inputs={"INPUT0": items}, output_memory_type="gpu")).outputs["OUTPUT0"]
+    assert out.data_type == DataType.BYTES
+    assert out.memory_type == MemoryType.GPU
+    assert out.to_bytes_array().tolist() == items  # copied to the host to decode
+
+
+def test_gpu_output_multi_and_bf16(model, cupy, torch):
+    inputs = {"INPUT0": numpy.arange(6, dtype=numpy.int8).reshape(2, 3),
+              "INPUT1": numpy.ones((2, 1, 2), numpy.float16),
+              "INPUT2": numpy.array([2**64 - 1], numpy.uint64)}
+    response = single(model("identity_multi").infer(inputs=inputs, output_memory_type="gpu:0"))
+    for k in range(3):
+        out = response.outputs[f"OUTPUT{k}"]
+        assert out.memory_type == MemoryType.GPU
+        array = cupy.from_dlpack(out)
+        assert array.data.ptr == out.data_ptr
+        numpy.testing.assert_array_equal(cupy.asnumpy(array), inputs[f"INPUT{k}"])
+    bits = numpy.array([0x3F80, 0xC020, 0x0000], dtype=numpy.uint16)  # 1.0, -2.5, 0.0 in bfloat16
+    bf16 = Tensor(DataType.BF16, [3], tritonserver.MemoryBuffer.from_dlpack(bits))
+    out = single(model("identity_bf16").infer(inputs={"INPUT0": bf16}, output_memory_type="gpu")).outputs["OUTPUT0"]
+    as_torch = torch.from_dlpack(out)
+    assert as_torch.dtype == torch.bfloat16 and as_torch.is_cuda
+    assert as_torch.data_ptr() == out.data_ptr
+    assert as_torch.float().cpu().tolist() == [1.0, -2.5, 0.0]
+
+
+def test_cpu_bf16_output_to_torch(model, torch):
+    bits = numpy.array([0x4040, 0xBF80], dtype=numpy.uint16)  # 3.0, -1.0
+    bf16 = Tensor(DataType.BF16, [2], tritonserver.MemoryBuffer.from_dlpack(bits))
+    out = single(model("identity_bf16").infer(inputs={"INPUT0": bf16})).outputs["OUTPUT0"]
+    as_torch = torch.from_dlpack(out)
+    assert as_torch.dtype == torch.bfloat16 and not as_torch.is_cuda
+    assert as_torch.data_ptr() == out.data_ptr
+    assert as_torch.float().tolist() == [3.0, -1.0]
+
+
+def test_gpu_output_async(model, cupy):
+    async def main():
+        m = model("identity_fp32")
+
+        async def one(i):
+            responses = [r async for r in m.async_infer(inputs={"INPUT0": numpy.full(32, i, numpy.float32)},
+                                                       output_memory_type="gpu")]
+            out = responses[0].outputs["OUTPUT0"]
+            assert out.memory_type == MemoryType.GPU
+            return cupy.asnumpy(cupy.from_dlpack(out))
+
+        return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(16))), 60)
+
+    for i, array in enumerate(asyncio.run(main())):
+        numpy.testing.assert_array_equal(array, numpy.full(32, i, numpy.float32))
+    assert_no_live_buffers()
+
+
+def test_gpu_output_bad_device_id(model):
+    count = _core.cuda_device_count()
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        model("identity_fp32").infer(inputs={"INPUT0": numpy.ones(2, numpy.float32)},
+                                     output_memory_type=f"gpu:{count + 7}")
+    out = infer_one(model, "identity_fp32", numpy.ones(2, numpy.float32)).outputs["OUTPUT0"]
+    assert as_numpy(out).tolist() == [1.0, 1.0]
+
+
+# -- GPU inputs ------------------------------------------------------------------------------
+def test_cupy_input_zero_copy(model, cupy):
+    data = cupy.arange(1000, dtype=cupy.float32) / 3
+    tensor = Tensor._from_object(data)
+    assert tensor.memory_type == MemoryType.GPU and tensor.memory_type_id == 0
+    assert tensor.data_ptr == data.data.ptr
+    assert tensor.size == data.nbytes
+    expected = cupy.asnumpy(data)
+    cpu_out = infer_one(model, "identity_fp32", data).outputs["OUTPUT0"]
+    assert cpu_out.memory_type == MemoryType.CPU
+    numpy.testing.assert_array_equal(as_numpy(cpu_out), expected)
+    gpu_out = infer_one(model, "identity_gpu", data, output_memory_type="gpu").outputs["OUTPUT0"]
+    assert gpu_out.memory_type == MemoryType.GPU
+    assert gpu_out.data_ptr != data.data.ptr
+    numpy.testing.assert_array_equal(cupy.asnumpy(cupy.from_dlpack(gpu_out)), expected)
+
+
+def test_torch_cuda_input_zero_copy(model, torch):
+    data = torch.arange(500, dtype=torch.float32, device="cuda:0") - 250
+    tensor = Tensor._from_object(data)
+    assert tensor.memory_type == MemoryType.GPU
+    assert tensor.data_ptr == data.data_ptr()
+    out = infer_one(model, "identity_fp32", data).outputs["OUTPUT0"]
+    numpy.testing.assert_array_equal(as_numpy(out), data.cpu().numpy())
+    out = infer_one(model, "identity_fp32", data, output_memory_type="gpu:0").outputs["OUTPUT0"]
+    assert torch.equal(torch.from_dlpack(out), data)
+
+
+def test_gpu_input_temporary_stays_alive(model, cupy):
+    iterators = []
+    for i in range(8):
+        iterators.append((i, model("identity_fp32").infer(inputs={"INPUT0": cupy.full(4096, i, cupy.float32)})))
+    settle()
+    garbage = [cupy.full(4096, -1, cupy.float32) for _ in range(32)]
+    for i, iterator in iterators:
+        numpy.testing.assert_array_equal(as_numpy(single(iterator).outputs["OUTPUT0"]),
+                                         numpy.full(4096, i, numpy.float32))
+    del garbage
+
+
+def test_non_contiguous_gpu_input_is_refused(model, cupy):
+    data = cupy.arange(20, dtype=cupy.float32)[::2]
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        model("identity_fp32").infer(inputs={"INPUT0": data})
+    out = infer_one(model, "identity_fp32", cupy.ascontiguousarray(data)).outputs["OUTPUT0"]
+    numpy.testing.assert_array_equal(as_numpy(out), cupy.asnumpy(data))
+
+
+# -- pinned ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("memory", ["cpu_pinned", (MemoryType.CPU_PINNED, 0)], ids=str)
+def test_pinned_output(model, memory):
+    data = numpy.arange(1024, dtype=numpy.float32)
+    response = infer_one(model, "identity_fp32", data, output_memory_type=memory)
+    out = response.outputs["OUTPUT0"]
+    assert out.memory_type == MemoryType.CPU_PINNED
+    assert out.__dlpack_device__() == (1, 0)
+    assert out.data_ptr in _core.live_buffer_addresses()
+    array = numpy.from_dlpack(out)
+    assert address(array) == out.data_ptr
+    numpy.testing.assert_array_equal(array, data)
+    assert out.to_host() is out
+    del response, out
+    settle()
+    numpy.testing.assert_array_equal(array, data)
+    del array
+    assert_no_live_buffers()
+
+
+# -- copies -------------------------------------------------------------------------------------------
+def test_to_host_and_to_device_copy(model, cupy):
+    data = numpy.arange(64, dtype=numpy.float32) * 1.25
+    gpu_out = infer_one(model, "identity_fp32", data, output_memory_type="gpu").outputs["OUTPUT0"]
+    host = gpu_out.to_host()
+    assert host is not gpu_out
+    assert host.memory_type == MemoryType.CPU
+    assert host.data_ptr != gpu_out.data_ptr
+    assert host.data_type == DataType.FP32 and list(host.shape) == [64]
+    numpy.testing.assert_array_equal(numpy.from_dlpack(host), data)
+    assert gpu_out.to_device("gpu:0") is gpu_out
+
+    cpu_out = infer_one(model, "identity_fp32", data).outputs["OUTPUT0"]
+    on_gpu = cpu_out.to_device("gpu:0")
+    assert on_gpu.memory_type == MemoryType.GPU and on_gpu.memory_type_id == 0
+    assert on_gpu.data_ptr != cpu_out.data_ptr
+    array = cupy.from_dlpack(on_gpu)
+    assert array.data.ptr == on_gpu.data_ptr
+    numpy.testing.assert_array_equal(cupy.asnumpy(array), data)
+    # numpy -> Tensor -> GPU, as the official test does.
+    moved = Tensor.from_dlpack(numpy.arange(5, dtype=numpy.int32)).to_device((MemoryType.GPU, 0))
+    numpy.testing.assert_array_equal(cupy.asnumpy(cupy.from_dlpack(moved)), numpy.arange(5, dtype=numpy.int32))
+    del gpu_out, host, cpu_out, on_gpu, array, moved
+    assert_no_live_buffers()
+
+
+def test_memory_buffer_from_cupy_and_torch(cupy, torch):
+    c = cupy.ones(10, dtype=cupy.float64)
+    buffer = tritonserver.MemoryBuffer.from_dlpack(c)
+    assert buffer.data_ptr == c.data.ptr and buffer.size == c.nbytes
+    assert buffer.memory_type == MemoryType.GPU and buffer.memory_type_id == 0
+    t = torch.ones(3, 4, dtype=torch.int16, device="cuda")
+    tensor = Tensor.from_dlpack(t)
+    assert tensor.data_ptr == t.data_ptr()
+    assert tensor.size == t.numel() * t.element_size()
+    assert tensor.__dlpack_device__() == tuple(t.__dlpack_device__())
+    assert tensor.data_type == DataType.INT16 and list(tensor.shape) == [3, 4]
+
+
+def test_gpu_buffers_freed_after_many_requests(model, cupy):
+    kept = []
+    for i in range(40):
+        out = infer_one(model, "identity_gpu", numpy.full(256, i, numpy.float32),
+                        output_memory_type="gpu").outputs["OUTPUT0"]
+        kept.append(cupy.from_dlpack(out))
+    del out
+    settle()
+    assert _core.live_buffer_count() >= 40
+    for i, array in enumerate(kept):
+        assert bool((array == i).all())
+    del kept, array
+    assert_no_live_buffers()
