@@ -247,7 +247,8 @@ def build_core_options(options: Options) -> "_core.ServerOptions":
     c.set_log_format(_enum("log_format", LogFormat, o.log_format))
     c.set_log_verbose(verbose)
     c.set_metrics(_bool("metrics", o.metrics))
-    c.set_gpu_metrics(_bool("gpu_metrics", o.gpu_metrics))
+    # GPU metrics need a GPU: without one the core only prints an NVML error.
+    c.set_gpu_metrics(_bool("gpu_metrics", o.gpu_metrics) and _core.cuda_device_count() > 0)
     c.set_cpu_metrics(_bool("cpu_metrics", o.cpu_metrics))
     c.set_metrics_interval(_uint("metrics_interval", o.metrics_interval))
     c.set_backend_directory(backend_directory)
