@@ -1,6 +1,5 @@
 #include "allocator.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -8,12 +7,12 @@
 
 #include "cuda_runtime.h"
 #include "errors.h"
+#include "host_pool.h"
 #include "triton_library.h"
 
 namespace tsb {
 namespace {
 
-constexpr size_t kAlignment = 64;
 constexpr unsigned int kCudaHostAllocPortable = 1;
 
 std::mutex g_registry_mutex;
@@ -33,7 +32,7 @@ void free_memory(OutputBuffer* b) noexcept {
   if (b->data == nullptr) return;
   switch (b->memory_type) {
     case TRITONSERVER_MEMORY_CPU:
-      std::free(b->data);
+      host_free(b->data, b->capacity);
       break;
     case TRITONSERVER_MEMORY_CPU_PINNED:
       if (const CudaRuntime* rt = cuda()) rt->FreeHost(b->data);
@@ -113,18 +112,15 @@ OutputBuffer* buffer_allocate(size_t size, TRITONSERVER_MemoryType type,
     const CudaRuntime* rt = cuda();
     int err = kCudaSuccess;
     switch (type) {
-      case TRITONSERVER_MEMORY_CPU: {
-        size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
-        b->data = std::aligned_alloc(kAlignment, rounded);
+      case TRITONSERVER_MEMORY_CPU:
+        b->data = host_alloc(size, &b->capacity);
         break;
-      }
       case TRITONSERVER_MEMORY_CPU_PINNED:
         if (rt == nullptr) {
           // No CUDA: pinned memory is ordinary host memory, reported so.
           b->memory_type = TRITONSERVER_MEMORY_CPU;
           b->memory_type_id = 0;
-          size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
-          b->data = std::aligned_alloc(kAlignment, rounded);
+          b->data = host_alloc(size, &b->capacity);
         } else {
           err = rt->HostAlloc(&b->data, size, kCudaHostAllocPortable);
         }

@@ -19,6 +19,7 @@ namespace tsb {
 struct OutputBuffer {
   void* data = nullptr;
   size_t size = 0;
+  size_t capacity = 0;  // of the host block behind `data` (CPU memory)
   TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
   int64_t memory_type_id = 0;
   std::atomic<int> refs{1};

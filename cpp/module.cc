@@ -12,6 +12,7 @@
 #include "deferred_release.h"
 #include "dlpack.h"
 #include "errors.h"
+#include "host_pool.h"
 #include "log_callback.h"
 #include "request.h"
 #include "response_queue.h"
@@ -127,6 +128,8 @@ NB_MODULE(_core, m) {
   m.def("live_buffer_count", &live_buffer_count);
   m.def("live_buffer_addresses", &live_buffer_addresses);
   m.def("drain_deferred", &drain_deferred);
+  m.def("host_pool_cached_bytes", &host_pool_cached_bytes);
+  m.def("host_pool_trim", &host_pool_trim);
 
   nb::class_<BufferHandle>(m, "Buffer")
       .def_prop_ro("data_ptr", [](const BufferHandle& b) { return b.data_ptr; })

@@ -3,8 +3,10 @@ metrics."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import time
+import weakref
 from typing import Any, Optional, Union
 
 from .. import _core
@@ -67,6 +69,7 @@ class Server:
             raise InvalidArgumentError("Server already started")
         core_options = build_core_options(self.options)
         self._server = _core.Server(core_options)
+        _running.add(self)
         if wait_until_ready:
             deadline = None if timeout is None else time.monotonic() + timeout
             while not self.ready():
@@ -82,6 +85,7 @@ class Server:
         error if requests outlive the exit timeout."""
         server = self._started()
         self._server = None
+        _running.discard(self)
         server.stop()
 
     def __enter__(self) -> "Server":
@@ -189,3 +193,17 @@ class Server:
     def poll_model_repository(self) -> None:
         """Rescan the repositories now (POLL mode)."""
         self._started().poll_model_repository()
+
+
+# Servers still running at interpreter exit are stopped while Python is fully
+# alive (not during teardown, when the core's threads could outlive it).
+_running: "weakref.WeakSet[Server]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_running_servers() -> None:
+    for server in list(_running):
+        try:
+            server.stop()
+        except Exception:  # exit must go on; the core already logged it
+            pass
