@@ -7,13 +7,13 @@ PY := $(VENV)/bin/python
 CORE_WHEEL := nvidia-pytriton==0.7.0
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo test build venv clean bench
+.PHONY: demo test build venv clean bench stress test-asan test-numpy2
 
 $(VENV)/.ready:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# numpy<2: the python backend stub of the 2.51 core needs it.
-	$(PY) -m pip install -q "numpy<2" pytest nanobind scikit-build-core cmake ninja
+	$(PY) -m pip install -q "numpy<2" pytest hypothesis nanobind scikit-build-core cmake ninja
 	$(PY) -m pip install -q --no-deps $(CORE_WHEEL)
 	touch $@
 
@@ -32,8 +32,20 @@ test: build
 	# From tests/: the installed package is tested, not the source tree.
 	cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. .
 
+# Long reliability runs (tests marked `stress`; `make test` runs short ones).
+stress: build
+	cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m stress --run-stress .
+
+# The suite against an AddressSanitizer/UBSan build of the extension.
+test-asan: venv
+	bash tests/run_asan.sh
+
+# The identity-backend tests in a separate environment with numpy 2.
+test-numpy2:
+	bash tests/run_numpy2.sh
+
 clean:
-	rm -rf build $(VENV)
+	rm -rf build $(VENV) .venv-numpy2 .venv-asan
 
 # Benchmarks: the C API floor, this binding, and tritonclient (gRPC/HTTP)
 # against the tritonserver binary; writes docs/benchmarks.md.

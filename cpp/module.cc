@@ -116,6 +116,10 @@ NB_MODULE(_core, m) {
   m.def("triton_loaded", &triton_loaded);
   m.def("loaded_core_path",
         []() { return triton_loaded() ? loaded_core().path : std::string(); });
+  m.def("loaded_api_version", []() {
+    const LoadedCore& c = loaded_core();
+    return nb::make_tuple(c.api_major, c.api_minor);
+  });
   m.def("elf_needed", &elf_needed);
   m.def("has_log_callback",
         []() { return triton().ServerOptionsSetLogCallback != nullptr; });

@@ -28,8 +28,18 @@ def has_gpu() -> bool:
     return _core.cuda_device_count() > 0
 
 
+def pytest_addoption(parser):
+    parser.addoption("--run-stress", action="store_true", help="run the long `stress` tests")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `gpu` skip cleanly where no CUDA device is present."""
+    """Tests marked `gpu` skip cleanly where no CUDA device is present; tests
+    marked `stress` run only with --run-stress (make stress)."""
+    if not config.getoption("--run-stress"):
+        long_runs = [item for item in items if item.get_closest_marker("stress")]
+        if long_runs:
+            config.hook.pytest_deselected(items=long_runs)
+            items[:] = [item for item in items if not item.get_closest_marker("stress")]
     if any(item.get_closest_marker("gpu") for item in items) and not has_gpu():
         skip = pytest.mark.skip(reason=f"needs a CUDA GPU ({_core.cuda_status()})")
         for item in items:

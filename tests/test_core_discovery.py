@@ -206,3 +206,21 @@ def test_python_backend_directory_holds_the_stub_for_this_python():
     assert (python / "libtriton_python.so").resolve() == pathlib.Path(install.python_backend[0]).resolve()
     # Made once: a second call reuses the same folder.
     assert _triton_core.python_backend_directory(install) == folder
+
+
+def test_python_m_tritonserver_reports_the_core_it_would_use(tmp_path):
+    """`python -m tritonserver` names the core, its versions, CUDA and backends."""
+    import subprocess
+    import sys
+
+    import tritonserver
+
+    done = subprocess.run([sys.executable, "-m", "tritonserver"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert f"Triton core: {tritonserver.load_core()}" in out
+    assert "Triton 2.51.0, C API 1.34" in out
+    assert "found via: nvidia-pytriton" in out
+    assert "CUDA: " in out
+    assert "python, linked for Python" in out

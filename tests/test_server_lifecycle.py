@@ -298,3 +298,22 @@ def test_indexed_model_repr_shows_state(server, model):
     model("add_sub")
     entry = server.models()[("add_sub", 1)]
     assert repr(entry) == str({"name": "add_sub", "version": 1, "state": "READY"})
+
+
+def test_interpreter_exit_with_a_running_server_stops_it_cleanly(backend_directory, tmp_path):
+    """A program that never calls stop() still exits cleanly and promptly."""
+    import subprocess
+    import sys
+
+    code = f"""
+import numpy, tritonserver
+server = tritonserver.Server(model_repository={str(MODELS)!r}, backend_directory={backend_directory!r},
+                             model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
+server.start(wait_until_ready=True)
+model = server.load("identity_fp32")
+kept = list(model.infer(inputs={{"INPUT0": numpy.ones(4, numpy.float32)}}))
+print("OK", len(kept))
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "OK 1" in done.stdout

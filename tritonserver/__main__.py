@@ -1,0 +1,59 @@
+"""``python -m tritonserver``: what this installation would use — the package
+version, the Triton core found (path, Triton and C API versions), CUDA, and
+the backends available. The first thing to run when something does not work.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import tempfile
+
+import tritonserver
+from tritonserver import _core
+from tritonserver._api import _triton_core
+from tritonserver._api._options import DEFAULT_BACKEND_DIRECTORY
+
+
+def _backends(install: _triton_core.CoreInstall) -> list[str]:
+    found = []
+    for folder in (DEFAULT_BACKEND_DIRECTORY, install.backend_directory):
+        if folder and os.path.isdir(folder):
+            found += [f"{name} ({folder})" for name in sorted(os.listdir(folder))
+                      if os.path.isdir(os.path.join(folder, name))]
+    links = _triton_core.python_backend_directory(install)
+    if links:
+        found.append(f"python, linked for Python {sys.version_info.major}.{sys.version_info.minor} ({links})")
+    return found
+
+
+def main() -> int:
+    print(f"tritonserver {tritonserver.__version__} on Python {platform.python_version()} ({sys.executable})")
+    try:
+        install = _triton_core.load_core()
+    except tritonserver.TritonError as e:
+        print(f"Triton core: none found\n{e}")
+        return 1
+    major, minor = _core.loaded_api_version()
+    with tempfile.TemporaryDirectory() as repository:
+        server = tritonserver.Server(model_repository=repository, server_id="probe",
+                                     model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
+        with server:
+            version = server.metadata()["version"]
+    print(f"Triton core: {install.library}")
+    print(f"  found via: {install.source}; Triton {version}, C API {major}.{minor}")
+    print(f"  log callback: {'yes' if _core.has_log_callback() else 'no (needs Triton 2.72+)'}")
+    devices = _core.cuda_device_count()
+    print(f"CUDA: {devices} device(s) — {_core.cuda_status()}")
+    backends = _backends(install)
+    print("Backends:" if backends else "Backends: none found")
+    for line in backends:
+        print(f"  {line}")
+    if install.python_backend is not None:
+        print("  (this core's python backend needs numpy<2 in this environment)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
