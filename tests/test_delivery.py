@@ -210,7 +210,7 @@ def test_identity_queue_keeps_nothing_alive(model, kind):
         queued = response_queue.get(timeout=HANG_S)
         iterated = single(iterator)
     else:
-        async def main():
+        async def main(data=data):
             async_queue = asyncio.Queue()
             iterator = model("identity_fp32").async_infer(inputs={"INPUT0": data}, response_queue=async_queue)
             return await asyncio.wait_for(async_queue.get(), HANG_S), await _collect(iterator)

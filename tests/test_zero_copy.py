@@ -25,7 +25,7 @@ def settle() -> None:
     _core.drain_deferred()
 
 
-no_cuda_only = pytest.mark.skipif("has_gpu()", reason="checks the behaviour without CUDA")
+no_cuda_only = pytest.mark.skipif(has_gpu(), reason="checks the behaviour without CUDA")
 
 
 # -- outputs -------------------------------------------------------------------------

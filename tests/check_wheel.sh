@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Checks a built wheel (make wheel): its manylinux tag, the extension's NEEDED
+# list, and the smoke tests in a fresh virtualenv — first with no Triton core
+# installed, then with the nvidia-pytriton core (server start, one inference).
+#   bash tests/check_wheel.sh dist/tritonserver-*.whl
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WHEEL=$1
+PY=${PYTHON:-python3}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+echo "== auditwheel show"
+.venv/bin/auditwheel show "$WHEEL"
+
+echo "== NEEDED of the extension"
+unzip -q -o "$WHEEL" 'tritonserver/_core*.so' -d "$WORK/unzipped"
+needed=$(readelf -d "$WORK"/unzipped/tritonserver/_core*.so | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p')
+echo "$needed"
+if echo "$needed" | grep -vqE '^(libstdc\+\+\.so|libgcc_s\.so|libc\.so|libm\.so|libdl\.so|libpthread\.so|ld-linux)'; then
+  echo "ERROR: unexpected NEEDED entries" >&2
+  exit 1
+fi
+
+echo "== fresh virtualenv, no Triton core"
+"$PY" -m venv "$WORK/venv"
+"$WORK/venv/bin/pip" install -q "$WHEEL" "numpy<2" pytest
+cp -r tests/test_wheel_smoke.py examples "$WORK/"
+mkdir -p "$WORK/tests" && mv "$WORK/test_wheel_smoke.py" "$WORK/tests/"
+(cd "$WORK/tests" && ../venv/bin/python -m pytest -q -p no:cacheprovider test_wheel_smoke.py)
+
+echo "== with the nvidia-pytriton core"
+"$WORK/venv/bin/pip" install -q --no-deps nvidia-pytriton==0.7.0
+(cd "$WORK/tests" && ../venv/bin/python -m pytest -q -p no:cacheprovider -rs test_wheel_smoke.py)
+echo "wheel OK: $WHEEL"

@@ -1,0 +1,73 @@
+"""Smoke tests for an installed wheel: they need no Triton core (cibuildwheel
+runs them in a container where none can be installed); the last one starts a
+server and runs one inference when a core is present."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy
+import pytest
+
+import tritonserver
+from tritonserver import _core
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120, cwd=HERE)
+
+
+def test_import_and_public_names():
+    assert tritonserver.__version__
+    for name in ("Server", "Options", "Model", "InferenceRequest", "InferenceResponse", "Tensor",
+                 "MemoryBuffer", "DataType", "MemoryType", "TritonError", "UnsupportedError"):
+        assert hasattr(tritonserver, name), name
+    assert tritonserver.DataType.FP32 == 11
+
+
+def test_extension_needs_no_cuda_or_triton_library():
+    names = _core.elf_needed(_core.__file__)
+    allowed = ("libstdc++", "libgcc_s", "libc.so", "libm.so", "libdl.so", "ld-linux", "libpthread")
+    assert names and all(n.startswith(allowed) for n in names), names
+
+
+def test_tensor_round_trip_without_a_core():
+    data = numpy.arange(6, dtype=numpy.float32).reshape(2, 3)
+    tensor = tritonserver.Tensor.from_dlpack(data)
+    assert tensor.data_type == tritonserver.DataType.FP32 and list(tensor.shape) == [2, 3]
+    numpy.testing.assert_array_equal(numpy.from_dlpack(tensor), data)
+
+
+def test_clear_error_without_a_core(tmp_path):
+    done = _run(f"""
+        import sys, tritonserver
+        sys.path[:] = [p for p in sys.path if "-packages" not in p]
+        try:
+            tritonserver.Server(model_repository={str(tmp_path)!r}).start()
+        except tritonserver.UnavailableError as e:
+            print("UNAVAILABLE", e)
+    """)
+    assert "UNAVAILABLE" in done.stdout, done.stderr[-2000:]
+    assert "pip install --no-deps nvidia-pytriton==0.7.0" in done.stdout
+
+
+def _core_available() -> bool:
+    try:
+        tritonserver.load_core()
+        return True
+    except tritonserver.UnavailableError:
+        return False
+
+
+@pytest.mark.skipif(not _core_available(), reason="no Triton core installed (cibuildwheel container)")
+def test_start_and_one_inference():
+    models = os.path.join(os.path.dirname(HERE), "examples", "models")
+    with tritonserver.Server(model_repository=models) as server:
+        response = next(iter(server.model("text_stats").infer(inputs={"TEXT": ["wheel"]})))
+        assert numpy.from_dlpack(response.outputs["LENGTH"]).tolist() == [5]
