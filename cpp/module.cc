@@ -97,7 +97,7 @@ NB_MODULE(_core, m) {
     }
   });
 
-  m.def("_set_error_classes", [](std::vector<nb::object> classes) {
+  m.def("set_error_classes", [](std::vector<nb::object> classes) {
     *g_error_classes = std::move(classes);
   });
 
@@ -112,14 +112,16 @@ NB_MODULE(_core, m) {
         }
         return nb::make_tuple(c.path, c.api_major, c.api_minor);
       },
-      "path"_a, "companions"_a);
+      "path"_a, "companions"_a,
+      nb::sig("def load_triton(path: str, companions: collections.abc.Sequence[str]) "
+              "-> tuple[str, int, int]"));
   m.def("triton_loaded", &triton_loaded);
   m.def("loaded_core_path",
         []() { return triton_loaded() ? loaded_core().path : std::string(); });
   m.def("loaded_api_version", []() {
     const LoadedCore& c = loaded_core();
     return nb::make_tuple(c.api_major, c.api_minor);
-  });
+  }, nb::sig("def loaded_api_version() -> tuple[int, int]"));
   m.def("elf_needed", &elf_needed);
   m.def("has_log_callback",
         []() { return triton().ServerOptionsSetLogCallback != nullptr; });
@@ -192,7 +194,7 @@ NB_MODULE(_core, m) {
   m.def(
       "import_dlpack",
       [](nb::ndarray<nb::ro> array) { return DLPackView(std::move(array)); },
-      "array"_a);
+      "array"_a, nb::sig("def import_dlpack(array: object) -> DLPackView"));
 
   // --- server ------------------------------------------------------------
   nb::class_<ServerOptions>(m, "ServerOptions")
@@ -251,9 +253,12 @@ NB_MODULE(_core, m) {
       OPTION_TRIPLE("set_backend_config", ServerOptionsSetBackendConfig, "backend_configuration")
       OPTION_TRIPLE("set_host_policy", ServerOptionsSetHostPolicy, "host_policies")
       OPTION_TRIPLE("set_metrics_config", ServerOptionsSetMetricsConfig, "metrics_configuration")
-      .def("set_log_callback", [](ServerOptions& o, nb::callable fn) {
-        install_log_callback(o, std::move(fn));
-      });
+      .def(
+          "set_log_callback",
+          [](ServerOptions& o, nb::callable fn) {
+            install_log_callback(o, std::move(fn));
+          },
+          nb::sig("def set_log_callback(self, fn: collections.abc.Callable[[int, str, int, str], None], /) -> None"));
 
   nb::class_<Server>(m, "Server")
       .def(nb::init<ServerOptions&>(), "options"_a,
@@ -316,7 +321,8 @@ NB_MODULE(_core, m) {
              }
              nb::gil_scoped_release release;
              s.load_model(name, params);
-           })
+           },
+           nb::sig("def load_model(self, name: str, parameters: dict[str, object], /) -> None"))
       .def("unload_model", &Server::unload_model,
            nb::call_guard<nb::gil_scoped_release>())
       .def("register_model_repository", &Server::register_model_repository,
@@ -344,7 +350,8 @@ NB_MODULE(_core, m) {
                      if (!r.data->has_error) return nb::none();
                      return nb::make_tuple(static_cast<int>(r.data->error_code),
                                            r.data->error_message);
-                   })
+                   },
+                   nb::for_getter(nb::sig("def error(self, /) -> tuple[int, str] | None")))
       .def_prop_ro("parameters",
                    [](const ResponseHandle& r) {
                      nb::dict d;
@@ -352,7 +359,8 @@ NB_MODULE(_core, m) {
                        d[k.c_str()] = to_python(v);
                      }
                      return d;
-                   })
+                   },
+                   nb::for_getter(nb::sig("def parameters(self, /) -> dict[str, str | int | bool | float | bytes]")))
       .def_prop_ro("outputs", [](const ResponseHandle& r) {
         nb::list out;
         for (const OutputTensor& t : r.data->outputs) {
@@ -363,7 +371,7 @@ NB_MODULE(_core, m) {
                                     shape, std::move(b)));
         }
         return out;
-      });
+      }, nb::for_getter(nb::sig("def outputs(self, /) -> list[tuple[str, int, tuple[int, ...], Buffer]]")));
 
   nb::class_<Request>(m, "Request", nb::is_weak_referenceable())
       .def(nb::init<Server&, const std::string&, int64_t>(), "server"_a,
@@ -403,9 +411,11 @@ NB_MODULE(_core, m) {
             drain_deferred();
             return response_or_none(std::move(p));
           },
-          "timeout_s"_a = -1.0)
+          "timeout_s"_a = -1.0,
+          nb::sig("def next(self, timeout_s: float = -1.0) -> Response | None"))
       .def("try_next",
-           [](Request& r) { return response_or_none(r.try_next()); })
+           [](Request& r) { return response_or_none(r.try_next()); },
+           nb::sig("def try_next(self) -> Response | None"))
       .def("set_notifier", &Request::set_notifier, "notifier"_a, "token"_a)
       .def("cancel", &Request::cancel);
 
@@ -428,7 +438,8 @@ NB_MODULE(_core, m) {
         return nb::make_tuple(item.first,
                               response_or_none(std::move(item.second)));
       },
-      "timeout_s"_a);
+      "timeout_s"_a,
+      nb::sig("def dispatch_pop(timeout_s: float) -> tuple[int, Response] | None"));
 
   // --- custom metrics -----------------------------------------------------
   nb::class_<MetricFamily>(m, "MetricFamily")

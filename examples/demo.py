@@ -37,7 +37,7 @@ def main() -> None:
         async def many() -> list[int]:
             iterators = [text_stats.async_infer(inputs={"TEXT": ["x" * n]}) for n in range(16)]
 
-            async def first_length(iterator) -> int:
+            async def first_length(iterator: tritonserver.AsyncResponseIterator) -> int:
                 async for r in iterator:
                     return int(numpy.from_dlpack(r.outputs["LENGTH"])[0])
                 raise RuntimeError("no response")

@@ -210,12 +210,12 @@ def test_identity_queue_keeps_nothing_alive(model, kind):
         queued = response_queue.get(timeout=HANG_S)
         iterated = single(iterator)
     else:
-        async def main(data=data):
+        async def main(payload):
             async_queue = asyncio.Queue()
-            iterator = model("identity_fp32").async_infer(inputs={"INPUT0": data}, response_queue=async_queue)
+            iterator = model("identity_fp32").async_infer(inputs={"INPUT0": payload}, response_queue=async_queue)
             return await asyncio.wait_for(async_queue.get(), HANG_S), await _collect(iterator)
 
-        queued, [iterated] = asyncio.run(main())
+        queued, [iterated] = asyncio.run(main(data))
         response_queue = iterator = None
     numpy.testing.assert_array_equal(as_numpy(queued.outputs["OUTPUT0"]), data)
     assert queued.outputs["OUTPUT0"].data_ptr == iterated.outputs["OUTPUT0"].data_ptr  # one buffer, shared

@@ -25,11 +25,11 @@ class _LoopWaker:
         # The native notifier owns the eventfd and closes it only when no
         # request refers to it any more.
         self.notifier = _core.LoopNotifier.create()
-        self.waiting: dict[int, tuple[_core.Request, asyncio.Future]] = {}
+        self.waiting: dict[int, tuple[_core.Request, asyncio.Future[_core.Response]]] = {}
         loop.add_reader(self.notifier.fd, self._on_ready)
 
-    def wait(self, request: "_core.Request", token: int) -> asyncio.Future:
-        future = self.loop.create_future()
+    def wait(self, request: "_core.Request", token: int) -> "asyncio.Future[_core.Response]":
+        future: asyncio.Future[_core.Response] = self.loop.create_future()
         self.waiting[token] = (request, future)
         return future
 

@@ -167,7 +167,7 @@ def parse_device_or_memory_type(value: DeviceOrMemoryType) -> tuple[MemoryType, 
     )
 
 
-def serialize_bytes_array(array: numpy.ndarray) -> numpy.ndarray:
+def serialize_bytes_array(array: numpy.ndarray[Any, Any]) -> numpy.ndarray[Any, Any]:
     """Triton's BYTES wire format: per element (C order) a 4-byte
     little-endian length, then the bytes. str elements are UTF-8 encoded."""
     import numpy

@@ -62,7 +62,7 @@ _BY_CODE: list[type[TritonError]] = [
 for _cls in (TritonError, *_BY_CODE):
     _cls.__module__ = "tritonserver"
 
-_core._set_error_classes(list(_BY_CODE))
+_core.set_error_classes(list(_BY_CODE))
 
 
 def error_from_code(code: int, message: str) -> TritonError:

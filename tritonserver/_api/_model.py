@@ -15,6 +15,13 @@ if TYPE_CHECKING:
     from ._server import Server
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    """A JSON object from the core (metadata, config, statistics)."""
+    value = json.loads(text)
+    assert isinstance(value, dict)
+    return value
+
+
 class Model:
     """A model served by a Server (a snapshot of its index entry).
 
@@ -94,15 +101,15 @@ class Model:
 
     def metadata(self) -> dict[str, Any]:
         """Model metadata: name, versions, platform, inputs, outputs."""
-        return json.loads(self._server._started().model_metadata(self.name, self.version))
+        return _json_object(self._server._started().model_metadata(self.name, self.version))
 
     def config(self, config_version: int = 1) -> dict[str, Any]:
         """The model configuration, as JSON."""
-        return json.loads(self._server._started().model_config(self.name, self.version, config_version))
+        return _json_object(self._server._started().model_config(self.name, self.version, config_version))
 
     def statistics(self) -> dict[str, Any]:
         """Inference statistics (``{"model_stats": [...]}``)."""
-        return json.loads(self._server._started().model_statistics(self.name, self.version))
+        return _json_object(self._server._started().model_statistics(self.name, self.version))
 
     def batch_properties(self) -> ModelBatchFlag:
         """Batching properties."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, Optional, Union
+from typing import Annotated, Any, Callable, NoReturn, Optional, Union
 
 from .. import _core
 from . import _triton_core
@@ -93,14 +93,14 @@ class Options:
 
 # -- validation helpers: each raises TypeError naming the field --------------
 
-def _fail(name: str, expected: str, value: Any) -> None:
+def _fail(name: str, expected: str, value: Any) -> NoReturn:
     raise TypeError(f"Options.{name} must be {expected}, not {type(value).__name__} ({value!r})")
 
 
 def _str(name: str, value: Any) -> str:
     if not isinstance(value, str):
         _fail(name, "a str", value)
-    return value
+    return str(value)
 
 
 def _bool(name: str, value: Any) -> bool:
@@ -112,7 +112,7 @@ def _bool(name: str, value: Any) -> bool:
 def _uint(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         _fail(name, "a non-negative int", value)
-    return value
+    return int(value)
 
 
 def _number(name: str, value: Any) -> float:
@@ -130,16 +130,16 @@ def _enum(name: str, enum: type, value: Any) -> int:
         raise TypeError(f"Options.{name}: {value!r} is not a valid {enum.__name__}") from None
 
 
-def _list(name: str, value: Any) -> list:
+def _list(name: str, value: Any) -> list[Any]:
     if not isinstance(value, (list, tuple)):
         _fail(name, "a list", value)
     return list(value)
 
 
-def _dict(name: str, value: Any) -> dict:
+def _dict(name: str, value: Any) -> dict[Any, Any]:
     if not isinstance(value, dict):
         _fail(name, "a dict", value)
-    return value
+    return dict(value)
 
 
 def _nested_settings(name: str, value: Any) -> list[tuple[str, str, str]]:

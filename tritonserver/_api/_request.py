@@ -46,7 +46,7 @@ class InferenceRequest:
     inputs: dict[str, Union[Tensor, Any]] = field(default_factory=dict)
     parameters: dict[str, Union[str, int, float, bool]] = field(default_factory=dict)
     output_memory_type: Optional[DeviceOrMemoryType] = None
-    response_queue: Optional[Union["queue.SimpleQueue", "asyncio.Queue", Any]] = None
+    response_queue: Optional[Union["queue.SimpleQueue[Any]", "asyncio.Queue[Any]", Any]] = None
     output_names: Optional[list[str]] = None
 
     def _create_core_request(self) -> "_core.Request":
@@ -75,13 +75,14 @@ class InferenceRequest:
                 )
             getattr(request, setter)(key, value)
         numpy = sys.modules.get("numpy")
-        for name, value in self.inputs.items():
-            if numpy is not None and type(value) is numpy.ndarray and value.flags.c_contiguous:
-                data_type = host_array_data_type(value.dtype)
+        inputs: dict[str, Any] = self.inputs  # values of any kind, checked below
+        for name, item in inputs.items():
+            if numpy is not None and type(item) is numpy.ndarray and item.flags.c_contiguous:
+                data_type = host_array_data_type(item.dtype)
                 if data_type is not None:  # the common case, without Tensor objects
-                    request.add_host_array(name, data_type, value)
+                    request.add_host_array(name, data_type, item)
                     continue
-            tensor = Tensor._from_object(value)
+            tensor = Tensor._from_object(item)
             request.add_input(
                 name, int(tensor.data_type), [int(d) for d in tensor.shape], tensor.data_ptr,
                 tensor.size, int(tensor.memory_type), tensor.memory_type_id, tensor,
@@ -99,6 +100,6 @@ class InferenceRequest:
 def _typed(name: str, value: Any, kind: type) -> Any:
     if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
         raise TypeError(f"InferenceRequest.{name} must be {kind.__name__}, not {type(value).__name__}")
-    if kind is int and value < 0:
+    if isinstance(value, int) and value < 0:
         raise InvalidArgumentError(f"InferenceRequest.{name} must not be negative")
     return value

@@ -80,6 +80,7 @@ class ResponseIterator:
         if self._complete:
             raise StopIteration
         core = self._request.next()
+        assert core is not None  # no timeout given: next() waits for one
         return self._deliver(core)
 
     def _deliver(self, core: "_core.Response") -> InferenceResponse:
@@ -121,6 +122,7 @@ class AsyncResponseIterator(ResponseIterator):
 
                 self._loop = self._loop or asyncio.get_running_loop()
                 self._token = _async_wakeup.attach(self._request, self._loop)
+            assert self._loop is not None  # set with the token
             core = await _async_wakeup.wait_for_response(self._request, self._token, self._loop)
         return self._deliver(core)
 

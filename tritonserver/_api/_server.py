@@ -12,11 +12,11 @@ from typing import Any, Optional, Union
 from .. import _core
 from ._enums import MetricFormat, ModelIndexFlag
 from ._errors import InvalidArgumentError, UnavailableError
-from ._model import Model
+from ._model import Model, _json_object
 from ._options import Options, build_core_options
 
 
-class ModelDictionary(dict):
+class ModelDictionary(dict[tuple[str, int], Model]):
     """Models of a server keyed by (name, version); indexing by name alone
     gives that model at version -1 (the server's choice), as officially."""
 
@@ -28,7 +28,8 @@ class ModelDictionary(dict):
     def __getitem__(self, key: Union[str, tuple[str, int]]) -> Model:
         if isinstance(key, tuple):
             try:
-                return super().__getitem__(key)
+                model: Model = super().__getitem__(key)
+                return model
             except KeyError:
                 raise KeyError(f"Unknown Model: {key}") from None
         if key in self._model_names:
@@ -117,7 +118,7 @@ class Server:
 
     def metadata(self) -> dict[str, Any]:
         """Server metadata: name (the server_id), version, extensions."""
-        return json.loads(self._started().metadata())
+        return _json_object(self._started().metadata())
 
     def metrics(self, metric_format: MetricFormat = MetricFormat.PROMETHEUS) -> str:
         """Metrics in Prometheus text format."""

@@ -110,7 +110,7 @@ class Tensor:
             return (int(DLDeviceType.kDLCUDA), self.memory_type_id)
         return (int(DLDeviceType.kDLCPU), 0)
 
-    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> numpy.ndarray:
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> numpy.ndarray[Any, Any]:
         """NumPy view of host memory (no copy); BYTES decode to an object array."""
         if self.memory_type == MemoryType.GPU:
             raise TypeError("a GPU tensor cannot be viewed as a NumPy array; call to_host() first")
@@ -166,10 +166,10 @@ class Tensor:
         if isinstance(value, (list, tuple, *_PYTHON_SCALARS)) or (
             numpy is not None and isinstance(value, numpy.generic)
         ):
-            import numpy
+            import numpy as np
 
             try:
-                array = numpy.asarray(value)
+                array = np.asarray(value)
             except ValueError as e:
                 raise InvalidArgumentError(
                     f"Conversion from {value!r} to tensor not supported: {e}"
@@ -183,7 +183,7 @@ class Tensor:
         )
 
     @staticmethod
-    def _from_numpy(array: numpy.ndarray) -> "Tensor":
+    def _from_numpy(array: numpy.ndarray[Any, Any]) -> "Tensor":
         import numpy
 
         data_type = numpy_to_triton_dtype(array.dtype)
@@ -196,7 +196,7 @@ class Tensor:
         return Tensor(data_type, shape, MemoryBuffer(pointer, MemoryType.CPU, 0, array.nbytes, array))
 
     # -- BYTES -------------------------------------------------------------
-    def to_bytes_array(self) -> numpy.ndarray:
+    def to_bytes_array(self) -> numpy.ndarray[Any, Any]:
         """Decode a BYTES tensor into an object array of ``bytes``."""
         if self.data_type != DataType.BYTES:
             raise InvalidArgumentError(
@@ -211,7 +211,7 @@ class Tensor:
         array[:] = deserialize_bytes(raw, count)
         return array.reshape([int(d) for d in self.shape])
 
-    def to_string_array(self) -> numpy.ndarray:
+    def to_string_array(self) -> numpy.ndarray[Any, Any]:
         """Decode a BYTES tensor into an array of ``str`` (UTF-8)."""
         import numpy
 
