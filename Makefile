@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 CORE_WHEEL := nvidia-pytriton==0.7.0
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo test build venv clean bench stress test-asan test-numpy2 wheel lint
+.PHONY: demo test build venv clean bench stress test-asan test-numpy2 wheel lint docs
 
 $(VENV)/.ready:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ lint: build
 	$(PY) -m pyflakes tritonserver/_api tritonserver/__main__.py examples benchmarks tests
 	# Typed against the installed package (its _core.pyi is generated at build).
 	cd tests && ../$(PY) -m mypy --strict -p tritonserver && ../$(PY) -m mypy --strict ../examples/demo.py
+
+# The API reference from docstrings (a public name without one is an error).
+docs: build
+	cd tests && ../$(PY) ../docs/build_api.py ../build/docs/api.md
 
 # Long reliability runs (tests marked `stress`; `make test` runs short ones).
 stress: build

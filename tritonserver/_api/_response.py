@@ -74,9 +74,11 @@ class ResponseIterator:
         self._cancelled = False
 
     def __iter__(self) -> "ResponseIterator":
+        """The iterator itself."""
         return self
 
     def __next__(self) -> InferenceResponse:
+        """The next response, waiting for it with the GIL released."""
         if self._complete:
             raise StopIteration
         core = self._request.next()
@@ -108,9 +110,11 @@ class AsyncResponseIterator(ResponseIterator):
         self._token: Optional[int] = None
 
     def __aiter__(self) -> "AsyncResponseIterator":
+        """The iterator itself."""
         return self
 
     async def __anext__(self) -> InferenceResponse:
+        """The next response, awaited on the calling event loop."""
         if self._complete:
             raise StopAsyncIteration
         core = self._request.try_next()
@@ -127,7 +131,9 @@ class AsyncResponseIterator(ResponseIterator):
         return self._deliver(core)
 
     def __iter__(self) -> Any:
+        """Not iterable synchronously: use ``async for``."""
         raise TypeError("AsyncResponseIterator is iterated with 'async for'")
 
     def __next__(self) -> Any:
+        """Not iterable synchronously: use ``async for``."""
         raise TypeError("AsyncResponseIterator is iterated with 'async for'")

@@ -90,11 +90,13 @@ class Server:
         server.stop()
 
     def __enter__(self) -> "Server":
+        """Start the server (unless started) for the ``with`` block."""
         if self._server is None:
             self.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Stop the server at the end of the ``with`` block."""
         if self._server is not None:
             self.stop()
 

@@ -1,0 +1,51 @@
+"""Every Python block of the user guide runs, in order, in one namespace, from
+the repository root (blocks starting with `# requires: gpu` only with a GPU)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+
+import pytest
+
+from conftest import ROOT, has_gpu
+
+GUIDE = ROOT / "docs" / "user_guide.md"
+
+
+def python_blocks(path: pathlib.Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+
+
+def test_the_guide_has_code():
+    assert len(python_blocks(GUIDE)) >= 6
+
+
+def test_user_guide_blocks_run(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    namespace: dict = {"__name__": "__guide__"}
+    ran = 0
+    for number, block in enumerate(python_blocks(GUIDE), 1):
+        if block.startswith("# requires: gpu") and not has_gpu():
+            continue
+        try:
+            exec(compile(block, f"{GUIDE.name} block {number}", "exec"), namespace)
+        except Exception as e:  # name the block, then fail
+            pytest.fail(f"user guide block {number} failed: {type(e).__name__}: {e}\n{block}")
+        ran += 1
+    out = capsys.readouterr().out
+    assert ran >= 6
+    assert "[5 5]" in out                 # quickstart: lengths of "hello", "wörld"
+    assert "no CUDA here" in out or has_gpu()
+    assert os.getcwd() == str(ROOT)
+
+
+def test_api_reference_builds_with_every_public_name_documented(tmp_path):
+    import runpy
+
+    build = runpy.run_path(str(ROOT / "docs" / "build_api.py"))["build"]
+    text, missing = build()
+    assert missing == []
+    for name in ("Server", "Options", "InferenceRequest", "Tensor", "MemoryBuffer", "TritonError"):
+        assert f"## {name}" in text
