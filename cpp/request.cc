@@ -26,15 +26,24 @@ void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t,
   // `keep` may drop the last reference here: nothing Python-owned is left.
 }
 
+// Hands a response to the waiters; after the final one nothing more is
+// delivered (a late callback after stop() ended the request is dropped).
+void deliver(RequestState* state, std::shared_ptr<const ResponseData> data) {
+  if (state->finished.load()) return;
+  if (data->final && state->finished.exchange(true)) return;
+  if (state->dispatch_token != 0) dispatch_push(state->dispatch_token, data);
+  state->queue.push(std::move(data));
+}
+
 void on_response(TRITONSERVER_InferenceResponse* response,
                  const uint32_t flags, void* userp) noexcept {
   auto* state = static_cast<RequestState*>(userp);
   auto data = std::make_shared<const ResponseData>(
       take_response(response, flags));
   const bool final = data->final;
-  if (state->dispatch_token != 0) dispatch_push(state->dispatch_token, data);
-  state->queue.push(std::move(data));
+  deliver(state, std::move(data));
   if (final) {
+    if (state->inflight) state->inflight->remove(state);
     std::shared_ptr<RequestState> keep;
     {
       std::lock_guard<std::mutex> lock(state->mutex);
@@ -44,6 +53,35 @@ void on_response(TRITONSERVER_InferenceResponse* response,
 }
 
 }  // namespace
+
+void InflightRequests::add(const std::shared_ptr<RequestState>& state) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  states_[state.get()] = state;
+}
+
+void InflightRequests::remove(RequestState* state) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  states_.erase(state);
+}
+
+void InflightRequests::fail_all(const std::string& message) {
+  std::vector<std::shared_ptr<RequestState>> unfinished;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [raw, weak] : states_) {
+      if (auto state = weak.lock()) unfinished.push_back(std::move(state));
+    }
+    states_.clear();
+  }
+  for (const auto& state : unfinished) {
+    auto data = std::make_shared<ResponseData>();
+    data->final = true;
+    data->has_error = true;
+    data->error_code = TRITONSERVER_ERROR_UNAVAILABLE;
+    data->error_message = message;
+    deliver(state.get(), std::move(data));
+  }
+}
 
 RequestState::~RequestState() {
   if (handle != nullptr && triton_loaded()) {
@@ -56,7 +94,9 @@ RequestState::~RequestState() {
 
 Request::Request(Server& server, const std::string& model_name,
                  int64_t model_version)
-    : server_(server.handle()), state_(std::make_shared<RequestState>()) {
+    : server_(server.handle()),
+      inflight_(server.inflight()),
+      state_(std::make_shared<RequestState>()) {
   check(triton().InferenceRequestNew(&state_->handle, server_,
                                      model_name.c_str(), model_version));
 }
@@ -173,9 +213,12 @@ void Request::submit() {
     raw->held_for_response = state_;
     raw->submitted = true;
   }
+  raw->inflight = inflight_;
+  inflight_->add(state_);
   TRITONSERVER_Error* err = api.ServerInferAsync(server_, h, nullptr);
   if (err != nullptr) {
     // Triton did not take the request: no callback will come.
+    inflight_->remove(raw);
     std::lock_guard<std::mutex> lock(raw->mutex);
     raw->held_for_release.reset();
     raw->held_for_response.reset();

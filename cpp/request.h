@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "allocator.h"
@@ -18,6 +19,21 @@
 namespace tsb {
 
 class Server;
+struct RequestState;
+
+// The submitted requests of one server that have not had their final
+// response. If the server stops without completing some (its exit timeout
+// expired), stop() ends each with an UNAVAILABLE error, so no waiter hangs.
+class InflightRequests {
+ public:
+  void add(const std::shared_ptr<RequestState>& state);
+  void remove(RequestState* state) noexcept;
+  void fail_all(const std::string& message);
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<RequestState*, std::weak_ptr<RequestState>> states_;
+};
 
 // Shared by the Python handle and, while in flight, by Triton's callbacks.
 struct RequestState {
@@ -29,6 +45,8 @@ struct RequestState {
   AllocationPolicy policy;
   ResponseQueue queue;
   uint64_t dispatch_token = 0;  // nonzero: also feed the user's queue
+  std::atomic<bool> finished{false};  // the final response was delivered
+  std::shared_ptr<InflightRequests> inflight;
   std::vector<nanobind::object> owners;  // input memory owners
   // Self references held on Triton's behalf until the release callback and
   // the final response callback.
@@ -79,6 +97,7 @@ class Request {
   TRITONSERVER_InferenceRequest* live_handle();
 
   TRITONSERVER_Server* server_;
+  std::shared_ptr<InflightRequests> inflight_;
   std::shared_ptr<RequestState> state_;
   std::atomic<bool> waiting_{false};
 };

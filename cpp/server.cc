@@ -1,6 +1,7 @@
 #include "server.h"
 
 #include "errors.h"
+#include "request.h"
 #include "triton_library.h"
 
 namespace tsb {
@@ -51,7 +52,8 @@ ServerOptions::~ServerOptions() {
   }
 }
 
-Server::Server(ServerOptions& options) {
+Server::Server(ServerOptions& options)
+    : inflight_(std::make_shared<InflightRequests>()) {
   check(triton().ServerNew(&server_, options.get()));
 }
 
@@ -76,6 +78,8 @@ void Server::stop() {
   const TritonApi& api = triton();
   TRITONSERVER_Error* stop_err = api.ServerStop(s);
   if (TRITONSERVER_Error* e = api.ServerDelete(s)) api.ErrorDelete(e);
+  // Whatever the core did not finish (exit timeout) must not hang a waiter.
+  inflight_->fail_all("the server stopped before this request completed");
   check(stop_err);
 }
 

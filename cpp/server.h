@@ -15,6 +15,8 @@
 
 namespace tsb {
 
+class InflightRequests;
+
 class ServerOptions {
  public:
   ServerOptions();
@@ -69,9 +71,12 @@ class Server {
   void unregister_model_repository(const std::string& path);
   void poll_model_repository();
   std::string metrics(int format);
+  // Requests submitted to this server and not yet finished.
+  const std::shared_ptr<InflightRequests>& inflight() const { return inflight_; }
 
  private:
   TRITONSERVER_Server* server_ = nullptr;
+  std::shared_ptr<InflightRequests> inflight_;
 };
 
 }  // namespace tsb
