@@ -52,20 +52,20 @@ class InferenceRequest:
     def _create_core_request(self) -> "_core.Request":
         """Build the native request; raises for anything invalid."""
         model = self.model
-        request = _core.Request(model._server._started(), model.name, model.version)
+        request = _core.Request(model._server._started(), _text("model name", model.name), model.version)
         if self.request_id is not None:
-            request.set_id(_typed("request_id", self.request_id, str))
+            request.set_id(_text("request_id", _typed("request_id", self.request_id, str)))
         if self.flags:
-            request.set_flags(_typed("flags", self.flags, int))
+            request.set_flags(_unsigned("flags", self.flags, 32))
         if self.correlation_id is not None:
             if isinstance(self.correlation_id, str):
-                request.set_correlation_id_string(self.correlation_id)
+                request.set_correlation_id_string(_text("correlation_id", self.correlation_id))
             else:
-                request.set_correlation_id(_typed("correlation_id", self.correlation_id, int))
+                request.set_correlation_id(_unsigned("correlation_id", self.correlation_id, 64))
         if self.priority:
-            request.set_priority(_typed("priority", self.priority, int))
+            request.set_priority(_unsigned("priority", self.priority, 64))
         if self.timeout:
-            request.set_timeout_us(_typed("timeout", self.timeout, int))
+            request.set_timeout_us(_unsigned("timeout", self.timeout, 64))
         for key, value in self.parameters.items():
             setter = _PARAMETER_SETTERS.get(type(value))
             if setter is None:
@@ -73,28 +73,82 @@ class InferenceRequest:
                     f"Unsupported Value. Can't convert {type(value)} to Request Parameter "
                     f"(parameter {key!r}: use str, int, float or bool)"
                 )
+            key = _text("parameter name", key)
+            if type(value) is int and not -(2**63) <= value < 2**63:
+                raise InvalidArgumentError(f"parameter {key!r}: {value} does not fit in a signed 64-bit int")
+            if type(value) is str:
+                _text(f"parameter {key!r}", value)
             getattr(request, setter)(key, value)
         numpy = sys.modules.get("numpy")
         inputs: dict[str, Any] = self.inputs  # values of any kind, checked below
         for name, item in inputs.items():
-            if numpy is not None and type(item) is numpy.ndarray and item.flags.c_contiguous:
+            name = _text("input name", name)
+            if (numpy is not None and type(item) is numpy.ndarray and item.flags.c_contiguous
+                    and item.dtype.isnative):
                 data_type = host_array_data_type(item.dtype)
                 if data_type is not None:  # the common case, without Tensor objects
                     request.add_host_array(name, data_type, item)
                     continue
             tensor = Tensor._from_object(item)
+            _check_extent(name, tensor)
             request.add_input(
                 name, int(tensor.data_type), [int(d) for d in tensor.shape], tensor.data_ptr,
                 tensor.size, int(tensor.memory_type), tensor.memory_type_id, tensor,
             )
         for name in self.output_names or ():
-            request.add_requested_output(name)
+            request.add_requested_output(_text("output name", name))
         if self.output_memory_type is not None:
             memory_type, device_id = parse_device_or_memory_type(self.output_memory_type)
             request.set_output_memory(int(memory_type), device_id)
         if self.response_queue is not None and not hasattr(self.response_queue, "put_nowait"):
             raise InvalidArgumentError("response_queue must have a put_nowait() method")
         return request
+
+
+def _text(field: str, value: Any) -> str:
+    """A name or value that becomes a C string: a str without NUL (a NUL
+    would silently cut it, naming another model, input or output)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be a str, not {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError(f"embedded null character in {field} {value!r}")
+    return value
+
+
+def _unsigned(field: str, value: Any, bits: int) -> int:
+    number: int = _typed(field, value, int)
+    if number >= 1 << bits:
+        raise InvalidArgumentError(f"InferenceRequest.{field}: {number} does not fit in {bits} bits")
+    return number
+
+
+def _check_extent(name: str, tensor: Tensor) -> None:
+    """Refuse a tensor whose buffer claims memory its owner does not hold:
+    Triton would read past it. (Triton itself checks the byte size against
+    the shape.)"""
+    owner = tensor.memory_buffer.owner
+    extent = _owner_extent(owner)
+    if extent is not None:
+        start, size = extent
+        if not (start <= tensor.data_ptr and tensor.data_ptr + tensor.size <= start + size):
+            raise InvalidArgumentError(
+                f"input {name!r}: its MemoryBuffer ({tensor.size} bytes at {tensor.data_ptr:#x}) "
+                f"lies outside the memory of its owner ({size} bytes at {start:#x})"
+            )
+
+
+def _owner_extent(owner: Any) -> Optional[tuple[int, int]]:
+    """(address, size) of the memory an owner object holds, when known."""
+    if isinstance(owner, (_core.Buffer,)):
+        return owner.data_ptr, owner.size
+    if isinstance(owner, _core.DLPackView):
+        return owner.data_ptr, owner.nbytes
+    interface = getattr(owner, "__array_interface__", None)
+    if isinstance(interface, dict) and "data" in interface:
+        nbytes = getattr(owner, "nbytes", None)
+        if isinstance(nbytes, int):
+            return int(interface["data"][0]), nbytes
+    return None
 
 
 def _typed(name: str, value: Any, kind: type) -> Any:

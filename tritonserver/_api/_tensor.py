@@ -190,6 +190,9 @@ class Tensor:
         shape = list(array.shape)
         if data_type == DataType.BYTES:
             array = serialize_bytes_array(array)
+        elif not array.dtype.isnative:
+            # Triton reads native (little-endian) values: convert, one copy.
+            array = numpy.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
         elif not array.flags.c_contiguous:
             array = numpy.ascontiguousarray(array)  # one copy, documented
         pointer = array.__array_interface__["data"][0]
