@@ -333,7 +333,9 @@ NB_MODULE(_core, m) {
       .def("poll_model_repository", &Server::poll_model_repository,
            nb::call_guard<nb::gil_scoped_release>())
       .def("metrics", &Server::metrics,
-           nb::call_guard<nb::gil_scoped_release>());
+           nb::call_guard<nb::gil_scoped_release>())
+      .def_static("reap_stopped", &Server::reap_stopped, "timeout_s"_a,
+                  nb::call_guard<nb::gil_scoped_release>());
 
   // --- requests and responses -------------------------------------------
   nb::class_<ResponseHandle>(m, "Response")
@@ -417,7 +419,8 @@ NB_MODULE(_core, m) {
            [](Request& r) { return response_or_none(r.try_next()); },
            nb::sig("def try_next(self) -> Response | None"))
       .def("set_notifier", &Request::set_notifier, "notifier"_a, "token"_a)
-      .def("cancel", &Request::cancel);
+      .def("cancel", &Request::cancel)
+      .def("discard", &Request::discard);
 
   // Made in C++ (make_shared) so that requests holding it on Triton's
   // threads never own a Python reference.

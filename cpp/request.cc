@@ -1,5 +1,7 @@
 #include "request.h"
 
+#include <chrono>
+
 #include "deferred_release.h"
 #include "errors.h"
 #include "server.h"
@@ -60,8 +62,29 @@ void InflightRequests::add(const std::shared_ptr<RequestState>& state) {
 }
 
 void InflightRequests::remove(RequestState* state) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  states_.erase(state);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    states_.erase(state);
+    if (!states_.empty()) return;
+  }
+  idle_.notify_all();
+}
+
+bool InflightRequests::wait_idle(double timeout_s) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return idle_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                        [&] { return states_.empty(); });
+}
+
+void InflightRequests::discard_unsubmitted() noexcept {
+  std::vector<std::shared_ptr<RequestState>> live;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [raw, weak] : states_) {
+      if (auto state = weak.lock()) live.push_back(std::move(state));
+    }
+  }
+  for (const auto& state : live) state->discard();
 }
 
 void InflightRequests::fail_all(const std::string& message) {
@@ -69,7 +92,8 @@ void InflightRequests::fail_all(const std::string& message) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [raw, weak] : states_) {
-      if (auto state = weak.lock()) unfinished.push_back(std::move(state));
+      auto state = weak.lock();
+      if (state && state->submitted) unfinished.push_back(std::move(state));
     }
     states_.clear();
   }
@@ -84,11 +108,17 @@ void InflightRequests::fail_all(const std::string& message) {
 }
 
 RequestState::~RequestState() {
-  if (handle != nullptr && triton_loaded()) {
-    if (TRITONSERVER_Error* err = triton().InferenceRequestDelete(handle)) {
-      triton().ErrorDelete(err);
-    }
+  discard();
+  if (inflight) inflight->remove(this);
+}
+
+void RequestState::discard() noexcept {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (submitted || handle == nullptr) return;
+  if (TRITONSERVER_Error* err = triton().InferenceRequestDelete(handle)) {
+    triton().ErrorDelete(err);
   }
+  handle = nullptr;
   defer_release(std::move(owners));
 }
 
@@ -99,12 +129,19 @@ Request::Request(Server& server, const std::string& model_name,
       state_(std::make_shared<RequestState>()) {
   check(triton().InferenceRequestNew(&state_->handle, server_,
                                      model_name.c_str(), model_version));
+  state_->inflight = inflight_;
+  inflight_->add(state_);
 }
 
 TRITONSERVER_InferenceRequest* Request::live_handle() {
   if (state_->submitted) {
     raise(TRITONSERVER_ERROR_INVALID_ARG,
           "this request was already submitted; create a new one");
+  }
+  if (state_->handle == nullptr) {
+    raise(TRITONSERVER_ERROR_UNAVAILABLE,
+          "this request was discarded (its server stopped, or building it "
+          "failed); create a new one");
   }
   return state_->handle;
 }
@@ -213,15 +250,19 @@ void Request::submit() {
     raw->held_for_response = state_;
     raw->submitted = true;
   }
-  raw->inflight = inflight_;
-  inflight_->add(state_);
   TRITONSERVER_Error* err = api.ServerInferAsync(server_, h, nullptr);
   if (err != nullptr) {
-    // Triton did not take the request: no callback will come.
-    inflight_->remove(raw);
-    std::lock_guard<std::mutex> lock(raw->mutex);
-    raw->held_for_release.reset();
-    raw->held_for_response.reset();
+    // Triton did not take the request: no callback will come. Delete it
+    // now, so that nothing (an exception kept by the caller, say) holds the
+    // model until the server stops.
+    std::shared_ptr<RequestState> for_release, for_response;
+    {
+      std::lock_guard<std::mutex> lock(raw->mutex);
+      for_release = std::move(raw->held_for_release);
+      for_response = std::move(raw->held_for_response);
+      raw->submitted = false;
+    }
+    raw->discard();
     check(err);
   }
 }

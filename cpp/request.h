@@ -5,6 +5,7 @@
 #include <nanobind/nanobind.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -21,23 +22,31 @@ namespace tsb {
 class Server;
 struct RequestState;
 
-// The submitted requests of one server that have not had their final
-// response. If the server stops without completing some (its exit timeout
-// expired), stop() ends each with an UNAVAILABLE error, so no waiter hangs.
+// The live requests of one server: created and not yet finished. Before the
+// server stops, requests never submitted are discarded (their core handles
+// hold the model, which would stall the stop, and must not outlive the
+// server); after it stops, submitted requests the core did not finish end
+// with an UNAVAILABLE error, so no waiter hangs.
 class InflightRequests {
  public:
   void add(const std::shared_ptr<RequestState>& state);
   void remove(RequestState* state) noexcept;
+  void discard_unsubmitted() noexcept;
   void fail_all(const std::string& message);
+  // Waits until no request is live or `timeout_s` passes; true if none is.
+  bool wait_idle(double timeout_s);
 
  private:
   std::mutex mutex_;
+  std::condition_variable idle_;
   std::unordered_map<RequestState*, std::weak_ptr<RequestState>> states_;
 };
 
 // Shared by the Python handle and, while in flight, by Triton's callbacks.
 struct RequestState {
   ~RequestState();
+  // Deletes the core request if it was never submitted. Never throws.
+  void discard() noexcept;
 
   std::mutex mutex;  // guards `handle` against cancel() racing release
   TRITONSERVER_InferenceRequest* handle = nullptr;
@@ -92,6 +101,9 @@ class Request {
   void set_notifier(std::shared_ptr<LoopNotifier> notifier, uint64_t token);
   // Asks Triton to cancel; a no-op once the request is released.
   void cancel();
+  // Gives up an unsubmitted request now (e.g. after a validation error):
+  // its core handle is deleted and its inputs released.
+  void discard() noexcept { state_->discard(); }
 
  private:
   TRITONSERVER_InferenceRequest* live_handle();

@@ -1,5 +1,7 @@
 #include "server.h"
 
+#include <mutex>
+
 #include "errors.h"
 #include "request.h"
 #include "triton_library.h"
@@ -40,7 +42,26 @@ std::string take_json(TRITONSERVER_Message* message) {
   return out;
 }
 
+std::mutex g_stopped_mutex;
+std::vector<std::pair<TRITONSERVER_Server*, std::shared_ptr<InflightRequests>>>
+    g_stopped;
+
 }  // namespace
+
+void Server::reap_stopped(double timeout_s) {
+  std::vector<std::pair<TRITONSERVER_Server*, std::shared_ptr<InflightRequests>>>
+      stopped;
+  {
+    std::lock_guard<std::mutex> lock(g_stopped_mutex);
+    stopped.swap(g_stopped);
+  }
+  for (auto& [server, inflight] : stopped) {
+    inflight->wait_idle(timeout_s);
+    if (TRITONSERVER_Error* e = triton().ServerDelete(server)) {
+      triton().ErrorDelete(e);
+    }
+  }
+}
 
 ServerOptions::ServerOptions() { check(triton().ServerOptionsNew(&options_)); }
 
@@ -76,11 +97,23 @@ void Server::stop() {
   TRITONSERVER_Server* s = handle();
   server_ = nullptr;
   const TritonApi& api = triton();
+  inflight_->discard_unsubmitted();
   TRITONSERVER_Error* stop_err = api.ServerStop(s);
+  if (stop_err != nullptr) {
+    // The exit timeout expired with requests still executing: deleting the
+    // server now would pull it from under the backend threads still running
+    // them (a crash, seen with Triton 2.51). It is kept until they are done
+    // (reap_stopped); they complete normally and reach their waiters.
+    {
+      std::lock_guard<std::mutex> lock(g_stopped_mutex);
+      g_stopped.emplace_back(s, inflight_);
+    }
+    check(stop_err);
+  }
   if (TRITONSERVER_Error* e = api.ServerDelete(s)) api.ErrorDelete(e);
-  // Whatever the core did not finish (exit timeout) must not hang a waiter.
+  // Anything the core dropped without a final response must not hang a
+  // waiter.
   inflight_->fail_all("the server stopped before this request completed");
-  check(stop_err);
 }
 
 bool Server::is_live() {

@@ -71,6 +71,10 @@ class Server {
   void unregister_model_repository(const std::string& path);
   void poll_model_repository();
   std::string metrics(int format);
+  // Servers whose stop() hit the exit timeout are kept (not deleted) while
+  // their requests run; this deletes each once its requests are done, or
+  // when `timeout_s` has passed for it. Called at interpreter exit.
+  static void reap_stopped(double timeout_s);
   // Requests submitted to this server and not yet finished.
   const std::shared_ptr<InflightRequests>& inflight() const { return inflight_; }
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from ._enums import ModelBatchFlag, ModelTxnPropertyFlag
 from ._request import InferenceRequest
 from ._response import AsyncResponseIterator, ResponseIterator
-from ._response_queue import register_user_queue
+from ._response_queue import register_user_queue, unregister_user_queue
 
 if TYPE_CHECKING:
     from ._server import Server
@@ -71,9 +71,15 @@ class Model:
         """
         request = inference_request or self.create_request(**kwargs)
         core_request = request._create_core_request()
+        token = None
         if request.response_queue is not None:
-            register_user_queue(core_request, request.response_queue, self, request, None)
-        core_request.submit()
+            token = register_user_queue(core_request, request.response_queue, self, request, None)
+        try:
+            core_request.submit()
+        except BaseException:
+            if token is not None:
+                unregister_user_queue(token)
+            raise
         return ResponseIterator(self, core_request, request, raise_on_error)
 
     def async_infer(
@@ -89,9 +95,15 @@ class Model:
         loop = asyncio.get_running_loop()
         request = inference_request or self.create_request(**kwargs)
         core_request = request._create_core_request()
+        token = None
         if request.response_queue is not None:
-            register_user_queue(core_request, request.response_queue, self, request, loop)
-        core_request.submit()
+            token = register_user_queue(core_request, request.response_queue, self, request, loop)
+        try:
+            core_request.submit()
+        except BaseException:
+            if token is not None:
+                unregister_user_queue(token)
+            raise
         return AsyncResponseIterator(self, core_request, request, raise_on_error, loop)
 
     # -- introspection ---------------------------------------------------------

@@ -53,55 +53,61 @@ class InferenceRequest:
         """Build the native request; raises for anything invalid."""
         model = self.model
         request = _core.Request(model._server._started(), _text("model name", model.name), model.version)
-        if self.request_id is not None:
-            request.set_id(_text("request_id", _typed("request_id", self.request_id, str)))
-        if self.flags:
-            request.set_flags(_unsigned("flags", self.flags, 32))
-        if self.correlation_id is not None:
-            if isinstance(self.correlation_id, str):
-                request.set_correlation_id_string(_text("correlation_id", self.correlation_id))
-            else:
-                request.set_correlation_id(_unsigned("correlation_id", self.correlation_id, 64))
-        if self.priority:
-            request.set_priority(_unsigned("priority", self.priority, 64))
-        if self.timeout:
-            request.set_timeout_us(_unsigned("timeout", self.timeout, 64))
-        for key, value in self.parameters.items():
-            setter = _PARAMETER_SETTERS.get(type(value))
-            if setter is None:
-                raise InvalidArgumentError(
-                    f"Unsupported Value. Can't convert {type(value)} to Request Parameter "
-                    f"(parameter {key!r}: use str, int, float or bool)"
+        try:
+            if self.request_id is not None:
+                request.set_id(_text("request_id", _typed("request_id", self.request_id, str)))
+            if self.flags:
+                request.set_flags(_unsigned("flags", self.flags, 32))
+            if self.correlation_id is not None:
+                if isinstance(self.correlation_id, str):
+                    request.set_correlation_id_string(_text("correlation_id", self.correlation_id))
+                else:
+                    request.set_correlation_id(_unsigned("correlation_id", self.correlation_id, 64))
+            if self.priority:
+                request.set_priority(_unsigned("priority", self.priority, 64))
+            if self.timeout:
+                request.set_timeout_us(_unsigned("timeout", self.timeout, 64))
+            for key, value in self.parameters.items():
+                setter = _PARAMETER_SETTERS.get(type(value))
+                if setter is None:
+                    raise InvalidArgumentError(
+                        f"Unsupported Value. Can't convert {type(value)} to Request Parameter "
+                        f"(parameter {key!r}: use str, int, float or bool)"
+                    )
+                key = _text("parameter name", key)
+                if type(value) is int and not -(2**63) <= value < 2**63:
+                    raise InvalidArgumentError(f"parameter {key!r}: {value} does not fit in a signed 64-bit int")
+                if type(value) is str:
+                    _text(f"parameter {key!r}", value)
+                getattr(request, setter)(key, value)
+            numpy = sys.modules.get("numpy")
+            inputs: dict[str, Any] = self.inputs  # values of any kind, checked below
+            for name, item in inputs.items():
+                name = _text("input name", name)
+                if (numpy is not None and type(item) is numpy.ndarray and item.flags.c_contiguous
+                        and item.dtype.isnative):
+                    data_type = host_array_data_type(item.dtype)
+                    if data_type is not None:  # the common case, without Tensor objects
+                        request.add_host_array(name, data_type, item)
+                        continue
+                tensor = Tensor._from_object(item)
+                _check_extent(name, tensor)
+                request.add_input(
+                    name, int(tensor.data_type), [int(d) for d in tensor.shape], tensor.data_ptr,
+                    tensor.size, int(tensor.memory_type), tensor.memory_type_id, tensor,
                 )
-            key = _text("parameter name", key)
-            if type(value) is int and not -(2**63) <= value < 2**63:
-                raise InvalidArgumentError(f"parameter {key!r}: {value} does not fit in a signed 64-bit int")
-            if type(value) is str:
-                _text(f"parameter {key!r}", value)
-            getattr(request, setter)(key, value)
-        numpy = sys.modules.get("numpy")
-        inputs: dict[str, Any] = self.inputs  # values of any kind, checked below
-        for name, item in inputs.items():
-            name = _text("input name", name)
-            if (numpy is not None and type(item) is numpy.ndarray and item.flags.c_contiguous
-                    and item.dtype.isnative):
-                data_type = host_array_data_type(item.dtype)
-                if data_type is not None:  # the common case, without Tensor objects
-                    request.add_host_array(name, data_type, item)
-                    continue
-            tensor = Tensor._from_object(item)
-            _check_extent(name, tensor)
-            request.add_input(
-                name, int(tensor.data_type), [int(d) for d in tensor.shape], tensor.data_ptr,
-                tensor.size, int(tensor.memory_type), tensor.memory_type_id, tensor,
-            )
-        for name in self.output_names or ():
-            request.add_requested_output(_text("output name", name))
-        if self.output_memory_type is not None:
-            memory_type, device_id = parse_device_or_memory_type(self.output_memory_type)
-            request.set_output_memory(int(memory_type), device_id)
-        if self.response_queue is not None and not hasattr(self.response_queue, "put_nowait"):
-            raise InvalidArgumentError("response_queue must have a put_nowait() method")
+            for name in self.output_names or ():
+                request.add_requested_output(_text("output name", name))
+            if self.output_memory_type is not None:
+                memory_type, device_id = parse_device_or_memory_type(self.output_memory_type)
+                request.set_output_memory(int(memory_type), device_id)
+            if self.response_queue is not None and not hasattr(self.response_queue, "put_nowait"):
+                raise InvalidArgumentError("response_queue must have a put_nowait() method")
+        except BaseException:
+            # Nothing of a refused request may hold the model (a kept
+            # exception would otherwise stall Server.stop()).
+            request.discard()
+            raise
         return request
 
 

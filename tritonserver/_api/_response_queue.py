@@ -31,8 +31,9 @@ _stopping = threading.Event()
 
 def register_user_queue(request: "_core.Request", user_queue: Any, model: "Model",
                         inference_request: "InferenceRequest",
-                        loop: Optional["asyncio.AbstractEventLoop"]) -> None:
-    """Route the responses of `request` to `user_queue` too."""
+                        loop: Optional["asyncio.AbstractEventLoop"]) -> int:
+    """Route the responses of `request` to `user_queue` too; returns the
+    token (for unregister_user_queue if the request is never submitted)."""
     global _thread
     asyncio = sys.modules.get("asyncio")  # an asyncio.Queue implies asyncio is loaded
     if loop is None and asyncio is not None and isinstance(user_queue, asyncio.Queue):
@@ -44,6 +45,13 @@ def register_user_queue(request: "_core.Request", user_queue: Any, model: "Model
             _thread = threading.Thread(target=_run, name="tritonserver-response-queue", daemon=True)
             _thread.start()
     request.set_dispatch_token(token)
+    return token
+
+
+def unregister_user_queue(token: int) -> None:
+    """Forget a registration whose request was refused."""
+    with _lock:
+        _targets.pop(token, None)
 
 
 def _run() -> None:

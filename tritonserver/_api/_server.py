@@ -210,3 +210,8 @@ def _stop_running_servers() -> None:
             server.stop()
         except Exception:  # exit must go on; the core already logged it
             pass
+    # Servers whose stop hit the exit timeout still run requests: let those
+    # finish (bounded) and delete the servers, so no core thread outlives
+    # the interpreter.
+    if _core.triton_loaded():
+        _core.Server.reap_stopped(60.0)
