@@ -25,6 +25,9 @@ void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t,
     triton().ErrorDelete(err);
   }
   defer_release(std::move(state->owners));
+  if (state->pending_callbacks.fetch_sub(1) == 1 && state->inflight) {
+    state->inflight->remove(state);
+  }
   // `keep` may drop the last reference here: nothing Python-owned is left.
 }
 
@@ -45,7 +48,9 @@ void on_response(TRITONSERVER_InferenceResponse* response,
   const bool final = data->final;
   deliver(state, std::move(data));
   if (final) {
-    if (state->inflight) state->inflight->remove(state);
+    if (state->pending_callbacks.fetch_sub(1) == 1 && state->inflight) {
+      state->inflight->remove(state);
+    }
     std::shared_ptr<RequestState> keep;
     {
       std::lock_guard<std::mutex> lock(state->mutex);
@@ -249,6 +254,7 @@ void Request::submit() {
     raw->held_for_release = state_;
     raw->held_for_response = state_;
     raw->submitted = true;
+    raw->pending_callbacks.store(2);
   }
   TRITONSERVER_Error* err = api.ServerInferAsync(server_, h, nullptr);
   if (err != nullptr) {

@@ -55,6 +55,9 @@ struct RequestState {
   ResponseQueue queue;
   uint64_t dispatch_token = 0;  // nonzero: also feed the user's queue
   std::atomic<bool> finished{false};  // the final response was delivered
+  // Core callbacks still to come once submitted: release and final response.
+  // The request stays registered as live until both have run.
+  std::atomic<int> pending_callbacks{0};
   std::shared_ptr<InflightRequests> inflight;
   std::vector<nanobind::object> owners;  // input memory owners
   // Self references held on Triton's behalf until the release callback and

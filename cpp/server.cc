@@ -1,6 +1,8 @@
 #include "server.h"
 
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include "errors.h"
 #include "request.h"
@@ -55,11 +57,15 @@ void Server::reap_stopped(double timeout_s) {
     std::lock_guard<std::mutex> lock(g_stopped_mutex);
     stopped.swap(g_stopped);
   }
+  const TritonApi& api = triton();
   for (auto& [server, inflight] : stopped) {
     inflight->wait_idle(timeout_s);
-    if (TRITONSERVER_Error* e = triton().ServerDelete(server)) {
-      triton().ErrorDelete(e);
-    }
+    // Stop again now that nothing runs (models unload, backend threads
+    // join), then delete. The core delivers a final response before its
+    // backend thread has left the model's execute: let that settle first.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (TRITONSERVER_Error* e = api.ServerStop(server)) api.ErrorDelete(e);
+    if (TRITONSERVER_Error* e = api.ServerDelete(server)) api.ErrorDelete(e);
   }
 }
 

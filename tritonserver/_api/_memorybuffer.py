@@ -49,7 +49,17 @@ def import_dlpack(obj: Any) -> "_core.DLPackView":
     try:
         return _core.import_dlpack(obj)
     except (TypeError, RuntimeError, BufferError, ValueError) as e:
-        raise InvalidArgumentError(f"Object does not support DLPack protocol: {e}") from e
+        raise InvalidArgumentError(f"Object does not support DLPack protocol: {_producer_error(obj, e)}") from e
+
+
+def _producer_error(obj: Any, error: Exception) -> str:
+    """The producer's own reason (e.g. NumPy's BufferError for a read-only
+    or byte-swapped array), which the importer's message does not carry."""
+    try:
+        obj.__dlpack__()
+    except Exception as e:  # the producer's refusal is what the user needs
+        return f"{type(e).__name__}: {e}"
+    return str(error)
 
 
 def _from_view(view: "_core.DLPackView", owner: Any) -> MemoryBuffer:
