@@ -12,6 +12,9 @@ from ._response import AsyncResponseIterator, ResponseIterator
 from ._response_queue import register_user_queue, unregister_user_queue
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from .. import _core
     from ._server import Server
 
 
@@ -70,16 +73,7 @@ class Model:
         queued. Keyword arguments build the request when none is given.
         """
         request = inference_request or self.create_request(**kwargs)
-        core_request = request._create_core_request()
-        token = None
-        if request.response_queue is not None:
-            token = register_user_queue(core_request, request.response_queue, self, request, None)
-        try:
-            core_request.submit()
-        except BaseException:
-            if token is not None:
-                unregister_user_queue(token)
-            raise
+        core_request = self._submit(request, None)
         return ResponseIterator(self, core_request, request, raise_on_error)
 
     def async_infer(
@@ -94,6 +88,13 @@ class Model:
 
         loop = asyncio.get_running_loop()
         request = inference_request or self.create_request(**kwargs)
+        core_request = self._submit(request, loop)
+        return AsyncResponseIterator(self, core_request, request, raise_on_error, loop)
+
+    def _submit(self, request: InferenceRequest,
+                loop: Optional["asyncio.AbstractEventLoop"]) -> "_core.Request":
+        """Build and submit the native request (feeding a user queue, if
+        any, on `loop`)."""
         core_request = request._create_core_request()
         token = None
         if request.response_queue is not None:
@@ -104,7 +105,7 @@ class Model:
             if token is not None:
                 unregister_user_queue(token)
             raise
-        return AsyncResponseIterator(self, core_request, request, raise_on_error, loop)
+        return core_request
 
     # -- introspection ---------------------------------------------------------
     def ready(self) -> bool:
