@@ -58,7 +58,7 @@ stress: build
 	cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m stress --run-stress .
 
 # The suite against an AddressSanitizer/UBSan build of the extension.
-test-asan: venv
+test-asan:
 	bash tests/run_asan.sh
 
 # The identity-backend tests in a separate environment with numpy 2.

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# The test suite against an AddressSanitizer + UndefinedBehaviorSanitizer
+# build of the _core extension (`make test-asan`). See docs/sanitizers.md.
+#
+#   - creates .venv-asan at the repository root (reused when present): the
+#     same set-up as .venv (numpy<2, so the python-backend tests run too),
+#   - builds the extension with -fsanitize=address,undefined into
+#     build/asan and installs it into .venv-asan,
+#   - builds the identity test backend if build/identity has none (it is
+#     not instrumented: it is test code, and conftest.py loads it from there),
+#   - runs the whole suite (tests/, every test_*.py) in one pytest process
+#     with libasan preloaded, PYTHONMALLOC=malloc (so ASan sees Python
+#     object memory too), leak detection on (at the exit of every process,
+#     the subprocesses that tests start included) and tests/asan/lsan.supp
+#     for leaks that are not ours,
+#   - summarizes every sanitizer report with tests/asan/asan_report.py,
+#     telling ours (cpp/, _core) from not ours (CPython, libtritonserver,
+#     the python backend, numpy).
+# Fails when a test fails or a sanitizer report is in our code.
+#
+# About 5 minutes on 2 cores (build about 1 minute, tests about 4).
+# Environment:
+#   PYTHON            interpreter for the venv (default python3)
+#   PYTEST_ARGS       extra pytest arguments, e.g. "-x" or "-k identity"
+#   ASAN_TEST_FILES   test files to run (default: all of tests/)
+#   ASAN_PER_FILE=1   one pytest process (and leak check) per test file:
+#                     about 10 minutes more
+#   ASAN_NO_SUPPRESSIONS=1  without tests/asan/lsan.supp (to see what it hides)
+#   ASAN_FAST_UNWIND=1  frame-pointer unwinding of allocation stacks: much
+#                     faster, but leak stacks stop at the first CPython or
+#                     libtritonserver frame, so leaks cannot be attributed
+# Outputs: build/asan/logs/ (sanitizer logs san.<program>.<pid>, pytest logs)
+# and build/asan/report.txt (the summary).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PYTHON=${PYTHON:-python3}
+VENV=.venv-asan
+PY=$VENV/bin/python
+CORE_WHEEL=nvidia-pytriton==0.7.0
+IDENTITY=build/identity/libtriton_identity.so
+BUILD_DIR=build/asan
+LOGS=$ROOT/$BUILD_DIR/logs
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
+START=$(date +%s)
+section() { printf '\n== %s (t=%ss)\n' "$*" "$(( $(date +%s) - START ))"; }
+
+# The sanitizer runtimes of the compiler that builds the extension.
+CXX=${CXX:-g++}
+ASAN_LIB=$("$CXX" -print-file-name=libasan.so)
+STDCXX_LIB=$("$CXX" -print-file-name=libstdc++.so.6)
+for lib in "$ASAN_LIB" "$STDCXX_LIB"; do
+  [ -f "$lib" ] || { echo "ERROR: $CXX has no $(basename "$lib") (apt-get install libasan8 libubsan1)" >&2; exit 1; }
+done
+
+if [ ! -f "$VENV/.ready" ]; then
+  section "creating $VENV"
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV"
+  "$PY" -m pip install -q --upgrade pip
+  # numpy<2: the python backend stub of the 2.51 core needs it.
+  "$PY" -m pip install -q "numpy<2" pytest hypothesis nanobind scikit-build-core cmake ninja
+  "$PY" -m pip install -q --no-deps "$CORE_WHEEL"
+  touch "$VENV/.ready"
+fi
+
+# The build requirements come from pyproject.toml (they change over time);
+# --no-build-isolation needs them in the environment itself.
+mapfile -t BUILD_REQUIRES < <("$PY" - <<'PYEOF'
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    print("scikit-build-core>=0.10\nnanobind>=2.4\nsetuptools-scm>=8")
+else:
+    with open("pyproject.toml", "rb") as f:
+        print("\n".join(tomllib.load(f)["build-system"]["requires"]))
+PYEOF
+)
+"$PY" -m pip install -q "${BUILD_REQUIRES[@]}"
+
+section "building the extension with ASan + UBSan ($BUILD_DIR)"
+SAN_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer"
+# libasan is preloaded during the build too: the build imports the
+# instrumented module (nanobind's stub generation), which needs the ASan
+# runtime first in the process. Leak checks of the compilers are off.
+LD_PRELOAD="$ASAN_LIB" ASAN_OPTIONS=detect_leaks=0 \
+  "$PY" -m pip install -q --no-build-isolation --no-deps --force-reinstall \
+  -C build-dir="$BUILD_DIR" \
+  -C cmake.build-type=RelWithDebInfo \
+  -C "cmake.define.CMAKE_CXX_FLAGS=$SAN_FLAGS -g" \
+  -C "cmake.define.CMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" \
+  -C "cmake.define.CMAKE_MODULE_LINKER_FLAGS=-fsanitize=address,undefined" \
+  .
+EXT=$("$PY" - <<'PYEOF'
+import glob, os, sysconfig
+site = sysconfig.get_paths()["platlib"]
+print(glob.glob(os.path.join(site, "tritonserver", "_core*.so"))[0])
+PYEOF
+)
+readelf -d "$EXT" | grep -q 'libasan' || { echo "ERROR: $EXT is not an ASan build" >&2; exit 1; }
+echo "instrumented: $EXT"
+
+if [ ! -f "$IDENTITY" ]; then
+  section "building the identity test backend ($IDENTITY)"
+  "$VENV/bin/cmake" -S tests/backends/identity -B build/identity -G Ninja \
+    -DCMAKE_MAKE_PROGRAM="$ROOT/$VENV/bin/ninja" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  "$VENV/bin/cmake" --build build/identity
+fi
+
+rm -rf "$LOGS"
+mkdir -p "$LOGS"
+UNWIND="fast_unwind_on_malloc=0"
+[ "${ASAN_FAST_UNWIND:-0}" = 1 ] && UNWIND="fast_unwind_on_malloc=1"
+# The environment of the test processes only (not of this script's own
+# tools, which would log their own exit-time leaks):
+# - libstdc++ is preloaded with libasan: python does not link it, and ASan's
+#   __cxa_throw interceptor must find it at start-up (else the first C++
+#   exception aborts with "CHECK failed: ... real___cxa_throw").
+# - PYTHONMALLOC=malloc: Python objects come from malloc, so ASan checks
+#   them and LeakSanitizer sees the pointers they hold.
+# - fast_unwind_on_malloc=0: allocation stacks are unwound with DWARF
+#   information, through CPython and libtritonserver (built without frame
+#   pointers): without it a leak's stack stops at the first such frame and
+#   cannot show which of our calls made it.
+# - protect_shadow_gap=0: the CUDA driver maps memory in ASan's shadow gap
+#   (no effect without a GPU). log_exe_name: logs are san.<program>.<pid>.
+# - BASH_ENV: the python backend's stub is launched through `bash -c`;
+#   tests/asan/stub_env.sh turns its leak check off (it says why).
+SUPP=$ROOT/tests/asan/lsan.supp
+[ "${ASAN_NO_SUPPRESSIONS:-0}" = 1 ] && SUPP=/dev/null
+SAN_ENV=(
+  "LD_PRELOAD=$ASAN_LIB $STDCXX_LIB"
+  "PYTHONMALLOC=malloc"
+  "ASAN_OPTIONS=detect_leaks=1:$UNWIND:malloc_context_size=30:protect_shadow_gap=0:log_path=$LOGS/san:log_exe_name=1"
+  "LSAN_OPTIONS=suppressions=$SUPP:print_suppressions=0"
+  "UBSAN_OPTIONS=print_stacktrace=1:log_path=$LOGS/san:log_exe_name=1"
+  "BASH_ENV=$ROOT/tests/asan/stub_env.sh"
+)
+
+# Deselected (node ids are relative to the repository root):
+# - the ASan build links libasan and libubsan by design, which this wheel
+#   check forbids;
+# - resident-set growth bounds do not hold under ASan: freed memory is held
+#   in its quarantine (up to 256 MiB) before reuse. LeakSanitizer checks
+#   what those tests are for.
+DESELECT=(--deselect tests/test_wheel_smoke.py::test_extension_needs_no_cuda_or_triton_library
+          --deselect tests/test_memory_growth.py::test_rss_does_not_grow)
+
+if [ -n "${ASAN_TEST_FILES:-}" ]; then
+  read -r -a FILES <<<"$ASAN_TEST_FILES"
+else
+  FILES=(.)
+fi
+# One pytest process for all files (the fixed cost of an ASan process with
+# DWARF unwinding is about 20 s); ASAN_PER_FILE=1 runs one per file instead
+# (about 10 minutes more; each file then gets its own leak check).
+if [ "${ASAN_PER_FILE:-0}" = 1 ]; then
+  mapfile -t GROUPS_ < <(cd tests && ls test_*.py)
+else
+  GROUPS_=("${FILES[*]}")
+fi
+
+section "running the tests under ASan + UBSan"
+status=0
+declare -A TOTAL=([passed]=0 [failed]=0 [skipped]=0 [error]=0 [deselected]=0)
+for group in "${GROUPS_[@]}"; do
+  read -r -a args <<<"$group"
+  name=${group%.py}; [ "$name" = . ] && name=all
+  log=$LOGS/pytest-$(tr -c 'A-Za-z0-9_.\n-' '_' <<<"$name" | head -c 60).log
+  set +e
+  # shellcheck disable=SC2086
+  (cd tests && timeout 1500 env "${SAN_ENV[@]}" ../$PY -m pytest -c ../pyproject.toml --rootdir .. \
+     -p no:cacheprovider -q -rfE "${DESELECT[@]}" ${PYTEST_ARGS:-} "${args[@]}") >"$log" 2>&1
+  rc=$?
+  set -e
+  # The exit status of pytest is not the tests' verdict here: LeakSanitizer
+  # sets it to 1 at exit when it reports a leak. The summary line is.
+  last=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error|deselected)|no tests ran' "$log" | tail -1 | sed 's/=//g' || true)
+  printf '  %-28s rc=%-3s %s\n' "$group" "$rc" "${last:-(no summary: see $log)}"
+  for kind in passed failed skipped error deselected; do
+    n=$(grep -oE "[0-9]+ ${kind}" <<<"$last" | grep -oE '^[0-9]+' || true)
+    TOTAL[$kind]=$(( ${TOTAL[$kind]} + ${n:-0} ))
+  done
+  if [ -z "$last" ] || grep -qE '[0-9]+ (failed|error)' <<<"$last"; then
+    status=1
+    grep -E '^(FAILED|ERROR) ' "$log" | sed 's/^/      /' || true
+    [ -z "$last" ] && tail -5 "$log" | sed 's/^/      /'
+  fi
+done
+
+section "sanitizer reports"
+set +e
+python3 tests/asan/asan_report.py "$LOGS" "$ROOT/$BUILD_DIR/report.txt"
+report_status=$?
+set -e
+[ "$report_status" -eq 0 ] || status=1
+
+section "summary"
+echo "tests: ${TOTAL[passed]} passed, ${TOTAL[failed]} failed, ${TOTAL[skipped]} skipped, ${TOTAL[error]} errors, ${TOTAL[deselected]} deselected"
+echo "sanitizer findings in our code: $([ "$report_status" -eq 0 ] && echo none || echo "yes (see $BUILD_DIR/report.txt)")"
+echo "logs: $BUILD_DIR/logs  report: $BUILD_DIR/report.txt  time: $(( $(date +%s) - START ))s"
+exit "$status"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The test suite in a separate environment with numpy 2 (`make test-numpy2`).
+#
+# The main environment (.venv) pins numpy<2 because the python backend stub
+# of the Triton 2.51 core (nvidia-pytriton 0.7.0) is built against numpy 1.x.
+# This runner checks that the binding itself works with numpy 2:
+#   - creates .venv-numpy2 at the repository root (reused when present),
+#   - installs numpy>=2, the test tools and the Triton core (--no-deps),
+#   - builds and installs this package into it (build folder build/numpy2),
+#   - builds the identity test backend if build/identity has none,
+#   - runs the whole suite from tests/.
+# Under numpy 2, tests/conftest.py skips every test that needs a
+# python-backend model (reason: "the python backend stub of this Triton core
+# needs numpy<2"); the identity-backend tests and the rest all run.
+#
+# Environment: PYTHON (default python3), PYTEST_ARGS (extra pytest arguments,
+# e.g. "-x -k identity").
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PYTHON=${PYTHON:-python3}
+VENV=.venv-numpy2
+PY=$VENV/bin/python
+CORE_WHEEL=nvidia-pytriton==0.7.0
+IDENTITY=build/identity/libtriton_identity.so
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
+
+if [ ! -f "$VENV/.ready" ]; then
+  echo "== creating $VENV"
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV"
+  "$PY" -m pip install -q --upgrade pip
+  "$PY" -m pip install -q "numpy>=2" pytest hypothesis nanobind scikit-build-core cmake ninja
+  "$PY" -m pip install -q --no-deps "$CORE_WHEEL"
+  touch "$VENV/.ready"
+fi
+"$PY" -c 'import numpy, sys; print("numpy", numpy.__version__); sys.exit(int(numpy.__version__.split(".")[0]) < 2)' \
+  || { echo "ERROR: $VENV does not have numpy 2 (remove $VENV and rerun)" >&2; exit 1; }
+
+# The build requirements come from pyproject.toml (they change over time);
+# --no-build-isolation below needs them in the environment itself.
+mapfile -t BUILD_REQUIRES < <("$PY" - <<'PYEOF'
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    print("scikit-build-core>=0.10\nnanobind>=2.4\nsetuptools-scm>=8")
+else:
+    with open("pyproject.toml", "rb") as f:
+        print("\n".join(tomllib.load(f)["build-system"]["requires"]))
+PYEOF
+)
+"$PY" -m pip install -q "${BUILD_REQUIRES[@]}"
+
+echo "== building and installing tritonserver into $VENV (build/numpy2)"
+"$PY" -m pip install -q --no-build-isolation --no-deps -C build-dir=build/numpy2 .
+
+if [ ! -f "$IDENTITY" ]; then
+  echo "== building the identity test backend ($IDENTITY)"
+  "$VENV/bin/cmake" -S tests/backends/identity -B build/identity -G Ninja \
+    -DCMAKE_MAKE_PROGRAM="$ROOT/$VENV/bin/ninja" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  "$VENV/bin/cmake" --build build/identity
+fi
+
+echo "== running the suite with numpy 2"
+cd tests
+# shellcheck disable=SC2086
+exec ../$PY -m pytest -c ../pyproject.toml --rootdir .. -p no:cacheprovider ${PYTEST_ARGS:-} .
