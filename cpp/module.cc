@@ -147,16 +147,6 @@ NB_MODULE(_core, m) {
       .def_prop_ro("memory_type_id",
                    [](const BufferHandle& b) { return b.ref->memory_type_id; });
   m.def(
-      "allocate",
-      [](size_t size, int memory_type, int64_t memory_type_id) {
-        OutputBuffer* b = buffer_allocate(
-            size, static_cast<TRITONSERVER_MemoryType>(memory_type),
-            memory_type_id);
-        return own(b);
-      },
-      "size"_a, "memory_type"_a = 0, "memory_type_id"_a = 0);
-
-  m.def(
       "copy",
       [](uintptr_t src, size_t size, int src_type, int memory_type,
          int64_t memory_type_id) {

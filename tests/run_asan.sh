@@ -66,19 +66,7 @@ if [ ! -f "$VENV/.ready" ]; then
   touch "$VENV/.ready"
 fi
 
-# The build requirements come from pyproject.toml (they change over time);
-# --no-build-isolation needs them in the environment itself.
-mapfile -t BUILD_REQUIRES < <("$PY" - <<'PYEOF'
-try:
-    import tomllib
-except ImportError:  # Python 3.10
-    print("scikit-build-core>=0.10\nnanobind>=2.4\nsetuptools-scm>=8")
-else:
-    with open("pyproject.toml", "rb") as f:
-        print("\n".join(tomllib.load(f)["build-system"]["requires"]))
-PYEOF
-)
-"$PY" -m pip install -q "${BUILD_REQUIRES[@]}"
+bash tests/install_build_requires.sh "$PY"
 
 section "building the extension with ASan + UBSan ($BUILD_DIR)"
 SAN_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer"

@@ -39,19 +39,7 @@ fi
 "$PY" -c 'import numpy, sys; print("numpy", numpy.__version__); sys.exit(int(numpy.__version__.split(".")[0]) < 2)' \
   || { echo "ERROR: $VENV does not have numpy 2 (remove $VENV and rerun)" >&2; exit 1; }
 
-# The build requirements come from pyproject.toml (they change over time);
-# --no-build-isolation below needs them in the environment itself.
-mapfile -t BUILD_REQUIRES < <("$PY" - <<'PYEOF'
-try:
-    import tomllib
-except ImportError:  # Python 3.10
-    print("scikit-build-core>=0.10\nnanobind>=2.4\nsetuptools-scm>=8")
-else:
-    with open("pyproject.toml", "rb") as f:
-        print("\n".join(tomllib.load(f)["build-system"]["requires"]))
-PYEOF
-)
-"$PY" -m pip install -q "${BUILD_REQUIRES[@]}"
+bash tests/install_build_requires.sh "$PY"
 
 echo "== building and installing tritonserver into $VENV (build/numpy2)"
 "$PY" -m pip install -q --no-build-isolation --no-deps -C build-dir=build/numpy2 .
