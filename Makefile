@@ -7,13 +7,15 @@ PY := $(VENV)/bin/python
 CORE_WHEEL := nvidia-pytriton==0.7.0
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo test build venv clean bench stress test-asan test-numpy2 wheel lint docs
+.PHONY: demo test build venv clean bench stress test-asan test-numpy2 test-ray ray-demo wheel lint docs
 
 $(VENV)/.ready:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# numpy<2: the python backend stub of the 2.51 core needs it.
 	$(PY) -m pip install -q "numpy<2" pytest hypothesis nanobind scikit-build-core setuptools-scm cmake ninja
+	# tritonclient's HTTP codec checks our KServe routes (tests/test_kserve_routes.py).
+	$(PY) -m pip install -q "tritonclient[http]==2.51.0"
 	$(PY) -m pip install -q --no-deps $(CORE_WHEEL)
 	touch $@
 
@@ -56,6 +58,17 @@ docs: build
 # Long reliability runs (tests marked `stress`; `make test` runs short ones).
 stress: build
 	cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m stress --run-stress .
+
+# tritonserver.ray on a real local Ray cluster (tests marked `ray`).
+RAY := "ray[serve]>=2.40"
+test-ray: build
+	$(PY) -m pip install -q $(RAY) "numpy<2"
+	cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m ray --run-ray -rA test_ray_serve.py
+
+# The add_sub example on a local Ray cluster, queried over HTTP and a handle.
+ray-demo: build
+	$(PY) -m pip install -q $(RAY) "numpy<2"
+	$(PY) examples/ray_serve.py
 
 # The suite against an AddressSanitizer/UBSan build of the extension.
 test-asan:

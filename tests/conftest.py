@@ -30,18 +30,28 @@ def has_gpu() -> bool:
     return _core.cuda_device_count() > 0
 
 
+# Markers whose tests run only when asked for (marker -> command-line option).
+OPT_IN_MARKERS = {
+    "stress": "--run-stress",  # long reliability runs (make stress)
+    "ray": "--run-ray",  # a local Ray cluster (make test-ray)
+}
+
+
 def pytest_addoption(parser):
-    parser.addoption("--run-stress", action="store_true", help="run the long `stress` tests")
+    for marker, option in OPT_IN_MARKERS.items():
+        parser.addoption(option, action="store_true", help=f"run the tests marked `{marker}`")
 
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `gpu` skip cleanly where no CUDA device is present; tests
-    marked `stress` run only with --run-stress (make stress)."""
-    if not config.getoption("--run-stress"):
-        long_runs = [item for item in items if item.get_closest_marker("stress")]
-        if long_runs:
-            config.hook.pytest_deselected(items=long_runs)
-            items[:] = [item for item in items if not item.get_closest_marker("stress")]
+    with an opt-in marker (`stress`, `ray`) run only with its option."""
+    for marker, option in OPT_IN_MARKERS.items():
+        if config.getoption(option):
+            continue
+        left_out = [item for item in items if item.get_closest_marker(marker)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not item.get_closest_marker(marker)]
     if any(item.get_closest_marker("gpu") for item in items) and not has_gpu():
         skip = pytest.mark.skip(reason=f"needs a CUDA GPU ({_core.cuda_status()})")
         for item in items:

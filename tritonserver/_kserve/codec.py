@@ -1,0 +1,415 @@
+"""KServe v2 inference bodies to and from NumPy.
+
+Requests are JSON, optionally followed by raw tensor bytes (Triton's binary
+tensor data extension: the ``Inference-Header-Content-Length`` header gives
+the JSON's length, and each binary input says its ``binary_data_size``).
+Responses are JSON, with the outputs that asked for it (or all, with the
+request parameter ``binary_data_output``) as raw bytes after the JSON.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Union
+
+import numpy
+
+from .._api._datautils import deserialize_bytes
+from .._api._enums import DataType, MemoryType, RequestFlag
+from .._api._memorybuffer import MemoryBuffer
+from .._api._tensor import Tensor
+
+ParameterValue = Union[str, int, float, bool]
+
+# Protocol datatype name -> (Triton type, NumPy dtype of its elements).
+# BF16 travels as its raw 16-bit patterns (NumPy has no bfloat16).
+DATATYPES: dict[str, tuple[DataType, Any]] = {
+    "BOOL": (DataType.BOOL, numpy.dtype(numpy.bool_)),
+    "UINT8": (DataType.UINT8, numpy.dtype("<u1")),
+    "UINT16": (DataType.UINT16, numpy.dtype("<u2")),
+    "UINT32": (DataType.UINT32, numpy.dtype("<u4")),
+    "UINT64": (DataType.UINT64, numpy.dtype("<u8")),
+    "INT8": (DataType.INT8, numpy.dtype("<i1")),
+    "INT16": (DataType.INT16, numpy.dtype("<i2")),
+    "INT32": (DataType.INT32, numpy.dtype("<i4")),
+    "INT64": (DataType.INT64, numpy.dtype("<i8")),
+    "FP16": (DataType.FP16, numpy.dtype("<f2")),
+    "FP32": (DataType.FP32, numpy.dtype("<f4")),
+    "FP64": (DataType.FP64, numpy.dtype("<f8")),
+    "BYTES": (DataType.BYTES, numpy.dtype(object)),
+    "BF16": (DataType.BF16, numpy.dtype("<u2")),
+}
+_NAMES = {data_type: name for name, (data_type, _) in DATATYPES.items()}
+
+# Request parameters that set fields of the request (as Triton's own HTTP
+# endpoint does) rather than reach the model.
+_SEQUENCE_FLAGS = {"sequence_start": RequestFlag.SEQUENCE_START, "sequence_end": RequestFlag.SEQUENCE_END}
+
+
+class ProtocolError(Exception):
+    """A request the protocol refuses: ``status`` is the HTTP status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def bad_request(message: str) -> ProtocolError:
+    return ProtocolError(400, message)
+
+
+@dataclass
+class DecodedRequest:
+    """What an infer body asks for, ready for ``Model.async_infer``."""
+
+    inputs: dict[str, Any]
+    request_id: Optional[str] = None
+    parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    output_names: Optional[list[str]] = None
+    binary_outputs: set[str] = field(default_factory=set)
+    all_outputs_binary: bool = False
+    # correlation_id, flags, priority, timeout: from the protocol's parameters
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def wants_binary(self, name: str) -> bool:
+        return self.all_outputs_binary or name in self.binary_outputs
+
+
+# -- requests ----------------------------------------------------------------
+
+def decode_request(body: bytes, header_length: Optional[int] = None) -> DecodedRequest:
+    """Parse an infer request body; raises ProtocolError (400) when it is
+    not a valid request."""
+    if header_length is None:
+        header_length = len(body)
+    if not 0 <= header_length <= len(body):
+        raise bad_request(
+            f"Inference-Header-Content-Length {header_length} is outside the body of {len(body)} bytes"
+        )
+    try:
+        document = json.loads(body[:header_length])
+    except (ValueError, UnicodeDecodeError) as error:
+        raise bad_request(f"the request body is not valid JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise bad_request("the request body must be a JSON object")
+    binary = memoryview(body)[header_length:]
+
+    request_id = document.get("id")
+    if request_id is not None and not isinstance(request_id, str):
+        raise bad_request("'id' must be a string")
+    parameters = _parameters(document.get("parameters"), "the request")
+    all_binary = parameters.pop("binary_data_output", False)
+    if not isinstance(all_binary, bool):
+        raise bad_request("parameter 'binary_data_output' must be a boolean")
+    fields = _request_fields(parameters)
+
+    entries = document.get("inputs")
+    if not isinstance(entries, list) or not entries:
+        raise bad_request("'inputs' must be a non-empty list")
+    inputs: dict[str, Any] = {}
+    offset = 0
+    for entry in entries:
+        name, value, used = _decode_input(entry, binary[offset:])
+        if name in inputs:
+            raise bad_request(f"input '{name}' is given twice")
+        inputs[name] = value
+        offset += used
+    if offset != len(binary):
+        raise bad_request(f"{len(binary) - offset} bytes of binary data follow the inputs unclaimed")
+
+    output_names, binary_outputs = _requested_outputs(document.get("outputs"))
+    return DecodedRequest(inputs, request_id, parameters, output_names, binary_outputs, all_binary, fields)
+
+
+def _request_fields(parameters: dict[str, ParameterValue]) -> dict[str, Any]:
+    """Take sequence_id/_start/_end, priority and timeout (µs) out of the
+    parameters, as InferenceRequest fields."""
+    fields: dict[str, Any] = {}
+    sequence_id = parameters.pop("sequence_id", None)
+    if sequence_id is not None:
+        if not (type(sequence_id) is str or (type(sequence_id) is int and sequence_id >= 0)):
+            raise bad_request("parameter 'sequence_id' must be a non-negative integer or a string")
+        fields["correlation_id"] = sequence_id
+    flags = 0
+    for name, flag in _SEQUENCE_FLAGS.items():
+        value = parameters.pop(name, False)
+        if not isinstance(value, bool):
+            raise bad_request(f"parameter '{name}' must be a boolean")
+        flags |= flag if value else 0
+    if flags:
+        fields["flags"] = flags
+    for name in ("priority", "timeout"):
+        value = parameters.pop(name, None)
+        if value is None:
+            continue
+        if type(value) is not int or value < 0:
+            raise bad_request(f"parameter '{name}' must be a non-negative integer")
+        fields[name] = value
+    return fields
+
+
+def _parameters(value: Any, where: str) -> dict[str, ParameterValue]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise bad_request(f"'parameters' of {where} must be a JSON object")
+    for key, item in value.items():
+        if not isinstance(item, (str, int, float, bool)):
+            raise bad_request(
+                f"parameter '{key}' of {where} must be a string, number or boolean, not {type(item).__name__}"
+            )
+    return dict(value)
+
+
+def _decode_input(entry: Any, binary: memoryview) -> tuple[str, Any, int]:
+    """One input: its name, the array (or Tensor for BF16) and the number
+    of binary bytes it used."""
+    if not isinstance(entry, dict):
+        raise bad_request("each input must be a JSON object")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise bad_request("each input needs a 'name' string")
+    datatype = entry.get("datatype")
+    if datatype not in DATATYPES:
+        raise bad_request(
+            f"input '{name}': unknown datatype {datatype!r} (one of {', '.join(DATATYPES)})"
+        )
+    shape = entry.get("shape")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        raise bad_request(f"input '{name}': 'shape' must be a list of non-negative integers")
+    count = math.prod(shape)
+    parameters = _parameters(entry.get("parameters"), f"input '{name}'")
+    size = parameters.get("binary_data_size")
+    if size is not None:
+        if type(size) is not int or size < 0:
+            raise bad_request(f"input '{name}': 'binary_data_size' must be a non-negative integer")
+        if size > len(binary):
+            raise bad_request(
+                f"input '{name}': binary_data_size {size} exceeds the {len(binary)} bytes left in the body"
+            )
+        array = _from_binary(name, datatype, shape, count, bytes(binary[:size]))
+        return name, _as_input(datatype, array), size
+    if "data" not in entry:
+        raise bad_request(f"input '{name}' has neither 'data' nor a 'binary_data_size' parameter")
+    array = _from_json(name, datatype, shape, count, entry["data"])
+    return name, _as_input(datatype, array), 0
+
+
+def _from_binary(name: str, datatype: str, shape: list[int], count: int, raw: bytes) -> Any:
+    if datatype == "BYTES":
+        try:
+            items = deserialize_bytes(raw, count)
+        except Exception as error:
+            raise bad_request(f"input '{name}': {error}") from None
+        if sum(4 + len(item) for item in items) != len(raw):
+            raise bad_request(f"input '{name}': BYTES data is longer than {count} elements")
+        return _object_array(items, shape)
+    dtype = DATATYPES[datatype][1]
+    if len(raw) != count * dtype.itemsize:
+        raise bad_request(
+            f"input '{name}': {len(raw)} bytes of binary data do not hold shape {shape} of {datatype} "
+            f"({count * dtype.itemsize} bytes)"
+        )
+    return numpy.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+# Element checks for JSON data: the Python type each datatype accepts.
+def _is_bool(item: Any) -> bool:
+    return type(item) is bool
+
+
+def _is_int(item: Any) -> bool:
+    return type(item) is int
+
+
+def _is_number(item: Any) -> bool:
+    return type(item) in (int, float)
+
+
+def _is_string(item: Any) -> bool:
+    return type(item) is str
+
+
+_JSON_ELEMENT: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "BOOL": (_is_bool, "booleans"),
+    "FP16": (_is_number, "numbers"),
+    "FP32": (_is_number, "numbers"),
+    "FP64": (_is_number, "numbers"),
+    "BF16": (_is_number, "numbers"),
+    "BYTES": (_is_string, "strings"),
+}
+
+
+def _from_json(name: str, datatype: str, shape: list[int], count: int, data: Any) -> Any:
+    flat = _flatten(data)
+    if len(flat) != count:
+        raise bad_request(f"input '{name}': {len(flat)} elements of data for shape {shape} ({count} elements)")
+    check, kind = _JSON_ELEMENT.get(datatype, (_is_int, "integers"))
+    for item in flat:
+        if not check(item):
+            raise bad_request(f"input '{name}': {datatype} data must be {kind}, got {item!r}")
+    if datatype == "BYTES":
+        return _object_array([item.encode("utf-8") for item in flat], shape)
+    if datatype == "BF16":
+        return _to_bf16_bits(numpy.array(flat, dtype=numpy.float32)).reshape(shape)
+    dtype = DATATYPES[datatype][1]
+    if dtype.kind in "iu" and flat:
+        info = numpy.iinfo(dtype)
+        low, high = min(flat), max(flat)
+        if low < info.min or high > info.max:
+            raise bad_request(f"input '{name}': {low if low < info.min else high} is out of range for {datatype}")
+    return numpy.array(flat, dtype=dtype).reshape(shape)
+
+
+def _flatten(data: Any) -> list[Any]:
+    """Row-major elements of (possibly nested) JSON lists."""
+    if not isinstance(data, list):
+        return [data]
+    flat: list[Any] = []
+    stack = [iter(data)]
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, list):
+                stack.append(iter(item))
+                break
+            flat.append(item)
+        else:
+            stack.pop()
+    return flat
+
+
+def _object_array(items: list[bytes], shape: list[int]) -> Any:
+    array = numpy.empty(len(items), dtype=object)
+    array[:] = items
+    return array.reshape(shape)
+
+
+def _to_bf16_bits(values: Any) -> Any:
+    """float32 -> bfloat16 bit patterns, rounding to nearest even."""
+    bits = values.view(numpy.uint32).astype(numpy.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype(numpy.uint16)
+
+
+def _from_bf16_bits(bits: Any) -> Any:
+    return (bits.astype(numpy.uint32) << 16).view(numpy.float32)
+
+
+def _as_input(datatype: str, array: Any) -> Any:
+    """BF16 bit patterns need a Tensor to say their type; the rest go as is."""
+    if datatype != "BF16":
+        return array
+    array = numpy.ascontiguousarray(array)
+    pointer = array.__array_interface__["data"][0]
+    memory = MemoryBuffer(pointer, MemoryType.CPU, 0, array.nbytes, array)
+    return Tensor(DataType.BF16, list(array.shape), memory)
+
+
+def _requested_outputs(value: Any) -> tuple[Optional[list[str]], set[str]]:
+    if value is None:
+        return None, set()
+    if not isinstance(value, list):
+        raise bad_request("'outputs' must be a list")
+    names: list[str] = []
+    binary: set[str] = set()
+    for entry in value:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise bad_request("each requested output must be a JSON object with a 'name' string")
+        name = entry["name"]
+        parameters = _parameters(entry.get("parameters"), f"output '{name}'")
+        if parameters.get("classification"):
+            raise bad_request(f"output '{name}': the classification extension is not supported")
+        wants_binary = parameters.get("binary_data", False)
+        if not isinstance(wants_binary, bool):
+            raise bad_request(f"output '{name}': 'binary_data' must be a boolean")
+        if wants_binary:
+            binary.add(name)
+        names.append(name)
+    return names, binary
+
+
+# -- responses ---------------------------------------------------------------
+
+def encode_response(
+    model_name: str,
+    model_version: Optional[int],
+    request: DecodedRequest,
+    outputs: dict[str, Tensor],
+    parameters: Optional[dict[str, Any]] = None,
+) -> tuple[bytes, Optional[int]]:
+    """The response body, and the JSON's length when binary data follows
+    (the value of the Inference-Header-Content-Length header)."""
+    document: dict[str, Any] = {"model_name": model_name}
+    if model_version is not None:
+        document["model_version"] = str(model_version)
+    if request.request_id:
+        document["id"] = request.request_id
+    if parameters:
+        document["parameters"] = parameters
+    entries = []
+    chunks: list[bytes] = []
+    for name, tensor in outputs.items():
+        datatype = _NAMES[DataType(tensor.data_type)]
+        entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": [int(d) for d in tensor.shape]}
+        if request.wants_binary(name):
+            raw = _raw_bytes(tensor)
+            entry["parameters"] = {"binary_data_size": len(raw)}
+            chunks.append(raw)
+        else:
+            entry["data"] = _json_data(name, datatype, tensor)
+        entries.append(entry)
+    document["outputs"] = entries
+    header = json.dumps(document, separators=(",", ":")).encode("utf-8")
+    if not chunks:
+        return header, None
+    return header + b"".join(chunks), len(header)
+
+
+def _raw_bytes(tensor: Tensor) -> bytes:
+    host = tensor.to_host()
+    return ctypes.string_at(host.data_ptr, host.size) if host.size else b""
+
+
+def _json_data(name: str, datatype: str, tensor: Tensor) -> list[Any]:
+    array = output_array(tensor).reshape(-1)
+    if datatype == "BYTES":
+        try:
+            return [item.decode("utf-8") for item in array]
+        except UnicodeDecodeError:
+            raise bad_request(
+                f"output '{name}' holds bytes that are not UTF-8 text; request it with "
+                "the 'binary_data' parameter"
+            ) from None
+    if datatype == "BF16":
+        array = _from_bf16_bits(array)
+    values: list[Any] = array.tolist()
+    return values
+
+
+def output_array(tensor: Tensor) -> Any:
+    """A host output as NumPy: a view of its memory (no copy) for numeric
+    types, an object array of ``bytes`` for BYTES, and the raw 16-bit
+    patterns (uint16) for BF16, which NumPy cannot represent."""
+    if tensor.data_type == DataType.BYTES:
+        return tensor.to_bytes_array()
+    if tensor.data_type == DataType.BF16:
+        return numpy.frombuffer(_raw_bytes(tensor), dtype=numpy.uint16).reshape([int(d) for d in tensor.shape])
+    return numpy.from_dlpack(tensor.to_host())
+
+
+def error_body(message: str) -> bytes:
+    """The protocol's error body."""
+    return json.dumps({"error": message}).encode("utf-8")
+
+
+def parse_header_length(value: Optional[str]) -> Optional[int]:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise bad_request(f"Inference-Header-Content-Length {value!r} is not an integer") from None
+

@@ -1,0 +1,200 @@
+"""The KServe v2 HTTP routes of one embedded Server, independent of any web
+framework: ``KServeRoutes.handle(method, path, headers, body)`` gives the
+status, headers and body to send.
+
+Routes: ``GET /v2``, ``GET /v2/health/live``, ``GET /v2/health/ready``,
+``GET /v2/models/{name}[/versions/{v}]`` (metadata), ``.../ready``,
+``.../config``, ``POST .../infer``. Errors carry the protocol's body
+``{"error": "..."}`` with 400 (bad request or input), 404 (unknown model or
+route), 405 (wrong method), 503 (server or model not ready) or 500.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Collection, Mapping, Optional
+
+from .._api._enums import ModelTxnPropertyFlag
+from .._api._errors import (
+    AlreadyExistsError,
+    CancelledError,
+    InvalidArgumentError,
+    NotFoundError,
+    TritonError,
+    UnavailableError,
+    UnsupportedError,
+)
+from .._api._model import Model
+from .._api._server import Server
+from .codec import ProtocolError, bad_request, decode_request, encode_response, error_body, parse_header_length
+
+HEADER_LENGTH = "inference-header-content-length"
+
+# Triton error class -> HTTP status (anything else is a 500).
+_STATUS = (
+    (CancelledError, 499),
+    (InvalidArgumentError, 400),
+    (UnsupportedError, 400),
+    (NotFoundError, 404),
+    (AlreadyExistsError, 409),
+    (UnavailableError, 503),
+)
+
+
+@dataclass
+class Reply:
+    """An HTTP response to send."""
+
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def json(document: Any, status: int = 200) -> "Reply":
+        return Reply(status, json.dumps(document).encode("utf-8"), {"content-type": "application/json"})
+
+    @staticmethod
+    def error(status: int, message: str) -> "Reply":
+        return Reply(status, error_body(message), {"content-type": "application/json"})
+
+
+def status_of(error: TritonError) -> int:
+    for kind, status in _STATUS:
+        if isinstance(error, kind):
+            return status
+    return 500
+
+
+class KServeRoutes:
+    """Serves the KServe v2 protocol for `server`'s models (only those in
+    `models` when it is given)."""
+
+    def __init__(self, server: Server, models: Optional[Collection[str]] = None,
+                 response_parameters: Optional[dict[str, Any]] = None) -> None:
+        self._server = server
+        self._models = frozenset(models) if models is not None else None
+        # Added to every infer response's "parameters" (e.g. which replica answered).
+        self._response_parameters = dict(response_parameters or {})
+
+    async def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        """Answer one HTTP request (`headers` with lower-case names)."""
+        try:
+            return await self._route(method.upper(), path, headers, body)
+        except ProtocolError as error:
+            return Reply.error(error.status, str(error))
+        except TritonError as error:
+            return Reply.error(status_of(error), str(error))
+
+    async def _route(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        parts = [part for part in path.split("/") if part]
+        if not parts or parts[0] != "v2":
+            return Reply.error(404, f"no route for {path!r}: the KServe v2 routes start with /v2")
+        if not self._serving():
+            return Reply.error(503, "the server is not running")
+        rest = parts[1:]
+        if rest == [] or rest[0] == "health":
+            _require(method, "GET", path)
+            return self._server_route(rest, path)
+        if rest[0] != "models" or len(rest) < 2:
+            return Reply.error(404, f"no route for {path!r}")
+        name, version, action = _model_path(rest[1:], path)
+        model = self._model(name, version)
+        if action == "infer":
+            _require(method, "POST", path)
+            return await self._infer(model, version, headers, body)
+        _require(method, "GET", path)
+        if action == "":
+            return Reply.json(model.metadata())
+        if action == "ready":
+            return Reply(200) if model.ready() else Reply.error(503, f"model '{name}' is not ready")
+        if action == "config":
+            return Reply.json(model.config())
+        return Reply.error(404, f"no route for {path!r}")
+
+    def _serving(self) -> bool:
+        try:
+            return self._server.live()
+        except TritonError:
+            return False
+
+    def _server_route(self, rest: list[str], path: str) -> Reply:
+        if rest == []:
+            return Reply.json(self._server.metadata())
+        if rest == ["health", "live"]:
+            return Reply(200)
+        if rest == ["health", "ready"]:
+            return Reply(200) if self._server.ready() else Reply.error(503, "the server is not ready")
+        return Reply.error(404, f"no route for {path!r}")
+
+    def _model(self, name: str, version: int) -> Model:
+        if self._models is not None and name not in self._models:
+            raise ProtocolError(404, f"unknown model '{name}': this endpoint serves {sorted(self._models)}")
+        return self._server.model(name, version)
+
+    async def _infer(self, model: Model, version: int, headers: Mapping[str, str], body: bytes) -> Reply:
+        body = _decompress(headers.get("content-encoding"), body)
+        request = decode_request(body, parse_header_length(headers.get(HEADER_LENGTH)))
+        if model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED:
+            raise bad_request(
+                f"model '{model.name}' is decoupled (any number of responses per request); "
+                "the infer route needs exactly one: stream it through a DeploymentHandle instead"
+            )
+        response = None
+        async for response in model.async_infer(
+            inputs=request.inputs,
+            parameters=request.parameters,
+            request_id=request.request_id,
+            output_names=request.output_names,
+            output_memory_type="cpu",
+            **request.fields,
+        ):
+            if response.outputs or response.error:
+                break
+        if response is None:
+            return Reply.error(500, f"model '{model.name}' sent no response")
+        payload, header_length = encode_response(
+            model.name, version if version >= 0 else None, request, response.outputs,
+            {**response.parameters, **self._response_parameters},
+        )
+        if header_length is None:
+            return Reply(200, payload, {"content-type": "application/json"})
+        return Reply(200, payload, {"content-type": "application/octet-stream", HEADER_LENGTH: str(header_length)})
+
+
+def _require(method: str, expected: str, path: str) -> None:
+    if method != expected:
+        raise ProtocolError(405, f"{path!r} takes {expected}, not {method}")
+
+
+def _model_path(parts: list[str], path: str) -> tuple[str, int, str]:
+    """name, version (-1: the server's choice) and action ('' for metadata)."""
+    name, rest = parts[0], parts[1:]
+    version = -1
+    if rest[:1] == ["versions"]:
+        if len(rest) < 2:
+            raise ProtocolError(404, f"no route for {path!r}")
+        try:
+            version = int(rest[1])
+        except ValueError:
+            raise bad_request(f"model version {rest[1]!r} is not an integer") from None
+        if version < 0:
+            raise bad_request(f"model version {version} is negative")
+        rest = rest[2:]
+    if len(rest) > 1:
+        raise ProtocolError(404, f"no route for {path!r}")
+    return name, version, rest[0] if rest else ""
+
+
+def _decompress(encoding: Optional[str], body: bytes) -> bytes:
+    if encoding in (None, "", "identity"):
+        return body
+    try:
+        if encoding == "gzip":
+            return zlib.decompress(body, 16 + zlib.MAX_WBITS)
+        if encoding == "deflate":
+            return zlib.decompress(body)
+    except zlib.error as error:
+        raise bad_request(f"the {encoding} request body does not decompress: {error}") from None
+    raise ProtocolError(415, f"Content-Encoding {encoding!r} is not supported (gzip, deflate)")
