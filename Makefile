@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 CORE_WHEEL := nvidia-pytriton==0.7.0
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo test build venv clean bench stress test-asan test-numpy2 test-ray ray-demo wheel lint docs
+.PHONY: demo test build venv clean bench stress test-asan test-numpy2 test-ray ray-env ray-demo wheel lint docs
 
 $(VENV)/.ready:
 	$(PYTHON) -m venv $(VENV)
@@ -30,9 +30,20 @@ build: venv
 demo: build
 	$(PY) examples/demo.py
 
-test: build
+# tritonserver.ray's tests on a real local Ray cluster (marked `ray`) run in
+# their own pytest process: a Ray driver's gRPC threads must not meet the
+# python backend's fork() in the main suite's servers. -rP prints what they
+# measured (requests per replica, the gap after a replica kill, scale-down).
+RAY := "ray[serve]>=2.40"
+RAY_TESTS := cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m ray --run-ray -rP test_ray_serve.py
+
+ray-env: venv
+	$(PY) -m pip install -q $(RAY) "numpy<2"
+
+test: build ray-env
 	# From tests/: the installed package is tested, not the source tree.
 	cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. .
+	$(RAY_TESTS)
 
 # A wheel built here, repaired to a manylinux tag and checked in a clean venv
 # (the manylinux_2_28 release wheels come from cibuildwheel, see
@@ -45,29 +56,26 @@ wheel: venv
 	bash tests/check_wheel.sh dist/tritonserver-*.whl
 
 # Lint and static types.
-lint: build
+lint: build ray-env
 	$(PY) -m pip install -q pyflakes mypy
 	$(PY) -m pyflakes tritonserver/_api tritonserver/__main__.py examples benchmarks tests
 	# Typed against the installed package (its _core.pyi is generated at build).
-	cd tests && ../$(PY) -m mypy --strict -p tritonserver && ../$(PY) -m mypy --strict ../examples/demo.py
+	cd tests && ../$(PY) -m mypy --strict -p tritonserver && ../$(PY) -m mypy --strict ../examples/*.py
 
 # The API reference from docstrings (a public name without one is an error).
-docs: build
+docs: build ray-env
 	cd tests && ../$(PY) ../docs/build_api.py ../build/docs/api.md
 
 # Long reliability runs (tests marked `stress`; `make test` runs short ones).
 stress: build
 	cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m stress --run-stress .
 
-# tritonserver.ray on a real local Ray cluster (tests marked `ray`).
-RAY := "ray[serve]>=2.40"
-test-ray: build
-	$(PY) -m pip install -q $(RAY) "numpy<2"
-	cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m ray --run-ray -rA test_ray_serve.py
+# Only the Ray cluster tests (make test runs them too).
+test-ray: build ray-env
+	$(RAY_TESTS)
 
 # The add_sub example on a local Ray cluster, queried over HTTP and a handle.
-ray-demo: build
-	$(PY) -m pip install -q $(RAY) "numpy<2"
+ray-demo: build ray-env
 	$(PY) examples/ray_serve.py
 
 # The suite against an AddressSanitizer/UBSan build of the extension.

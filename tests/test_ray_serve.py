@@ -265,7 +265,7 @@ def test_killing_a_replica_serve_replaces_it(cluster, handle):
     failed = [o for o in during if not isinstance(o, int)]
     print(f"\nkilled replica pid {victim['pid']}: replacement answered after {recovered_at - killed_at:.1f} s; "
           f"{len(failed)} of {len(during)} requests failed during the gap"
-          + (f" (first: {failed[0]!r:.200})" if failed else "")
+          + (f" (first: {type(failed[0]).__name__}: {str(failed[0])[:200]})" if failed else "")
           + f"; {len(after)} requests after recovery, all answered")
     assert all(isinstance(o, int) for o in after), [o for o in after if not isinstance(o, int)][:3]
     assert victim["pid"] not in [o for o in after if isinstance(o, int)]
@@ -310,6 +310,24 @@ def test_scaling_down_stops_the_removed_replicas_server(cluster):
                for i in range(20)]
     assert {r.result(timeout_s=60).replica_pid for r in results} == survivors
     serve.delete("triton-autoscaled")
+
+
+def test_the_ray_page_blocks_run(cluster, monkeypatch):
+    """docs/ray.md's Python blocks, in order, against this cluster."""
+    from ray import serve
+
+    from conftest import ROOT
+    from test_docs import python_blocks
+
+    monkeypatch.chdir(ROOT)
+    blocks = python_blocks(ROOT / "docs" / "ray.md")
+    assert len(blocks) >= 2
+    namespace: dict = {"__name__": "__ray_page__"}
+    try:
+        for number, block in enumerate(blocks, 1):
+            exec(compile(block, f"ray.md block {number}", "exec"), namespace)
+    finally:
+        serve.delete("examples")
 
 
 def test_deleting_the_app_stops_every_server(cluster, handle):

@@ -128,7 +128,7 @@ def _request_fields(parameters: dict[str, ParameterValue]) -> dict[str, Any]:
     """Take sequence_id/_start/_end, priority and timeout (µs) out of the
     parameters, as InferenceRequest fields."""
     fields: dict[str, Any] = {}
-    sequence_id = parameters.pop("sequence_id", None)
+    sequence_id: Optional[ParameterValue] = parameters.pop("sequence_id", None)
     if sequence_id is not None:
         if not (type(sequence_id) is str or (type(sequence_id) is int and sequence_id >= 0)):
             raise bad_request("parameter 'sequence_id' must be a non-negative integer or a string")
@@ -142,9 +142,9 @@ def _request_fields(parameters: dict[str, ParameterValue]) -> dict[str, Any]:
     if flags:
         fields["flags"] = flags
     for name in ("priority", "timeout"):
-        value = parameters.pop(name, None)
-        if value is None:
+        if name not in parameters:
             continue
+        value = parameters.pop(name)
         if type(value) is not int or value < 0:
             raise bad_request(f"parameter '{name}' must be a non-negative integer")
         fields[name] = value

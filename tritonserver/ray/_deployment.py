@@ -7,9 +7,10 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Optional, Sequence
+from typing import Any, AsyncIterator, Optional, Sequence, cast
 
 from ray import serve
+from ray.serve.deployment import Deployment
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -205,9 +206,10 @@ class TritonReplica:
         )
 
 
-TritonDeployment = serve.deployment(
+# The Serve deployment of TritonReplica: .options(...) then .bind(...).
+TritonDeployment = cast(Deployment, serve.deployment(
     TritonReplica,
     name="Triton",
     ray_actor_options=actor_options(),
     health_check_period_s=5,
-)
+))
