@@ -35,7 +35,7 @@ demo: build
 # python backend's fork() in the main suite's servers. -rP prints what they
 # measured (requests per replica, the gap after a replica kill, scale-down).
 RAY := "ray[serve]>=2.40"
-RAY_TESTS := cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m ray --run-ray -rP test_ray_serve.py
+RAY_TESTS := cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m ray --run-ray -rP test_ray_example.py test_ray_serve.py
 
 ray-env: venv
 	$(PY) -m pip install -q $(RAY) "numpy<2"

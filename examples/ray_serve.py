@@ -9,6 +9,7 @@ Each of the two replicas runs its own embedded Triton server.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import socket
 import urllib.request
@@ -29,6 +30,10 @@ def free_port() -> int:
 
 
 def main() -> None:
+    # Ray puts the driver's working directory on its workers' sys.path: from a
+    # source checkout's root, that would shadow the installed tritonserver
+    # with the unbuilt source folder.
+    os.chdir(pathlib.Path(__file__).resolve().parent)
     # A one-node cluster on loopback; on a real cluster: ray.init(address="auto").
     ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
     port = free_port()
