@@ -67,6 +67,7 @@ if [ ! -f "$VENV/.ready" ]; then
 fi
 
 bash tests/install_build_requires.sh "$PY"
+"$PY" -m pip install -q "tritonclient[http]==2.51.0"  # for test_kserve_routes.py
 
 section "building the extension with ASan + UBSan ($BUILD_DIR)"
 SAN_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer"

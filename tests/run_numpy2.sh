@@ -36,6 +36,8 @@ if [ ! -f "$VENV/.ready" ]; then
   "$PY" -m pip install -q --no-deps "$CORE_WHEEL"
   touch "$VENV/.ready"
 fi
+# for test_kserve_routes.py; tritonclient 2.51 pins numpy<2, later ones do not
+"$PY" -m pip install -q "tritonclient[http]" "numpy>=2"
 "$PY" -c 'import numpy, sys; print("numpy", numpy.__version__); sys.exit(int(numpy.__version__.split(".")[0]) < 2)' \
   || { echo "ERROR: $VENV does not have numpy 2 (remove $VENV and rerun)" >&2; exit 1; }
 

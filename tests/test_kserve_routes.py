@@ -16,7 +16,7 @@ import tritonclient.http as httpclient
 import tritonserver
 from tritonserver._kserve.routes import HEADER_LENGTH, KServeRoutes, Reply
 
-from conftest import make_options
+from conftest import make_options, skip_if_python_backend_unusable
 
 # One sample per JSON datatype of echo_all_types (IN_<T> -> OUT_<T>).
 SAMPLES = {
@@ -49,12 +49,20 @@ def loop():
 @pytest.fixture(scope="module")
 def routes(server, model):
     for name in ("echo_all_types", "identity_fp32", "identity_bf16", "add_sub", "parameters", "streaming"):
-        model(name)
+        try:
+            model(name)
+        except pytest.skip.Exception:  # a python-backend model under numpy 2: see call()
+            pass
     return KServeRoutes(server)
 
 
 def call(loop, routes: KServeRoutes, method: str, path: str, body: bytes = b"",
          headers: dict[str, str] | None = None) -> Reply:
+    """routes.handle(); skips the test where the model in `path` cannot run
+    here (python-backend models under numpy 2)."""
+    parts = path.split("/")
+    if parts[1:3] == ["v2", "models"] and len(parts) > 3:
+        skip_if_python_backend_unusable(parts[3])
     return loop.run_until_complete(routes.handle(method, path, headers or {}, body))
 
 
@@ -122,8 +130,13 @@ def test_binary_data_output_parameter_makes_every_output_binary(loop, routes):
 
 def test_bf16_binary_and_json(loop, routes):
     values = numpy.array([1.0, -2.5, 0.15625, 3.0e38], dtype=numpy.float32)  # exact in bfloat16 but the last
-    result = infer(loop, routes, "identity_bf16", [client_input("INPUT0", "BF16", values, True)])
-    got = result.as_numpy("OUTPUT0")
+    try:  # tritonclient r26.06+ takes BF16 as ml_dtypes.bfloat16; older ones truncate float32
+        import ml_dtypes
+        sent = values.astype(ml_dtypes.bfloat16)
+    except ImportError:
+        sent = values
+    result = infer(loop, routes, "identity_bf16", [client_input("INPUT0", "BF16", sent, True)])
+    got = result.as_numpy("OUTPUT0").astype(numpy.float32)
     numpy.testing.assert_array_equal(got[:3], values[:3])
     assert abs(got[3] - values[3]) / values[3] < 2**-7  # rounded to 8 significant bits
     body = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "BF16", "shape": [3],
