@@ -142,11 +142,16 @@ size_t Server::reap_stopped(double timeout_s) {
   }
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration<double>(timeout_s);
-  size_t left = 0;
+  size_t not_deleted = 0;
   for (const auto& stop : running) {
     const std::chrono::duration<double> remaining =
         deadline - std::chrono::steady_clock::now();
-    if (!stop->wait(std::max(0.0, remaining.count()))) ++left;
+    if (!stop->wait(std::max(0.0, remaining.count()))) {
+      ++not_deleted;
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(stop->mutex);
+    if (stop->failed) ++not_deleted;
   }
   std::lock_guard<std::mutex> lock(stops.mutex);
   auto& v = stops.running;
@@ -156,7 +161,7 @@ size_t Server::reap_stopped(double timeout_s) {
                            return stop->done;
                          }),
           v.end());
-  return left;
+  return not_deleted;
 }
 
 void ServerOptions::set_exit_timeout(unsigned int seconds) {
@@ -223,10 +228,10 @@ void Server::stop() {
       stops.running.push_back(stop);
     }
     raise(TRITONSERVER_ERROR_INTERNAL,
-          "Exit timeout expired: requests were still running after "
-          "exit_timeout (" + std::to_string(exit_timeout_s_) +
-              " s); the server finishes stopping in the background once they "
-              "end");
+          "Exit timeout expired: the server did not stop within exit_timeout "
+          "(" + std::to_string(exit_timeout_s_) +
+              " s), requests still running or models still unloading; it "
+              "finishes stopping in the background");
   }
   std::lock_guard<std::mutex> lock(stop->mutex);
   if (stop->failed) raise(stop->code, stop->message);

@@ -83,9 +83,10 @@ class Server {
   void poll_model_repository();
   std::string metrics(int format);
   // Waits (at most `timeout_s` in all) for the background stops left by
-  // stop() calls that hit the exit timeout; returns how many are still
-  // running. Called at interpreter exit, so that no thread of ours is inside
-  // the core while the process tears down.
+  // stop() calls that hit the exit timeout; returns how many of them did not
+  // end with their server deleted (still running, or the core gave up).
+  // Called at interpreter exit, so that no thread of ours is inside the core
+  // while the process tears down.
   static size_t reap_stopped(double timeout_s);
   // Requests submitted to this server and not yet finished.
   const std::shared_ptr<InflightRequests>& inflight() const { return inflight_; }
