@@ -58,7 +58,7 @@ std::string take_json(TRITONSERVER_Message* message) {
 // detached thread (ModelDeleter) that goes on using the rate limiter and the
 // model lifecycle that ServerDelete has just freed: ~TritonModel ->
 // RateLimiter::UnregisterModel on freed memory, a SIGSEGV (seen at
-// interpreter exit, about 1 run in 6). So the core gets exit_timeout +
+// interpreter exit, about 1 run in 4). So the core gets exit_timeout +
 // kStopGrace, stop() waits only exit_timeout for this thread, and the server
 // is deleted only after its own Stop() succeeded: every model unloaded and
 // destroyed.
@@ -193,6 +193,9 @@ Server::Server(ServerOptions& options)
 }
 
 Server::~Server() {
+  // ServerDelete stops the server first and deletes it only if that stop
+  // succeeded: a server that cannot stop is left alone, never freed under
+  // its models (see BackgroundStop).
   if (server_ != nullptr) {
     if (TRITONSERVER_Error* e = triton().ServerDelete(server_)) {
       triton().ErrorDelete(e);
