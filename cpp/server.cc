@@ -120,7 +120,8 @@ struct BackgroundStop {
 };
 
 // Background stops still running after their stop() gave up. Allocated once
-// and never destroyed: their threads may outlive static destructors.
+// and never destroyed, on purpose: nothing to order against threads still
+// running at process exit.
 struct BackgroundStops {
   std::mutex mutex;
   std::vector<std::shared_ptr<BackgroundStop>> running;
