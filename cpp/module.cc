@@ -217,7 +217,7 @@ NB_MODULE(_core, m) {
       OPTION("set_min_supported_compute_capability", ServerOptionsSetMinSupportedComputeCapability, "min_supported_compute_capability", double)
       OPTION("set_exit_on_error", ServerOptionsSetExitOnError, "exit_on_error", bool)
       OPTION("set_strict_readiness", ServerOptionsSetStrictReadiness, "strict_readiness", bool)
-      OPTION("set_exit_timeout", ServerOptionsSetExitTimeout, "exit_timeout", unsigned int)
+      .def("set_exit_timeout", &ServerOptions::set_exit_timeout, "seconds"_a)
       OPTION("set_buffer_manager_thread_count", ServerOptionsSetBufferManagerThreadCount, "buffer_manager_thread_count", unsigned int)
       OPTION("set_model_load_thread_count", ServerOptionsSetModelLoadThreadCount, "model_load_thread_count", unsigned int)
       OPTION("set_model_load_retry_count", ServerOptionsSetModelLoadRetryCount, "model_load_retry_count", unsigned int)

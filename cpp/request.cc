@@ -1,7 +1,5 @@
 #include "request.h"
 
-#include <chrono>
-
 #include "deferred_release.h"
 #include "errors.h"
 #include "server.h"
@@ -67,18 +65,8 @@ void InflightRequests::add(const std::shared_ptr<RequestState>& state) {
 }
 
 void InflightRequests::remove(RequestState* state) noexcept {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    states_.erase(state);
-    if (!states_.empty()) return;
-  }
-  idle_.notify_all();
-}
-
-bool InflightRequests::wait_idle(double timeout_s) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  return idle_.wait_for(lock, std::chrono::duration<double>(timeout_s),
-                        [&] { return states_.empty(); });
+  std::lock_guard<std::mutex> lock(mutex_);
+  states_.erase(state);
 }
 
 void InflightRequests::discard_unsubmitted() noexcept {

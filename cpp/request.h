@@ -5,7 +5,6 @@
 #include <nanobind/nanobind.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -33,12 +32,9 @@ class InflightRequests {
   void remove(RequestState* state) noexcept;
   void discard_unsubmitted() noexcept;
   void fail_all(const std::string& message);
-  // Waits until no request is live or `timeout_s` passes; true if none is.
-  bool wait_idle(double timeout_s);
 
  private:
   std::mutex mutex_;
-  std::condition_variable idle_;
   std::unordered_map<RequestState*, std::weak_ptr<RequestState>> states_;
 };
 

@@ -1,7 +1,11 @@
 #include "server.h"
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <limits>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "errors.h"
@@ -44,32 +48,136 @@ std::string take_json(TRITONSERVER_Message* message) {
   return out;
 }
 
-std::mutex g_stopped_mutex;
-std::vector<std::pair<TRITONSERVER_Server*, std::shared_ptr<InflightRequests>>>
-    g_stopped;
+// One TRITONSERVER_ServerStop, run to its end on a thread of ours.
+//
+// Why: the core's Stop() unloads the models only once no request is in
+// flight; when its exit timeout expires first it returns an error with every
+// model still loaded, and from then on it is a no-op (the server is marked
+// exiting), as is ServerUnloadModel ("Server not ready"). ServerDelete would
+// then drop the models, and Triton 2.51 destroys a dropped model on a
+// detached thread (ModelDeleter) that goes on using the rate limiter and the
+// model lifecycle that ServerDelete has just freed: ~TritonModel ->
+// RateLimiter::UnregisterModel on freed memory, a SIGSEGV (seen at
+// interpreter exit, about 1 run in 4). So the core gets exit_timeout +
+// kStopGrace, stop() waits only exit_timeout for this thread, and the server
+// is deleted only after its own Stop() succeeded: every model unloaded and
+// destroyed.
+struct BackgroundStop {
+  BackgroundStop(TRITONSERVER_Server* s, std::shared_ptr<InflightRequests> r)
+      : server(s), inflight(std::move(r)) {}
+
+  // The thread's body. Never throws (it is a thread entry point).
+  void run() noexcept {
+    const TritonApi& api = triton();
+    TRITONSERVER_Error* err = api.ServerStop(server);
+    const bool stop_failed = err != nullptr;
+    TRITONSERVER_Error_Code err_code = TRITONSERVER_ERROR_INTERNAL;
+    std::string err_message;
+    if (err == nullptr) {
+      if (TRITONSERVER_Error* e = api.ServerDelete(server)) api.ErrorDelete(e);
+    } else {
+      // Even the grace did not suffice (a model that cannot unload, e.g. a
+      // python model whose stub died). Deleting the server now is the crash
+      // described above: it is left to the process, on purpose.
+      err_code = api.ErrorCode(err);
+      try {
+        err_message = api.ErrorMessage(err);
+      } catch (...) {
+      }
+      api.ErrorDelete(err);
+    }
+    try {
+      // Anything the core dropped without a final response must not hang a
+      // waiter.
+      inflight->fail_all("the server stopped before this request completed");
+    } catch (...) {
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      failed = stop_failed;
+      code = err_code;
+      message = std::move(err_message);
+      done = true;
+    }
+    done_cv.notify_all();
+  }
+
+  // Waits until run() is done or `timeout_s` passes; true when done.
+  bool wait(double timeout_s) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return done_cv.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                            [&] { return done; });
+  }
+
+  TRITONSERVER_Server* const server;
+  const std::shared_ptr<InflightRequests> inflight;
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  bool failed = false;
+  TRITONSERVER_Error_Code code = TRITONSERVER_ERROR_INTERNAL;
+  std::string message;
+};
+
+// Background stops still running after their stop() gave up. Allocated once
+// and never destroyed, on purpose: nothing to order against threads still
+// running at process exit.
+struct BackgroundStops {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<BackgroundStop>> running;
+};
+
+BackgroundStops& background_stops() {
+  static BackgroundStops* stops = new BackgroundStops();
+  return *stops;
+}
 
 }  // namespace
 
-void Server::reap_stopped(double timeout_s) {
-  std::vector<std::pair<TRITONSERVER_Server*, std::shared_ptr<InflightRequests>>>
-      stopped;
+size_t Server::reap_stopped(double timeout_s) {
+  BackgroundStops& stops = background_stops();
+  std::vector<std::shared_ptr<BackgroundStop>> running;
   {
-    std::lock_guard<std::mutex> lock(g_stopped_mutex);
-    stopped.swap(g_stopped);
+    std::lock_guard<std::mutex> lock(stops.mutex);
+    running = stops.running;
   }
-  const TritonApi& api = triton();
-  for (auto& [server, inflight] : stopped) {
-    inflight->wait_idle(timeout_s);
-    // Stop again now that nothing runs (models unload, backend threads
-    // join), then delete. The core delivers a final response before its
-    // backend thread has left the model's execute: let that settle first.
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    if (TRITONSERVER_Error* e = api.ServerStop(server)) api.ErrorDelete(e);
-    if (TRITONSERVER_Error* e = api.ServerDelete(server)) api.ErrorDelete(e);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(timeout_s);
+  size_t not_deleted = 0;
+  for (const auto& stop : running) {
+    const std::chrono::duration<double> remaining =
+        deadline - std::chrono::steady_clock::now();
+    if (!stop->wait(std::max(0.0, remaining.count()))) {
+      ++not_deleted;
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(stop->mutex);
+    if (stop->failed) ++not_deleted;
   }
+  std::lock_guard<std::mutex> lock(stops.mutex);
+  auto& v = stops.running;
+  v.erase(std::remove_if(v.begin(), v.end(),
+                         [](const std::shared_ptr<BackgroundStop>& stop) {
+                           std::lock_guard<std::mutex> l(stop->mutex);
+                           return stop->done;
+                         }),
+          v.end());
+  return not_deleted;
 }
 
-ServerOptions::ServerOptions() { check(triton().ServerOptionsNew(&options_)); }
+void ServerOptions::set_exit_timeout(unsigned int seconds) {
+  const unsigned int core_seconds =
+      seconds > std::numeric_limits<unsigned int>::max() - kStopGrace
+          ? std::numeric_limits<unsigned int>::max()
+          : seconds + kStopGrace;
+  apply(triton().ServerOptionsSetExitTimeout, "exit_timeout", core_seconds);
+  exit_timeout_s_ = seconds;
+}
+
+ServerOptions::ServerOptions() {
+  check(triton().ServerOptionsNew(&options_));
+  set_exit_timeout(exit_timeout_s_);
+}
 
 ServerOptions::~ServerOptions() {
   if (options_ != nullptr) {
@@ -80,11 +188,15 @@ ServerOptions::~ServerOptions() {
 }
 
 Server::Server(ServerOptions& options)
-    : inflight_(std::make_shared<InflightRequests>()) {
+    : inflight_(std::make_shared<InflightRequests>()),
+      exit_timeout_s_(options.exit_timeout()) {
   check(triton().ServerNew(&server_, options.get()));
 }
 
 Server::~Server() {
+  // ServerDelete stops the server first and deletes it only if that stop
+  // succeeded: a server that cannot stop is left alone, never freed under
+  // its models (see BackgroundStop).
   if (server_ != nullptr) {
     if (TRITONSERVER_Error* e = triton().ServerDelete(server_)) {
       triton().ErrorDelete(e);
@@ -102,24 +214,31 @@ TRITONSERVER_Server* Server::handle() const {
 void Server::stop() {
   TRITONSERVER_Server* s = handle();
   server_ = nullptr;
-  const TritonApi& api = triton();
   inflight_->discard_unsubmitted();
-  TRITONSERVER_Error* stop_err = api.ServerStop(s);
-  if (stop_err != nullptr) {
-    // The exit timeout expired with requests still executing: deleting the
-    // server now would pull it from under the backend threads still running
-    // them (a crash, seen with Triton 2.51). It is kept until they are done
-    // (reap_stopped); they complete normally and reach their waiters.
-    {
-      std::lock_guard<std::mutex> lock(g_stopped_mutex);
-      g_stopped.emplace_back(s, inflight_);
-    }
-    check(stop_err);
+  auto stop = std::make_shared<BackgroundStop>(s, inflight_);
+  try {
+    std::thread([stop] { stop->run(); }).detach();
+  } catch (const std::system_error&) {
+    stop->run();  // no thread to be had: stop here, however long it takes
   }
-  if (TRITONSERVER_Error* e = api.ServerDelete(s)) api.ErrorDelete(e);
-  // Anything the core dropped without a final response must not hang a
-  // waiter.
-  inflight_->fail_all("the server stopped before this request completed");
+  if (!stop->wait(exit_timeout_s_)) {
+    // The work in flight outlives the exit timeout. The core's stop goes on
+    // (the requests complete and reach their waiters, then the models
+    // unload and the server is deleted); reap_stopped() waits for it at
+    // interpreter exit.
+    {
+      BackgroundStops& stops = background_stops();
+      std::lock_guard<std::mutex> lock(stops.mutex);
+      stops.running.push_back(stop);
+    }
+    raise(TRITONSERVER_ERROR_INTERNAL,
+          "Exit timeout expired: the server did not stop within exit_timeout "
+          "(" + std::to_string(exit_timeout_s_) +
+              " s), requests still running or models still unloading; it "
+              "finishes stopping in the background");
+  }
+  std::lock_guard<std::mutex> lock(stop->mutex);
+  if (stop->failed) raise(stop->code, stop->message);
 }
 
 bool Server::is_live() {

@@ -25,6 +25,13 @@ class ServerOptions {
   ServerOptions& operator=(const ServerOptions&) = delete;
   TRITONSERVER_ServerOptions* get() const noexcept { return options_; }
 
+  // The time Server::stop() waits for work in flight. The core itself is
+  // given kStopGrace seconds more, so that its own stop can finish the job
+  // after stop() has given up (see Server::stop()).
+  void set_exit_timeout(unsigned int seconds);
+  unsigned int exit_timeout() const noexcept { return exit_timeout_s_; }
+  static constexpr unsigned int kStopGrace = 30;
+
   // Applies a core setter, naming the option in any error.
   template <typename... Args, typename... Values>
   void apply(TRITONSERVER_Error* (*setter)(TRITONSERVER_ServerOptions*,
@@ -33,6 +40,7 @@ class ServerOptions {
 
  private:
   TRITONSERVER_ServerOptions* options_ = nullptr;
+  unsigned int exit_timeout_s_ = 30;  // the core's default
 };
 
 // A model load/registration parameter: string, int, bool or bytes.
@@ -49,7 +57,10 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   TRITONSERVER_Server* handle() const;  // throws UNAVAILABLE after stop()
-  void stop();                          // ServerStop then ServerDelete
+  // Stops the server: ServerStop, then ServerDelete once it succeeded. Waits
+  // at most the exit timeout; past it, raises INTERNAL ("Exit timeout
+  // expired") and lets the core's stop run on in the background.
+  void stop();
   bool is_live();
   bool is_ready();
   std::string metadata();
@@ -71,16 +82,19 @@ class Server {
   void unregister_model_repository(const std::string& path);
   void poll_model_repository();
   std::string metrics(int format);
-  // Servers whose stop() hit the exit timeout are kept (not deleted) while
-  // their requests run; this deletes each once its requests are done, or
-  // when `timeout_s` has passed for it. Called at interpreter exit.
-  static void reap_stopped(double timeout_s);
+  // Waits (at most `timeout_s` in all) for the background stops left by
+  // stop() calls that hit the exit timeout; returns how many of them did not
+  // end with their server deleted (still running, or the core gave up).
+  // Called at interpreter exit, so that no thread of ours is inside the core
+  // while the process tears down.
+  static size_t reap_stopped(double timeout_s);
   // Requests submitted to this server and not yet finished.
   const std::shared_ptr<InflightRequests>& inflight() const { return inflight_; }
 
  private:
   TRITONSERVER_Server* server_ = nullptr;
   std::shared_ptr<InflightRequests> inflight_;
+  unsigned int exit_timeout_s_;
 };
 
 }  // namespace tsb

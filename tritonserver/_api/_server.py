@@ -82,8 +82,12 @@ class Server:
 
     def stop(self) -> None:
         """Stop the server: in-flight requests finish (up to
-        ``Options.exit_timeout``), models are unloaded. Raises the core's
-        error if requests outlive the exit timeout."""
+        ``Options.exit_timeout``), models are unloaded.
+
+        Raises InternalError ("Exit timeout expired") if requests outlive the
+        exit timeout; the server then finishes stopping in the background:
+        those requests complete and reach their waiters, the models unload,
+        and the server is deleted (interpreter exit waits for this)."""
         server = self._started()
         self._server = None
         _running.discard(self)
@@ -210,8 +214,11 @@ def _stop_running_servers() -> None:
             server.stop()
         except Exception:  # exit must go on; the core already logged it
             pass
-    # Servers whose stop hit the exit timeout still run requests: let those
-    # finish (bounded) and delete the servers, so no core thread outlives
-    # the interpreter.
+    # Servers whose stop hit the exit timeout finish stopping in the
+    # background: wait for that (the core gives up exit_timeout + 30 s after
+    # the stop), so that no thread is inside the core while the process
+    # tears down. In short waits, so that Ctrl-C still interrupts it.
     if _core.triton_loaded():
-        _core.Server.reap_stopped(60.0)
+        deadline = time.monotonic() + 60.0
+        while _core.Server.reap_stopped(0.2) and time.monotonic() < deadline:
+            pass
