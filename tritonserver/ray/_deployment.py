@@ -32,6 +32,10 @@ logger = logging.getLogger("ray.serve")
 # has to be in the replica actor's runtime_env: actor_options() puts it there.
 FORK_SAFE_ENV = {"GRPC_ENABLE_FORK_SUPPORT": "0"}
 
+# Seconds a replica's server waits for in-flight requests when it stops,
+# unless `options` say otherwise (below Serve's default 20 s shutdown grace).
+DEFAULT_EXIT_TIMEOUT = 15
+
 
 def actor_options(num_cpus: float = 0.5, **options: Any) -> dict[str, Any]:
     """``ray_actor_options`` for ``TritonDeployment.options()``: `num_cpus`
@@ -66,7 +70,8 @@ class TritonReplica:
     control mode and loads exactly those, and only they are served; without
     it, every model of the repository is loaded and served. `options` are
     further :class:`tritonserver.Options` fields (e.g. ``{"exit_timeout":
-    10}``)."""
+    10}``; exit_timeout defaults to 15 s here, within Serve's default 20 s
+    graceful_shutdown_timeout_s)."""
 
     def __init__(
         self,
@@ -75,6 +80,9 @@ class TritonReplica:
         options: Optional[dict[str, Any]] = None,
     ) -> None:
         settings = dict(options or {})
+        # Serve kills a replica graceful_shutdown_timeout_s (20 s by default)
+        # after asking it to stop: leave the server's stop time to finish.
+        settings.setdefault("exit_timeout", DEFAULT_EXIT_TIMEOUT)
         settings["model_repository"] = (
             model_repository if isinstance(model_repository, str) else list(model_repository)
         )
