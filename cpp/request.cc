@@ -195,17 +195,17 @@ void Request::add_input(const std::string& name, int datatype,
                         int64_t memory_type_id, nb::object owner) {
   TRITONSERVER_InferenceRequest* h = live_handle();
   const TritonApi& api = triton();
-  std::string context = "input '" + name + "'";
-  check(api.InferenceRequestAddInput(
-            h, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype),
-            shape.data(), shape.size()),
-        context.c_str());
+  // The error context is built only on failure (this runs per request).
+  auto check_input = [&name](TRITONSERVER_Error* err) {
+    if (err != nullptr) check(err, ("input '" + name + "'").c_str());
+  };
+  check_input(api.InferenceRequestAddInput(
+      h, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype),
+      shape.data(), shape.size()));
   if (byte_size > 0) {
-    check(api.InferenceRequestAppendInputData(
-              h, name.c_str(), reinterpret_cast<const void*>(data_ptr),
-              byte_size, static_cast<TRITONSERVER_MemoryType>(memory_type),
-              memory_type_id),
-          context.c_str());
+    check_input(api.InferenceRequestAppendInputData(
+        h, name.c_str(), reinterpret_cast<const void*>(data_ptr), byte_size,
+        static_cast<TRITONSERVER_MemoryType>(memory_type), memory_type_id));
   }
   state_->owners.push_back(std::move(owner));
 }
