@@ -9,13 +9,15 @@
 //
 // --inflight 1 is "one request at a time" (latency); N keeps N outstanding
 // (throughput). --stream-count sends COUNT=N to a decoupled model and counts
-// responses. Prints one JSON object: requests/s, responses/s, p50/p99 (us).
+// responses. Prints one JSON object: requests/s, responses/s, p50/p99 (us),
+// and the submitting thread's cost per request (time inside submit(), CPU).
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -123,6 +125,14 @@ void on_response(TRITONSERVER_InferenceResponse* response,
   }
 }
 
+// CPU time of the calling thread: what submitting costs the thread that
+// submits, whatever else runs on the machine.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -187,12 +197,16 @@ int main(int argc, char** argv) {
       tracker.latencies_us.clear();
     }
     auto t0 = Clock::now();
+    const double cpu0 = thread_cpu_seconds();
+    double submit_seconds = 0;  // inside submit(), i.e. the core's own calls
     int submitted = 0;
     std::unique_lock<std::mutex> lock(tracker.mutex);
     while (tracker.completed < total) {
       while (submitted < total && submitted - tracker.completed < a.inflight) {
         lock.unlock();
+        auto s0 = Clock::now();
         submit();
+        submit_seconds += std::chrono::duration<double>(Clock::now() - s0).count();
         ++submitted;
         lock.lock();
       }
@@ -203,6 +217,7 @@ int main(int argc, char** argv) {
     }
     double seconds =
         std::chrono::duration<double>(Clock::now() - t0).count();
+    const double cpu = thread_cpu_seconds() - cpu0;
     if (phase == 1) {
       std::vector<double> l = tracker.latencies_us;
       std::sort(l.begin(), l.end());
@@ -212,9 +227,9 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"requests_per_s\": %.1f, \"responses_per_s\": %.1f, "
           "\"p50_us\": %.1f, \"p99_us\": %.1f, \"seconds\": %.4f, "
-          "\"requests\": %d}\n",
+          "\"requests\": %d, \"submit_us\": %.3f, \"submit_thread_cpu_us\": %.3f}\n",
           total / seconds, tracker.responses / seconds, pct(0.5), pct(0.99),
-          seconds, total);
+          seconds, total, submit_seconds / total * 1e6, cpu / total * 1e6);
     }
   }
   check(api.ServerStop(server));

@@ -210,11 +210,12 @@ void Request::add_input(const std::string& name, int datatype,
   state_->owners.push_back(std::move(owner));
 }
 
-void Request::add_host_array(const std::string& name, int datatype,
+bool Request::add_host_array(const std::string& name, int datatype,
                              nb::handle array) {
   Py_buffer view;
   if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
-    throw nb::python_error();
+    PyErr_Clear();
+    return false;
   }
   std::vector<int64_t> shape;
   if (view.shape != nullptr) shape.assign(view.shape, view.shape + view.ndim);
@@ -223,6 +224,7 @@ void Request::add_host_array(const std::string& name, int datatype,
   PyBuffer_Release(&view);
   add_input(name, datatype, shape, data, size, TRITONSERVER_MEMORY_CPU, 0,
             nb::borrow(array));
+  return true;
 }
 
 void Request::add_requested_output(const std::string& name) {
