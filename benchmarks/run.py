@@ -66,7 +66,7 @@ def workloads(quick: bool) -> list[Workload]:
                  asyncio_reference=True),
         Workload(f"{small} asyncio 64", "identity_fp32", inflight=64, requests=n(8000), clients=True,
                  target="throughput >= 0.8x floor", asyncio_reference=True),
-        Workload("identity 4 MiB sync", "identity_fp32", elements=MiB, requests=n(300), clients=True,
+        Workload("identity 4 MiB sync", "identity_fp32", elements=MiB, requests=n(1000), clients=True,
                  target="time <= 1.1x floor"),
         Workload("identity 4 MiB asyncio 8", "identity_fp32", elements=MiB, inflight=8, requests=n(400)),
         Workload("identity 64 MiB sync", "identity_fp32", elements=16 * MiB, requests=n(24), clients=True,

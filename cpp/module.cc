@@ -339,33 +339,10 @@ NB_MODULE(_core, m) {
                    [](const ResponseHandle& r) { return r.data->model_name; })
       .def_prop_ro("model_version",
                    [](const ResponseHandle& r) { return r.data->model_version; })
-      .def_prop_ro("request_id",
-                   [](const ResponseHandle& r) { return r.data->request_id; })
       .def_prop_ro("final",
                    [](const ResponseHandle& r) { return r.data->final; })
-      .def_prop_ro("error",
-                   [](const ResponseHandle& r) -> nb::object {
-                     if (!r.data->has_error) return nb::none();
-                     return nb::make_tuple(static_cast<int>(r.data->error_code),
-                                           r.data->error_message);
-                   },
-                   nb::for_getter(nb::sig("def error(self, /) -> tuple[int, str] | None")))
-      .def_prop_ro("parameters",
-                   [](const ResponseHandle& r) { return parameters_dict(*r.data); },
-                   nb::for_getter(nb::sig("def parameters(self, /) -> dict[str, str | int | bool | float | bytes]")))
-      .def_prop_ro("outputs", [](const ResponseHandle& r) {
-        nb::list out;
-        for (const OutputTensor& t : r.data->outputs) {
-          nb::object shape = nb::tuple(nb::cast(t.shape));
-          BufferHandle b{t.buffer, reinterpret_cast<uintptr_t>(t.buffer->data),
-                         t.byte_size};
-          out.append(nb::make_tuple(t.name, static_cast<int>(t.datatype),
-                                    shape, std::move(b)));
-        }
-        return out;
-      }, nb::for_getter(nb::sig("def outputs(self, /) -> list[tuple[str, int, tuple[int, ...], Buffer]]")))
-      // Everything InferenceResponse needs in one call (the per-request
-      // path): one crossing instead of five, outputs flattened.
+      // Everything InferenceResponse needs, in one call (this is on the
+      // per-request path): request id, parameters, final, error, outputs.
       .def_prop_ro("fields", [](const ResponseHandle& r) {
         const ResponseData& d = *r.data;
         nb::list outputs;
