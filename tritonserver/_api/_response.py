@@ -131,17 +131,20 @@ class AsyncResponseIterator(ResponseIterator):
             raise StopAsyncIteration
         core = self._request.try_next()
         if core is None:
-            waker = self._waker or self._attach()
-            core = await waker.wait(self._request, self._token, self._loop)
+            loop, waker = self._loop, self._waker
+            if loop is None or waker is None:
+                loop, waker = self._attach()
+            core = await waker.wait(self._request, self._token, loop)
         return self._deliver(core)
 
-    def _attach(self) -> "_async_wakeup.LoopWaker":
+    def _attach(self) -> "tuple[asyncio.AbstractEventLoop, _async_wakeup.LoopWaker]":
         """Route this request's wake-ups to its loop (on the first wait)."""
         wakeup = async_wakeup()
-        self._loop = self._loop or wakeup.running_loop()
-        waker = self._waker = wakeup.waker(self._loop)
+        loop: asyncio.AbstractEventLoop = self._loop or wakeup.running_loop()
+        waker: _async_wakeup.LoopWaker = wakeup.waker(loop)
         self._token = waker.attach(self._request)
-        return waker
+        self._loop, self._waker = loop, waker
+        return loop, waker
 
     def __iter__(self) -> Any:
         """Not iterable synchronously: use ``async for``."""
