@@ -6,16 +6,22 @@
 //               --repository DIR --backends DIR --model NAME
 //               [--input NAME ...] [--elements N]
 //               [--inflight N] [--requests N] [--stream-count N]
+//               [--client-work-us X]
 //
 // --inflight 1 is "one request at a time" (latency); N keeps N outstanding
 // (throughput). --stream-count sends COUNT=N to a decoupled model and counts
-// responses. Prints one JSON object: requests/s, responses/s, p50/p99 (us).
+// responses. --client-work-us X busy-waits X us on the submitting thread
+// before each request, standing for a client's own per-request work (the
+// asyncio reference column uses it). Prints one JSON object: requests/s,
+// responses/s, p50/p99 (us), and the submitting thread's cost per request
+// (time inside submit(), and its CPU time).
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -37,6 +43,7 @@ struct Args {
   int inflight = 1;
   int requests = 2000;
   int stream_count = 0;
+  double client_work_us = 0;  // busy time spent before each submit
 };
 
 Args parse(int argc, char** argv) {
@@ -53,6 +60,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--inflight") a.inflight = std::stoi(v);
     else if (k == "--requests") a.requests = std::stoi(v);
     else if (k == "--stream-count") a.stream_count = std::stoi(v);
+    else if (k == "--client-work-us") a.client_work_us = std::stod(v);
     else {
       std::fprintf(stderr, "unknown argument %s\n", k.c_str());
       std::exit(2);
@@ -123,6 +131,24 @@ void on_response(TRITONSERVER_InferenceResponse* response,
   }
 }
 
+// CPU time of the calling thread: what submitting costs the thread that
+// submits, whatever else runs on the machine.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Stands for a client's own per-request work (building its objects, its
+// event loop) on the submitting thread: a busy wait, not a sleep.
+void client_work(double us) {
+  if (us <= 0) return;
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double, std::micro>(us));
+  while (Clock::now() < end) {
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -187,12 +213,17 @@ int main(int argc, char** argv) {
       tracker.latencies_us.clear();
     }
     auto t0 = Clock::now();
+    const double cpu0 = thread_cpu_seconds();
+    double submit_seconds = 0;  // inside submit(), i.e. the core's own calls
     int submitted = 0;
     std::unique_lock<std::mutex> lock(tracker.mutex);
     while (tracker.completed < total) {
       while (submitted < total && submitted - tracker.completed < a.inflight) {
         lock.unlock();
+        client_work(a.client_work_us);
+        auto s0 = Clock::now();
         submit();
+        submit_seconds += std::chrono::duration<double>(Clock::now() - s0).count();
         ++submitted;
         lock.lock();
       }
@@ -203,6 +234,7 @@ int main(int argc, char** argv) {
     }
     double seconds =
         std::chrono::duration<double>(Clock::now() - t0).count();
+    const double cpu = thread_cpu_seconds() - cpu0;
     if (phase == 1) {
       std::vector<double> l = tracker.latencies_us;
       std::sort(l.begin(), l.end());
@@ -212,9 +244,9 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"requests_per_s\": %.1f, \"responses_per_s\": %.1f, "
           "\"p50_us\": %.1f, \"p99_us\": %.1f, \"seconds\": %.4f, "
-          "\"requests\": %d}\n",
+          "\"requests\": %d, \"submit_us\": %.3f, \"submit_thread_cpu_us\": %.3f}\n",
           total / seconds, tracker.responses / seconds, pct(0.5), pct(0.99),
-          seconds, total);
+          seconds, total, submit_seconds / total * 1e6, cpu / total * 1e6);
     }
   }
   check(api.ServerStop(server));

@@ -3,7 +3,7 @@ tritonclient (gRPC and HTTP against the `tritonserver` binary of the same
 core), interleaved, a few repetitions each; medians and ratios go to
 docs/benchmarks.md.
 
-    python benchmarks/run.py [--reps 3] [--out docs/benchmarks.md] [--quick]
+    python benchmarks/run.py [--reps 3] [--out docs/benchmarks.md] [--quick] [--only TEXT]
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ MODELS = ROOT / "tests" / "models"
 FLOOR = ROOT / "build" / "bench" / "c_api_floor"
 IDENTITY = ROOT / "build" / "identity" / "libtriton_identity.so"
 MiB = 1 << 20
+# asyncio_ceiling.py shapes and their labels in the report.
+ASYNCIO_REFERENCES = {"iterator": "asyncio", "api": "asyncio + API objects"}
 
 
 @dataclass
@@ -44,6 +46,9 @@ class Workload:
     requests: int = 2000
     stream_count: int = 0
     clients: bool = False  # also run through tritonclient
+    # Also run the asyncio references: asyncio alone (no Triton), and the
+    # floor with asyncio's own per-request time spent before each submit.
+    asyncio_reference: bool = False
     target: str = ""
     results: dict[str, list[float]] = field(default_factory=dict)
 
@@ -59,10 +64,11 @@ def workloads(quick: bool) -> list[Workload]:
     return [
         Workload(f"{small} sync", "identity_fp32", requests=n(4000), clients=True,
                  target="time <= 1.25x floor"),
-        Workload(f"{small} asyncio 8", "identity_fp32", inflight=8, requests=n(6000)),
-        Workload(f"{small} asyncio 64", "identity_fp32", inflight=64, requests=n(8000), clients=True,
-                 target="throughput >= 0.8x floor"),
-        Workload("identity 4 MiB sync", "identity_fp32", elements=MiB, requests=n(300), clients=True,
+        Workload(f"{small} asyncio 8", "identity_fp32", inflight=8, requests=n(30000),
+                 asyncio_reference=True),
+        Workload(f"{small} asyncio 64", "identity_fp32", inflight=64, requests=n(40000), clients=True,
+                 target="throughput >= 0.8x floor", asyncio_reference=True),
+        Workload("identity 4 MiB sync", "identity_fp32", elements=MiB, requests=n(1000), clients=True,
                  target="time <= 1.1x floor"),
         Workload("identity 4 MiB asyncio 8", "identity_fp32", elements=MiB, inflight=8, requests=n(400)),
         Workload("identity 64 MiB sync", "identity_fp32", elements=16 * MiB, requests=n(24), clients=True,
@@ -129,6 +135,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
+    parser.add_argument("--only", default="", help="run only the workloads whose name contains this")
     args = parser.parse_args()
 
     install = _triton_core.load_core()
@@ -148,7 +155,7 @@ def main() -> None:
         print("tritonclient not installed: out-of-process rows skipped", file=sys.stderr)
 
     started = time.monotonic()
-    items = workloads(args.quick)
+    items = [w for w in workloads(args.quick) if args.only in w.name]
     try:
         for rep in range(args.reps):
             for w in items:
@@ -166,6 +173,17 @@ def main() -> None:
                 ours = [sys.executable, str(ROOT / "benchmarks" / "bench_binding.py"),
                         "--repository", str(MODELS), "--backends", str(backends), *common]
                 runs = {"floor": floor, "ours": ours}
+                if w.asyncio_reference:
+                    # The asyncio references first: the time per request of
+                    # each is the client work a floor run spends before each
+                    # submit.
+                    for shape in ("iterator", "api"):
+                        label = ASYNCIO_REFERENCES[shape]
+                        alone = run_json([sys.executable, str(ROOT / "benchmarks" / "asyncio_ceiling.py"),
+                                          "--shape", shape, "--inflight", str(w.inflight),
+                                          "--requests", str(w.requests * 5)])
+                        w.results.setdefault(label, []).append(alone["requests_per_s"])
+                        runs["floor + " + label] = floor + ["--client-work-us", f"{alone['us_per_request']:.3f}"]
                 if server is not None and w.clients:
                     client = [sys.executable, str(ROOT / "benchmarks" / "bench_client.py"), "--model", w.model,
                               "--requests", str(max(10, w.requests // 4)), "--inflight", str(w.inflight),
@@ -199,27 +217,43 @@ def write_report(items: list[Workload], args: argparse.Namespace, seconds: float
         f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
         f"- Python {platform.python_version()}, numpy {__import__('numpy').__version__}, "
         f"Triton core {tritonserver.load_core()}",
-        f"- {args.reps} repetitions per workload, interleaved (floor, ours, gRPC, HTTP), medians; "
+        f"- {args.reps} repetitions per workload, interleaved (asyncio references, floor, ours, "
+        f"floor + references, gRPC, HTTP), medians; "
         f"whole run {seconds:.0f} s",
         "- floor: `benchmarks/c_api_floor.cc`, the same core driven directly from C++ with a malloc allocator",
         "- rates are requests/s (responses/s for the stream); `ours/floor` > 1 means faster than the floor",
         "",
-        "| workload | floor /s | ours /s | ours/floor | target | ours GB/s | gRPC /s | HTTP /s | ours/gRPC | ours/HTTP |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        "| workload | floor /s | ours /s | ours/floor | target | ours GB/s | gRPC /s | HTTP /s | ours/gRPC "
+        "| ours/HTTP | asyncio alone /s | asyncio + API objects /s | floor + asyncio /s "
+        "| floor + asyncio + API objects /s | ours/(floor + asyncio + API objects) |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    references = [ASYNCIO_REFERENCES["iterator"], ASYNCIO_REFERENCES["api"]]
+    references += ["floor + " + label for label in references]
     for w in items:
         floor, ours, grpc, http = (median(w, k) for k in ("floor", "ours", "grpc", "http"))
+        alone, api, floor_alone, floor_api = (median(w, k) for k in references)
         fmt = lambda v: f"{v:,.0f}" if v else "–"  # noqa: E731
         ratio = lambda a, b: f"{a / b:.2f}" if a and b else "–"  # noqa: E731
         gbps = f"{ours * w.bytes_per_request * 2 / 1e9:.2f}" if ours and w.elements >= MiB else "–"
         lines.append(
             f"| {w.name} | {fmt(floor)} | {fmt(ours)} | {ratio(ours, floor)} | {w.target or '–'} | {gbps} "
-            f"| {fmt(grpc)} | {fmt(http)} | {ratio(ours, grpc)} | {ratio(ours, http)} |"
+            f"| {fmt(grpc)} | {fmt(http)} | {ratio(ours, grpc)} | {ratio(ours, http)} "
+            f"| {fmt(alone)} | {fmt(api)} | {fmt(floor_alone)} | {fmt(floor_api)} | {ratio(ours, floor_api)} |"
         )
     lines += [
         "",
         "GB/s counts input plus output bytes per request. Python-backend rows include the backend's",
         "own inter-process hop (the stub), which the floor pays too.",
+        "",
+        "asyncio references (the asyncio rows of the identity model), measured in the same repetitions:",
+        "*asyncio alone* is `benchmarks/asyncio_ceiling.py`: CPython's asyncio with no Triton, each",
+        "request a future resolved from an eventfd reader and consumed with `async for`, the most any",
+        "asyncio client can do; *asyncio + API objects* also makes, per request, the objects the official",
+        "API hands out (an InferenceRequest; an InferenceResponse with a Tensor and its MemoryBuffer).",
+        "*floor + X* is the floor with X's time per request (1 / its rate) busy-waited on the submitting",
+        "thread before each submit (`c_api_floor --client-work-us`): the C API driven by a client whose",
+        "only per-request work is X. See the notes below for why that costs the core far more than X.",
         "",
     ]
     notes = ROOT / "benchmarks" / "NOTES.md"

@@ -56,6 +56,12 @@ nb::object to_python(const ParameterValue& v) {
   return nb::bytes(bytes.data(), bytes.size());
 }
 
+nb::dict parameters_dict(const ResponseData& data) {
+  nb::dict d;
+  for (const auto& [k, v] : data.parameters) d[k.c_str()] = to_python(v);
+  return d;
+}
+
 nb::object response_or_none(ResponsePtr p) {
   if (!p) return nb::none();
   return nb::cast(ResponseHandle{std::move(p)});
@@ -333,37 +339,31 @@ NB_MODULE(_core, m) {
                    [](const ResponseHandle& r) { return r.data->model_name; })
       .def_prop_ro("model_version",
                    [](const ResponseHandle& r) { return r.data->model_version; })
-      .def_prop_ro("request_id",
-                   [](const ResponseHandle& r) { return r.data->request_id; })
       .def_prop_ro("final",
                    [](const ResponseHandle& r) { return r.data->final; })
-      .def_prop_ro("error",
-                   [](const ResponseHandle& r) -> nb::object {
-                     if (!r.data->has_error) return nb::none();
-                     return nb::make_tuple(static_cast<int>(r.data->error_code),
-                                           r.data->error_message);
-                   },
-                   nb::for_getter(nb::sig("def error(self, /) -> tuple[int, str] | None")))
-      .def_prop_ro("parameters",
-                   [](const ResponseHandle& r) {
-                     nb::dict d;
-                     for (const auto& [k, v] : r.data->parameters) {
-                       d[k.c_str()] = to_python(v);
-                     }
-                     return d;
-                   },
-                   nb::for_getter(nb::sig("def parameters(self, /) -> dict[str, str | int | bool | float | bytes]")))
-      .def_prop_ro("outputs", [](const ResponseHandle& r) {
-        nb::list out;
-        for (const OutputTensor& t : r.data->outputs) {
-          nb::object shape = nb::tuple(nb::cast(t.shape));
-          BufferHandle b{t.buffer, reinterpret_cast<uintptr_t>(t.buffer->data),
-                         t.byte_size};
-          out.append(nb::make_tuple(t.name, static_cast<int>(t.datatype),
-                                    shape, std::move(b)));
+      // Everything InferenceResponse needs, in one call (this is on the
+      // per-request path): request id, parameters, final, error, outputs.
+      .def_prop_ro("fields", [](const ResponseHandle& r) {
+        const ResponseData& d = *r.data;
+        nb::list outputs;
+        for (const OutputTensor& t : d.outputs) {
+          const OutputBuffer& b = *t.buffer.get();
+          outputs.append(nb::make_tuple(
+              t.name, static_cast<int>(t.datatype), nb::cast(t.shape),
+              reinterpret_cast<uintptr_t>(b.data), static_cast<int>(b.memory_type),
+              b.memory_type_id, t.byte_size,
+              BufferHandle{t.buffer, reinterpret_cast<uintptr_t>(b.data),
+                           t.byte_size}));
         }
-        return out;
-      }, nb::for_getter(nb::sig("def outputs(self, /) -> list[tuple[str, int, tuple[int, ...], Buffer]]")));
+        nb::object error = nb::none();
+        if (d.has_error) {
+          error = nb::make_tuple(static_cast<int>(d.error_code), d.error_message);
+        }
+        return nb::make_tuple(d.request_id, parameters_dict(d), d.final,
+                              std::move(error), std::move(outputs));
+      }, nb::for_getter(nb::sig(
+          "def fields(self, /) -> tuple[str, dict[str, str | int | bool | float | bytes], bool, "
+          "tuple[int, str] | None, list[tuple[str, int, list[int], int, int, int, int, Buffer]]]")));
 
   nb::class_<Request>(m, "Request", nb::is_weak_referenceable())
       .def(nb::init<Server&, const std::string&, int64_t>(), "server"_a,

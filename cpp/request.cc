@@ -183,26 +183,27 @@ void Request::add_input(const std::string& name, int datatype,
                         int64_t memory_type_id, nb::object owner) {
   TRITONSERVER_InferenceRequest* h = live_handle();
   const TritonApi& api = triton();
-  std::string context = "input '" + name + "'";
-  check(api.InferenceRequestAddInput(
-            h, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype),
-            shape.data(), shape.size()),
-        context.c_str());
+  // The error context is built only on failure (this runs per request).
+  auto check_input = [&name](TRITONSERVER_Error* err) {
+    if (err != nullptr) check(err, ("input '" + name + "'").c_str());
+  };
+  check_input(api.InferenceRequestAddInput(
+      h, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype),
+      shape.data(), shape.size()));
   if (byte_size > 0) {
-    check(api.InferenceRequestAppendInputData(
-              h, name.c_str(), reinterpret_cast<const void*>(data_ptr),
-              byte_size, static_cast<TRITONSERVER_MemoryType>(memory_type),
-              memory_type_id),
-          context.c_str());
+    check_input(api.InferenceRequestAppendInputData(
+        h, name.c_str(), reinterpret_cast<const void*>(data_ptr), byte_size,
+        static_cast<TRITONSERVER_MemoryType>(memory_type), memory_type_id));
   }
   state_->owners.push_back(std::move(owner));
 }
 
-void Request::add_host_array(const std::string& name, int datatype,
+bool Request::add_host_array(const std::string& name, int datatype,
                              nb::handle array) {
   Py_buffer view;
   if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
-    throw nb::python_error();
+    PyErr_Clear();
+    return false;
   }
   std::vector<int64_t> shape;
   if (view.shape != nullptr) shape.assign(view.shape, view.shape + view.ndim);
@@ -211,6 +212,7 @@ void Request::add_host_array(const std::string& name, int datatype,
   PyBuffer_Release(&view);
   add_input(name, datatype, shape, data, size, TRITONSERVER_MEMORY_CPU, 0,
             nb::borrow(array));
+  return true;
 }
 
 void Request::add_requested_output(const std::string& name) {

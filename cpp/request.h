@@ -86,7 +86,9 @@ class Request {
                  nanobind::object owner);
   // Fast path for C-contiguous host arrays (NumPy): pointer, shape and size
   // come from the buffer protocol; `array` itself is kept as the owner.
-  void add_host_array(const std::string& name, int datatype,
+  // Returns false, adding nothing, when `array` exports no C-contiguous
+  // buffer (the caller then takes the general path).
+  bool add_host_array(const std::string& name, int datatype,
                       nanobind::handle array);
   void add_requested_output(const std::string& name);
   void set_output_memory(int memory_type, int64_t memory_type_id);

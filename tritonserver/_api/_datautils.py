@@ -78,17 +78,19 @@ def numpy_to_triton_dtype(dtype: Any) -> DataType:
         ) from None
 
 
-_HOST_ARRAY_TYPES: dict[Any, int] = {}
+HOST_ARRAY_TYPES: dict[Any, int] = {}
 
 
 def host_array_data_type(dtype: Any) -> "int | None":
     """The Triton type code for a NumPy dtype whose memory Triton can read as
-    it is (None for BYTES-like and unsupported dtypes). Cached per dtype."""
-    code = _HOST_ARRAY_TYPES.get(dtype)
+    it is (None for BYTES-like, byte-swapped and unsupported dtypes). Cached
+    per dtype (`HOST_ARRAY_TYPES`, which callers may read first)."""
+    code = HOST_ARRAY_TYPES.get(dtype)
     if code is None:
-        if dtype.kind in "OSU" or (dtype.kind, dtype.itemsize) not in _NUMPY_KIND_TO_TRITON:
+        if (dtype.kind in "OSU" or not dtype.isnative
+                or (dtype.kind, dtype.itemsize) not in _NUMPY_KIND_TO_TRITON):
             return None
-        code = _HOST_ARRAY_TYPES[dtype] = int(_NUMPY_KIND_TO_TRITON[(dtype.kind, dtype.itemsize)])
+        code = HOST_ARRAY_TYPES[dtype] = int(_NUMPY_KIND_TO_TRITON[(dtype.kind, dtype.itemsize)])
     return code
 
 

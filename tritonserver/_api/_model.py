@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ._enums import ModelBatchFlag, ModelTxnPropertyFlag
 from ._request import InferenceRequest
-from ._response import AsyncResponseIterator, ResponseIterator
+from ._response import AsyncResponseIterator, ResponseIterator, async_wakeup
 from ._response_queue import register_user_queue, unregister_user_queue
 
 if TYPE_CHECKING:
@@ -84,9 +84,7 @@ class Model:
     ) -> AsyncResponseIterator:
         """Like infer(), for asyncio: ``async for response in ...``. Call it
         with an event loop running in this thread."""
-        import asyncio
-
-        loop = asyncio.get_running_loop()
+        loop = async_wakeup().running_loop()
         request = inference_request or self.create_request(**kwargs)
         core_request = self._submit(request, loop)
         return AsyncResponseIterator(self, core_request, request, raise_on_error, loop)

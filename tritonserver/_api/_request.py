@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .. import _core
-from ._datautils import DeviceOrMemoryType, host_array_data_type, parse_device_or_memory_type
+from ._datautils import HOST_ARRAY_TYPES, DeviceOrMemoryType, host_array_data_type, parse_device_or_memory_type
 from ._errors import InvalidArgumentError
 from ._tensor import Tensor
 
@@ -81,14 +81,16 @@ class InferenceRequest:
                     _text(f"parameter {key!r}", value)
                 getattr(request, setter)(key, value)
             numpy = sys.modules.get("numpy")
+            ndarray = numpy.ndarray if numpy is not None else None
             inputs: dict[str, Any] = self.inputs  # values of any kind, checked below
             for name, item in inputs.items():
-                name = _text("input name", name)
-                if (numpy is not None and type(item) is numpy.ndarray and item.flags.c_contiguous
-                        and item.dtype.isnative):
-                    data_type = host_array_data_type(item.dtype)
-                    if data_type is not None:  # the common case, without Tensor objects
-                        request.add_host_array(name, data_type, item)
+                if type(name) is not str or "\x00" in name:
+                    name = _text("input name", name)
+                if type(item) is ndarray:
+                    # The common case, without Tensor objects: a native-order
+                    # array of a plain type, taken by the core if C-contiguous.
+                    data_type = HOST_ARRAY_TYPES.get(item.dtype) or host_array_data_type(item.dtype)
+                    if data_type is not None and request.add_host_array(name, data_type, item):
                         continue
                 tensor = Tensor._from_object(item)
                 _check_extent(name, tensor)

@@ -15,7 +15,9 @@ from ._tensor import Tensor
 
 if TYPE_CHECKING:
     import asyncio
+    from types import ModuleType
 
+    from . import _async_wakeup
     from ._model import Model
     from ._request import InferenceRequest
 
@@ -23,6 +25,20 @@ if TYPE_CHECKING:
 # Enum members by value: indexing is cheaper than calling the enum class.
 _DATA_TYPES = tuple(DataType)
 _MEMORY_TYPES = tuple(MemoryType)
+
+_wakeup: "Optional[ModuleType]" = None
+
+
+def async_wakeup() -> Any:
+    """The `_async_wakeup` module, imported (with asyncio) on first use and
+    kept in a global: import statements on the per-request path cost ~0.7 us
+    per request in the asyncio profile."""
+    global _wakeup
+    if _wakeup is None:
+        from . import _async_wakeup
+
+        _wakeup = _async_wakeup
+    return _wakeup
 
 
 @dataclass
@@ -41,23 +57,19 @@ class InferenceResponse:
     @staticmethod
     def _from_core(model: "Model", request: "InferenceRequest", core: "_core.Response",
                    cancelled: bool = False) -> "InferenceResponse":
-        response = InferenceResponse(
-            model,
-            request_id=core.request_id or request.request_id,
-            parameters=core.parameters,
-            final=core.final,
-        )
-        outputs = response.outputs
-        for name, data_type, shape, buffer in core.outputs:
-            memory = MemoryBuffer(
-                buffer.data_ptr, _MEMORY_TYPES[buffer.memory_type], buffer.memory_type_id, buffer.size, buffer
+        request_id, parameters, final, core_error, core_outputs = core.fields
+        outputs = {}
+        for name, data_type, shape, data_ptr, memory_type, memory_type_id, size, buffer in core_outputs:
+            outputs[name] = Tensor(
+                _DATA_TYPES[data_type], shape,
+                MemoryBuffer(data_ptr, _MEMORY_TYPES[memory_type], memory_type_id, size, buffer),
             )
-            outputs[name] = Tensor(_DATA_TYPES[data_type], list(shape), memory)
-        if core.error is not None:
-            response.error = error_from_code(*core.error)
-        elif cancelled and response.final and not response.outputs:
-            response.error = CancelledError("request cancelled")
-        return response
+        error: Optional[TritonError] = None
+        if core_error is not None:
+            error = error_from_code(*core_error)
+        elif cancelled and final and not outputs:
+            error = CancelledError("request cancelled")
+        return InferenceResponse(model, request_id or request.request_id, parameters, outputs, error, None, final)
 
 
 class ResponseIterator:
@@ -107,7 +119,8 @@ class AsyncResponseIterator(ResponseIterator):
                  raise_on_error: bool = False, loop: Optional["asyncio.AbstractEventLoop"] = None) -> None:
         super().__init__(model, request, inference_request, raise_on_error)
         self._loop = loop
-        self._token: Optional[int] = None
+        self._waker: Optional["_async_wakeup.LoopWaker"] = None
+        self._token = 0
 
     def __aiter__(self) -> "AsyncResponseIterator":
         """The iterator itself."""
@@ -119,16 +132,20 @@ class AsyncResponseIterator(ResponseIterator):
             raise StopAsyncIteration
         core = self._request.try_next()
         if core is None:
-            from . import _async_wakeup
-
-            if self._token is None:
-                import asyncio
-
-                self._loop = self._loop or asyncio.get_running_loop()
-                self._token = _async_wakeup.attach(self._request, self._loop)
-            assert self._loop is not None  # set with the token
-            core = await _async_wakeup.wait_for_response(self._request, self._token, self._loop)
+            loop, waker = self._loop, self._waker
+            if loop is None or waker is None:
+                loop, waker = self._attach()
+            core = await waker.wait(self._request, self._token, loop)
         return self._deliver(core)
+
+    def _attach(self) -> "tuple[asyncio.AbstractEventLoop, _async_wakeup.LoopWaker]":
+        """Route this request's wake-ups to its loop (on the first wait)."""
+        wakeup = async_wakeup()
+        loop: asyncio.AbstractEventLoop = self._loop or wakeup.running_loop()
+        waker: _async_wakeup.LoopWaker = wakeup.waker(loop)
+        self._token = waker.attach(self._request)
+        self._loop, self._waker = loop, waker
+        return loop, waker
 
     def __iter__(self) -> Any:
         """Not iterable synchronously: use ``async for``."""
