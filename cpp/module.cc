@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "allocator.h"
+#include "asyncio_waiters.h"
 #include "cuda_runtime.h"
 #include "custom_metrics.h"
 #include "deferred_release.h"
@@ -28,11 +29,6 @@ namespace {
 // The tritonserver error classes, indexed by TRITONSERVER_Error_Code; set
 // once from Python (the classes live in tritonserver._api._errors).
 std::vector<nb::object>* g_error_classes = new std::vector<nb::object>();
-
-// Python view of one response (the data stays shared with other holders).
-struct ResponseHandle {
-  ResponsePtr data;
-};
 
 // Python view of one output buffer: a reference plus the tensor's extent.
 struct BufferHandle {
@@ -66,6 +62,24 @@ nb::object response_or_none(ResponsePtr p) {
   if (!p) return nb::none();
   return nb::cast(ResponseHandle{std::move(p)});
 }
+
+// AsyncioWaiters holds futures (which hold their loop, whose reader callback
+// holds the waiters): let the garbage collector see and break that cycle.
+int waiters_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  return nb::inst_ptr<AsyncioWaiters>(self)->traverse(visit, arg);
+}
+
+int waiters_clear(PyObject* self) {
+  if (nb::inst_ready(self)) nb::inst_ptr<AsyncioWaiters>(self)->clear();
+  return 0;
+}
+
+PyType_Slot waiters_slots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(waiters_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(waiters_clear)},
+    {0, nullptr}};
 
 }  // namespace
 }  // namespace tsb
@@ -381,8 +395,7 @@ NB_MODULE(_core, m) {
       .def("add_input", &Request::add_input, "name"_a, "datatype"_a,
            "shape"_a, "data_ptr"_a, "byte_size"_a, "memory_type"_a,
            "memory_type_id"_a, "owner"_a)
-      .def("add_host_array", &Request::add_host_array, "name"_a,
-           "datatype"_a, "array"_a)
+      .def("add_host_array", &Request::add_host_array, "name"_a, "array"_a)
       .def("add_requested_output", &Request::add_requested_output)
       .def("set_output_memory", &Request::set_output_memory)
       .def("set_dispatch_token", &Request::set_dispatch_token)
@@ -418,6 +431,19 @@ NB_MODULE(_core, m) {
       .def_static("create", [] { return std::make_shared<LoopNotifier>(); })
       .def_prop_ro("fd", &LoopNotifier::fd)
       .def("drain", &LoopNotifier::drain);
+
+  // Used on the loop's thread only (the loop's own callbacks and tasks).
+  nb::class_<AsyncioWaiters>(m, "AsyncioWaiters", nb::type_slots(waiters_slots))
+      .def(nb::init<>())
+      .def_prop_ro("fd", &AsyncioWaiters::fd)
+      .def_prop_ro("waiting", &AsyncioWaiters::waiting)
+      .def("submit", &AsyncioWaiters::submit)
+      .def("attach", &AsyncioWaiters::attach)
+      .def("next", &AsyncioWaiters::next,
+           nb::sig("def next(self, request: Request, loop: object, /) -> "
+                   "Response | collections.abc.Awaitable[Response]"))
+      .def("forget", &AsyncioWaiters::forget)
+      .def("on_ready", &AsyncioWaiters::on_ready);
 
   m.def(
       "dispatch_pop",

@@ -198,11 +198,57 @@ void Request::add_input(const std::string& name, int datatype,
   state_->owners.push_back(std::move(owner));
 }
 
-bool Request::add_host_array(const std::string& name, int datatype,
-                             nb::handle array) {
+namespace {
+
+// The Triton type of a buffer-protocol element (struct-module format, as
+// NumPy exports it), or INVALID: byte-swapped, or no Triton equivalent.
+TRITONSERVER_DataType buffer_data_type(const char* format, Py_ssize_t size) {
+  if (format == nullptr) return TRITONSERVER_TYPE_UINT8;  // plain bytes
+  switch (*format) {
+    case '@':
+    case '=':
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    case '<':
+#else
+    case '>':
+    case '!':
+#endif
+      ++format;
+      break;
+    default:
+      break;
+  }
+  if (format[0] == '\0' || format[1] != '\0') return TRITONSERVER_TYPE_INVALID;
+  const char c = format[0];
+  if (c == '?' && size == 1) return TRITONSERVER_TYPE_BOOL;
+  if (c == 'e' && size == 2) return TRITONSERVER_TYPE_FP16;
+  if (c == 'f' && size == 4) return TRITONSERVER_TYPE_FP32;
+  if (c == 'd' && size == 8) return TRITONSERVER_TYPE_FP64;
+  const bool is_signed = c == 'b' || c == 'h' || c == 'i' || c == 'l' || c == 'q';
+  const bool is_unsigned = c == 'B' || c == 'H' || c == 'I' || c == 'L' || c == 'Q';
+  if (!is_signed && !is_unsigned) return TRITONSERVER_TYPE_INVALID;
+  switch (size) {
+    case 1: return is_signed ? TRITONSERVER_TYPE_INT8 : TRITONSERVER_TYPE_UINT8;
+    case 2: return is_signed ? TRITONSERVER_TYPE_INT16 : TRITONSERVER_TYPE_UINT16;
+    case 4: return is_signed ? TRITONSERVER_TYPE_INT32 : TRITONSERVER_TYPE_UINT32;
+    case 8: return is_signed ? TRITONSERVER_TYPE_INT64 : TRITONSERVER_TYPE_UINT64;
+    default: return TRITONSERVER_TYPE_INVALID;
+  }
+}
+
+}  // namespace
+
+bool Request::add_host_array(const std::string& name, nb::handle array) {
   Py_buffer view;
-  if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+  if (PyObject_GetBuffer(array.ptr(), &view,
+                         PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
     PyErr_Clear();
+    return false;
+  }
+  const TRITONSERVER_DataType datatype =
+      buffer_data_type(view.format, view.itemsize);
+  if (datatype == TRITONSERVER_TYPE_INVALID) {
+    PyBuffer_Release(&view);
     return false;
   }
   std::vector<int64_t> shape;

@@ -88,8 +88,9 @@ class Request {
   // come from the buffer protocol; `array` itself is kept as the owner.
   // Returns false, adding nothing, when `array` exports no C-contiguous
   // buffer (the caller then takes the general path).
-  bool add_host_array(const std::string& name, int datatype,
-                      nanobind::handle array);
+  // The Triton type comes from the buffer's format (native byte order
+  // only); false too for a format with no Triton equivalent.
+  bool add_host_array(const std::string& name, nanobind::handle array);
   void add_requested_output(const std::string& name);
   void set_output_memory(int memory_type, int64_t memory_type_id);
   void set_dispatch_token(uint64_t token);
@@ -105,6 +106,9 @@ class Request {
   // Gives up an unsubmitted request now (e.g. after a validation error):
   // its core handle is deleted and its inputs released.
   void discard() noexcept { state_->discard(); }
+  const std::shared_ptr<RequestState>& state() const noexcept {
+    return state_;
+  }
 
  private:
   TRITONSERVER_InferenceRequest* live_handle();

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .. import _core
-from ._datautils import HOST_ARRAY_TYPES, DeviceOrMemoryType, host_array_data_type, parse_device_or_memory_type
+from ._datautils import DeviceOrMemoryType, parse_device_or_memory_type
 from ._errors import InvalidArgumentError
 from ._tensor import Tensor
 
@@ -86,12 +86,12 @@ class InferenceRequest:
             for name, item in inputs.items():
                 if type(name) is not str or "\x00" in name:
                     name = _text("input name", name)
-                if type(item) is ndarray:
-                    # The common case, without Tensor objects: a native-order
-                    # array of a plain type, taken by the core if C-contiguous.
-                    data_type = HOST_ARRAY_TYPES.get(item.dtype) or host_array_data_type(item.dtype)
-                    if data_type is not None and request.add_host_array(name, data_type, item):
-                        continue
+                # The common case, without Tensor objects: a C-contiguous,
+                # native-order array of a plain type, taken by the core (its
+                # Triton type read from the buffer format); anything else
+                # is declined and takes the general path.
+                if type(item) is ndarray and request.add_host_array(name, item):
+                    continue
                 tensor = Tensor._from_object(item)
                 _check_extent(name, tensor)
                 request.add_input(

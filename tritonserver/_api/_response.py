@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 # Enum members by value: indexing is cheaper than calling the enum class.
 _DATA_TYPES = tuple(DataType)
 _MEMORY_TYPES = tuple(MemoryType)
+_CoreResponse = _core.Response
 
 _wakeup: "Optional[ModuleType]" = None
 
@@ -116,11 +117,18 @@ class AsyncResponseIterator(ResponseIterator):
     loop without a thread per request."""
 
     def __init__(self, model: "Model", request: "_core.Request", inference_request: "InferenceRequest",
-                 raise_on_error: bool = False, loop: Optional["asyncio.AbstractEventLoop"] = None) -> None:
-        super().__init__(model, request, inference_request, raise_on_error)
+                 raise_on_error: bool = False, loop: Optional["asyncio.AbstractEventLoop"] = None,
+                 waiters: Optional["_core.AsyncioWaiters"] = None) -> None:
+        # ResponseIterator's fields, set here (this runs once per request).
+        self._model = model
+        self._request = request
+        self._inference_request = inference_request
+        self._raise_on_error = raise_on_error
+        self._complete = False
+        self._cancelled = False
         self._loop = loop
-        self._waker: Optional["_async_wakeup.LoopWaker"] = None
-        self._token = 0
+        # The loop's waiters, when the request was submitted attached to them.
+        self._waiters = waiters
 
     def __aiter__(self) -> "AsyncResponseIterator":
         """The iterator itself."""
@@ -130,22 +138,27 @@ class AsyncResponseIterator(ResponseIterator):
         """The next response, awaited on the calling event loop."""
         if self._complete:
             raise StopAsyncIteration
-        core = self._request.try_next()
-        if core is None:
-            loop, waker = self._loop, self._waker
-            if loop is None or waker is None:
-                loop, waker = self._attach()
-            core = await waker.wait(self._request, self._token, loop)
+        waiters = self._waiters
+        if waiters is None:
+            waiters = self._attach()
+        # The queued response, or a future that the loop's waiters resolve.
+        core = waiters.next(self._request, self._loop)
+        if core.__class__ is not _CoreResponse:
+            try:
+                core = await core
+            except BaseException:  # cancelled: stop holding the future
+                waiters.forget(self._request)
+                raise
         return self._deliver(core)
 
-    def _attach(self) -> "tuple[asyncio.AbstractEventLoop, _async_wakeup.LoopWaker]":
+    def _attach(self) -> "_core.AsyncioWaiters":
         """Route this request's wake-ups to its loop (on the first wait)."""
         wakeup = async_wakeup()
         loop: asyncio.AbstractEventLoop = self._loop or wakeup.running_loop()
-        waker: _async_wakeup.LoopWaker = wakeup.waker(loop)
-        self._token = waker.attach(self._request)
-        self._loop, self._waker = loop, waker
-        return loop, waker
+        waiters: _core.AsyncioWaiters = wakeup.waker(loop)
+        waiters.attach(self._request)
+        self._loop, self._waiters = loop, waiters
+        return waiters
 
     def __iter__(self) -> Any:
         """Not iterable synchronously: use ``async for``."""
