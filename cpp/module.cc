@@ -30,6 +30,20 @@ namespace {
 // once from Python (the classes live in tritonserver._api._errors).
 std::vector<nb::object>* g_error_classes = new std::vector<nb::object>();
 
+// DataType and MemoryType members indexed by value, set once from Python:
+// `fields` hands out members, not ints (no per-output lookup in Python).
+struct EnumTables {
+  nb::object data_types, memory_types;
+};
+EnumTables* g_enums = new EnumTables();  // never freed, like the above
+
+nb::object enum_member(const nb::object& table, int value) {
+  if (table.is_valid() && value >= 0 && value < PyTuple_Size(table.ptr())) {
+    return nb::borrow(PyTuple_GetItem(table.ptr(), value));
+  }
+  return nb::int_(value);
+}
+
 // Python view of one output buffer: a reference plus the tensor's extent.
 struct BufferHandle {
   BufferRef ref;
@@ -120,6 +134,10 @@ NB_MODULE(_core, m) {
   m.def("set_error_classes", [](std::vector<nb::object> classes) {
     *g_error_classes = std::move(classes);
   });
+  m.def("set_enum_tables", [](nb::tuple data_types, nb::tuple memory_types) {
+    g_enums->data_types = std::move(data_types);
+    g_enums->memory_types = std::move(memory_types);
+  }, "data_types"_a, "memory_types"_a);
 
   // --- core and CUDA loading -------------------------------------------
   m.def(
@@ -363,8 +381,9 @@ NB_MODULE(_core, m) {
         for (const OutputTensor& t : d.outputs) {
           const OutputBuffer& b = *t.buffer.get();
           outputs.append(nb::make_tuple(
-              t.name, static_cast<int>(t.datatype), nb::cast(t.shape),
-              reinterpret_cast<uintptr_t>(b.data), static_cast<int>(b.memory_type),
+              t.name, enum_member(g_enums->data_types, static_cast<int>(t.datatype)),
+              nb::cast(t.shape), reinterpret_cast<uintptr_t>(b.data),
+              enum_member(g_enums->memory_types, static_cast<int>(b.memory_type)),
               b.memory_type_id, t.byte_size,
               BufferHandle{t.buffer, reinterpret_cast<uintptr_t>(b.data),
                            t.byte_size}));
@@ -377,7 +396,7 @@ NB_MODULE(_core, m) {
                               std::move(error), std::move(outputs));
       }, nb::for_getter(nb::sig(
           "def fields(self, /) -> tuple[str, dict[str, str | int | bool | float | bytes], bool, "
-          "tuple[int, str] | None, list[tuple[str, int, list[int], int, int, int, int, Buffer]]]")));
+          "tuple[int, str] | None, list[tuple[str, enum.IntEnum, list[int], int, enum.IntEnum, int, int, Buffer]]]")));
 
   nb::class_<Request>(m, "Request", nb::is_weak_referenceable())
       .def(nb::init<Server&, const std::string&, int64_t>(), "server"_a,

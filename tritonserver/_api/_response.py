@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 
 # Enum members by value: indexing is cheaper than calling the enum class.
-_DATA_TYPES = tuple(DataType)
-_MEMORY_TYPES = tuple(MemoryType)
+# The core's `fields` hands out these members directly.
+_core.set_enum_tables(tuple(DataType), tuple(MemoryType))
 _CoreResponse = _core.Response
 
 _wakeup: "Optional[ModuleType]" = None
@@ -58,19 +58,22 @@ class InferenceResponse:
     @staticmethod
     def _from_core(model: "Model", request: "InferenceRequest", core: "_core.Response",
                    cancelled: bool = False) -> "InferenceResponse":
-        request_id, parameters, final, core_error, core_outputs = core.fields
-        outputs = {}
-        for name, data_type, shape, data_ptr, memory_type, memory_type_id, size, buffer in core_outputs:
-            outputs[name] = Tensor(
-                _DATA_TYPES[data_type], shape,
-                MemoryBuffer(data_ptr, _MEMORY_TYPES[memory_type], memory_type_id, size, buffer),
-            )
-        error: Optional[TritonError] = None
-        if core_error is not None:
-            error = error_from_code(*core_error)
-        elif cancelled and final and not outputs:
-            error = CancelledError("request cancelled")
-        return InferenceResponse(model, request_id or request.request_id, parameters, outputs, error, None, final)
+        return _from_core(model, request, core, cancelled)
+
+
+def _from_core(model: "Model", request: "InferenceRequest", core: "_core.Response",
+               cancelled: bool = False) -> InferenceResponse:
+    """The InferenceResponse of a native response (runs once per response)."""
+    request_id, parameters, final, core_error, core_outputs = core.fields
+    outputs = {}
+    for name, data_type, shape, data_ptr, memory_type, memory_type_id, size, buffer in core_outputs:
+        outputs[name] = Tensor(data_type, shape, MemoryBuffer(data_ptr, memory_type, memory_type_id, size, buffer))
+    error: Optional[TritonError] = None
+    if core_error is not None:
+        error = error_from_code(*core_error)
+    elif cancelled and final and not outputs:
+        error = CancelledError("request cancelled")
+    return InferenceResponse(model, request_id or request.request_id, parameters, outputs, error, None, final)
 
 
 class ResponseIterator:
@@ -99,7 +102,7 @@ class ResponseIterator:
         return self._deliver(core)
 
     def _deliver(self, core: "_core.Response") -> InferenceResponse:
-        response = InferenceResponse._from_core(self._model, self._inference_request, core, self._cancelled)
+        response = _from_core(self._model, self._inference_request, core, self._cancelled)
         self._complete = response.final
         if response.error is not None and self._raise_on_error:
             raise response.error
@@ -149,7 +152,12 @@ class AsyncResponseIterator(ResponseIterator):
             except BaseException:  # cancelled: stop holding the future
                 waiters.forget(self._request)
                 raise
-        return self._deliver(core)
+        # As ResponseIterator._deliver, inline (once per response).
+        response = _from_core(self._model, self._inference_request, core, self._cancelled)
+        self._complete = response.final
+        if response.error is not None and self._raise_on_error:
+            raise response.error
+        return response
 
     def _attach(self) -> "_core.AsyncioWaiters":
         """Route this request's wake-ups to its loop (on the first wait)."""
