@@ -137,7 +137,9 @@ NB_MODULE(_core, m) {
   m.def("set_enum_tables", [](nb::tuple data_types, nb::tuple memory_types) {
     g_enums->data_types = std::move(data_types);
     g_enums->memory_types = std::move(memory_types);
-  }, "data_types"_a, "memory_types"_a);
+  }, "data_types"_a, "memory_types"_a,
+  nb::sig("def set_enum_tables(data_types: tuple[object, ...], "
+          "memory_types: tuple[object, ...]) -> None"));
 
   // --- core and CUDA loading -------------------------------------------
   m.def(
@@ -396,7 +398,7 @@ NB_MODULE(_core, m) {
                               std::move(error), std::move(outputs));
       }, nb::for_getter(nb::sig(
           "def fields(self, /) -> tuple[str, dict[str, str | int | bool | float | bytes], bool, "
-          "tuple[int, str] | None, list[tuple[str, enum.IntEnum, list[int], int, enum.IntEnum, int, int, Buffer]]]")));
+          "tuple[int, str] | None, list[tuple[str, typing.Any, list[int], int, typing.Any, int, int, Buffer]]]")));
 
   nb::class_<Request>(m, "Request", nb::is_weak_referenceable())
       .def(nb::init<Server&, const std::string&, int64_t>(), "server"_a,

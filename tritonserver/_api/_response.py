@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     import asyncio
     from types import ModuleType
 
-    from . import _async_wakeup
     from ._model import Model
     from ._request import InferenceRequest
 
@@ -146,7 +145,7 @@ class AsyncResponseIterator(ResponseIterator):
             waiters = self._attach()
         # The queued response, or a future that the loop's waiters resolve.
         core = waiters.next(self._request, self._loop)
-        if core.__class__ is not _CoreResponse:
+        if not isinstance(core, _CoreResponse):
             try:
                 core = await core
             except BaseException:  # cancelled: stop holding the future
