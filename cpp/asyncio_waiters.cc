@@ -15,6 +15,7 @@ struct Names {
   nb::object create_future = nb::steal(PyUnicode_InternFromString("create_future"));
   nb::object done = nb::steal(PyUnicode_InternFromString("done"));
   nb::object set_result = nb::steal(PyUnicode_InternFromString("set_result"));
+  nb::object loop_kwname = nb::make_tuple(nb::steal(PyUnicode_InternFromString("loop")));
 };
 
 const Names& names() {
@@ -31,7 +32,9 @@ nb::object call_method(nb::handle self, const nb::object& name,
 
 }  // namespace
 
-AsyncioWaiters::AsyncioWaiters() : notifier_(std::make_shared<LoopNotifier>()) {
+AsyncioWaiters::AsyncioWaiters(nb::object future_type)
+    : notifier_(std::make_shared<LoopNotifier>()) {
+  if (!future_type.is_none()) future_type_ = std::move(future_type);
   names();
 }
 
@@ -55,7 +58,16 @@ nb::object AsyncioWaiters::next(Request& request, nb::handle loop) {
   if (ResponsePtr r = state->queue.try_pop()) {
     return nb::cast(ResponseHandle{std::move(r)});
   }
-  nb::object future = call_method(loop, names().create_future);
+  nb::object future;
+  if (future_type_.is_valid()) {
+    PyObject* args[] = {loop.ptr()};  // Future(loop=loop)
+    PyObject* f = PyObject_Vectorcall(future_type_.ptr(), args, 0,
+                                      names().loop_kwname.ptr());
+    if (f == nullptr) throw nb::python_error();
+    future = nb::steal(f);
+  } else {
+    future = call_method(loop, names().create_future);
+  }
   // A response arriving from here on is reported through the notifier, and
   // on_ready runs on this thread only after this returns.
   waiting_.insert_or_assign(token(state.get()), Waiter{state, future});
@@ -100,6 +112,7 @@ void AsyncioWaiters::on_ready() {
 }
 
 int AsyncioWaiters::traverse(visitproc visit, void* arg) {
+  Py_VISIT(future_type_.ptr());
   for (auto& [t, w] : waiting_) Py_VISIT(w.future.ptr());
   return 0;
 }

@@ -23,7 +23,10 @@ namespace tsb {
 
 class AsyncioWaiters {
  public:
-  AsyncioWaiters();
+  // `future_type`: asyncio.Future when the loop's create_future() is
+  // asyncio's own (the future is then made as Future(loop=loop), without
+  // the Python frame of create_future), else None.
+  explicit AsyncioWaiters(nanobind::object future_type);
   AsyncioWaiters(const AsyncioWaiters&) = delete;
   AsyncioWaiters& operator=(const AsyncioWaiters&) = delete;
 
@@ -59,6 +62,7 @@ class AsyncioWaiters {
     return reinterpret_cast<uintptr_t>(state);
   }
 
+  nanobind::object future_type_;  // null: call loop.create_future()
   std::shared_ptr<LoopNotifier> notifier_;
   std::unordered_map<uint64_t, Waiter> waiting_;
   std::vector<uint64_t> spare_;  // reused drain buffer

@@ -455,7 +455,8 @@ NB_MODULE(_core, m) {
 
   // Used on the loop's thread only (the loop's own callbacks and tasks).
   nb::class_<AsyncioWaiters>(m, "AsyncioWaiters", nb::type_slots(waiters_slots))
-      .def(nb::init<>())
+      .def(nb::init<nb::object>(), "future_type"_a.none(),
+           nb::sig("def __init__(self, future_type: type | None) -> None"))
       .def_prop_ro("fd", &AsyncioWaiters::fd)
       .def_prop_ro("waiting", &AsyncioWaiters::waiting)
       .def("submit", &AsyncioWaiters::submit)

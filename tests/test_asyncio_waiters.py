@@ -172,3 +172,28 @@ def test_host_array_declined_for_the_general_path(server, model, array):
         assert not request.add_host_array("X", array)
     finally:
         request.discard()
+
+
+def test_a_loop_with_its_own_create_future_makes_the_futures(model):
+    # asyncio's own loops get Future(loop=loop) made natively; a loop that
+    # overrides create_future() (as uvloop does) is asked for each future.
+    made = []
+
+    class CountingLoop(asyncio.SelectorEventLoop):
+        def create_future(self):
+            future = super().create_future()
+            made.append(future)
+            return future
+
+    async def main():
+        stream = model("streaming").async_infer(inputs=streaming_inputs(3, delay_ms=20))
+        return [r async for r in stream]
+
+    loop = CountingLoop()
+    try:
+        # No wait_for: it would make futures of its own.
+        responses = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert _values(responses) == [0, 1, 2]
+    assert made and all(f.done() for f in made)

@@ -87,9 +87,16 @@ class Model:
         wakeup = async_wakeup()
         loop = wakeup.running_loop()
         waiters = wakeup.waker(loop)
-        request = inference_request or self.create_request(**kwargs)
-        core_request = self._submit(request, loop, waiters)
-        return AsyncResponseIterator(self, core_request, request, raise_on_error, loop, waiters)
+        # create_request(), inline: this runs for every request.
+        if inference_request is None:
+            kwargs.pop("model", None)
+            inference_request = InferenceRequest(self, **kwargs)
+        if inference_request.response_queue is None:
+            core_request = inference_request._create_core_request()
+            waiters.submit(core_request)  # attach and submit, one call
+        else:
+            core_request = self._submit(inference_request, loop, waiters)
+        return AsyncResponseIterator(self, core_request, inference_request, raise_on_error, loop, waiters)
 
     def _submit(self, request: InferenceRequest, loop: Optional["asyncio.AbstractEventLoop"] = None,
                 waiters: Optional["_core.AsyncioWaiters"] = None) -> "_core.Request":
