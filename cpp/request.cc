@@ -59,23 +59,50 @@ void on_response(TRITONSERVER_InferenceResponse* response,
 
 }  // namespace
 
-void InflightRequests::add(const std::shared_ptr<RequestState>& state) {
+void InflightRequests::add(RequestState* state) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  states_[state.get()] = state;
+  if (state->inflight_listed) return;
+  state->inflight_prev = nullptr;
+  state->inflight_next = head_;
+  if (head_ != nullptr) head_->inflight_prev = state;
+  head_ = state;
+  state->inflight_listed = true;
+}
+
+void InflightRequests::unlink_locked(RequestState* state) noexcept {
+  if (!state->inflight_listed) return;
+  if (state->inflight_prev != nullptr) {
+    state->inflight_prev->inflight_next = state->inflight_next;
+  } else {
+    head_ = state->inflight_next;
+  }
+  if (state->inflight_next != nullptr) {
+    state->inflight_next->inflight_prev = state->inflight_prev;
+  }
+  state->inflight_prev = state->inflight_next = nullptr;
+  state->inflight_listed = false;
 }
 
 void InflightRequests::remove(RequestState* state) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  states_.erase(state);
+  unlink_locked(state);
+}
+
+std::vector<std::shared_ptr<RequestState>> InflightRequests::live_locked() {
+  std::vector<std::shared_ptr<RequestState>> live;
+  for (RequestState* s = head_; s != nullptr; s = s->inflight_next) {
+    if (auto state = s->weak_from_this().lock()) live.push_back(std::move(state));
+  }
+  return live;
 }
 
 void InflightRequests::discard_unsubmitted() noexcept {
   std::vector<std::shared_ptr<RequestState>> live;
-  {
+  try {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [raw, weak] : states_) {
-      if (auto state = weak.lock()) live.push_back(std::move(state));
-    }
+    live = live_locked();
+  } catch (...) {
+    return;  // out of memory: the server's stop reports what is left
   }
   for (const auto& state : live) state->discard();
 }
@@ -84,11 +111,10 @@ void InflightRequests::fail_all(const std::string& message) {
   std::vector<std::shared_ptr<RequestState>> unfinished;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [raw, weak] : states_) {
-      auto state = weak.lock();
-      if (state && state->submitted) unfinished.push_back(std::move(state));
+    for (auto& state : live_locked()) {
+      if (state->submitted) unfinished.push_back(std::move(state));
     }
-    states_.clear();
+    while (head_ != nullptr) unlink_locked(head_);
   }
   for (const auto& state : unfinished) {
     auto data = std::make_shared<ResponseData>();
@@ -123,7 +149,7 @@ Request::Request(Server& server, const std::string& model_name,
   check(triton().InferenceRequestNew(&state_->handle, server_,
                                      model_name.c_str(), model_version));
   state_->inflight = inflight_;
-  inflight_->add(state_);
+  inflight_->add(state_.get());
 }
 
 TRITONSERVER_InferenceRequest* Request::live_handle() {
@@ -177,10 +203,11 @@ void Request::set_double_parameter(const std::string& key, double v) {
                                                     key.c_str(), v));
 }
 
-void Request::add_input(const std::string& name, int datatype,
-                        const std::vector<int64_t>& shape, uintptr_t data_ptr,
-                        size_t byte_size, int memory_type,
-                        int64_t memory_type_id, nb::object owner) {
+void Request::add_input_dims(const std::string& name, int datatype,
+                             const int64_t* shape, size_t ndim,
+                             uintptr_t data_ptr, size_t byte_size,
+                             int memory_type, int64_t memory_type_id,
+                             nb::object owner) {
   TRITONSERVER_InferenceRequest* h = live_handle();
   const TritonApi& api = triton();
   // The error context is built only on failure (this runs per request).
@@ -188,8 +215,8 @@ void Request::add_input(const std::string& name, int datatype,
     if (err != nullptr) check(err, ("input '" + name + "'").c_str());
   };
   check_input(api.InferenceRequestAddInput(
-      h, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype),
-      shape.data(), shape.size()));
+      h, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype), shape,
+      ndim));
   if (byte_size > 0) {
     check_input(api.InferenceRequestAppendInputData(
         h, name.c_str(), reinterpret_cast<const void*>(data_ptr), byte_size,
@@ -251,13 +278,19 @@ bool Request::add_host_array(const std::string& name, nb::handle array) {
     PyBuffer_Release(&view);
     return false;
   }
-  std::vector<int64_t> shape;
-  if (view.shape != nullptr) shape.assign(view.shape, view.shape + view.ndim);
-  const auto data = reinterpret_cast<uintptr_t>(view.buf);
-  const auto size = static_cast<size_t>(view.len);
-  PyBuffer_Release(&view);
-  add_input(name, datatype, shape, data, size, TRITONSERVER_MEMORY_CPU, 0,
-            nb::borrow(array));
+  // The shape is read from the view (Triton copies it) while it is held: no
+  // vector per input. `array` stays the owner of the data.
+  static_assert(sizeof(Py_ssize_t) == sizeof(int64_t), "shape as int64_t");
+  struct Release {
+    Py_buffer* view;
+    ~Release() { PyBuffer_Release(view); }
+  } release{&view};
+  const int64_t* shape = reinterpret_cast<const int64_t*>(view.shape);
+  const size_t ndim = view.shape != nullptr ? static_cast<size_t>(view.ndim) : 0;
+  add_input_dims(name, datatype, shape, ndim,
+                 reinterpret_cast<uintptr_t>(view.buf),
+                 static_cast<size_t>(view.len), TRITONSERVER_MEMORY_CPU, 0,
+                 nb::borrow(array));
   return true;
 }
 
