@@ -108,15 +108,16 @@ void InflightRequests::discard_unsubmitted() noexcept {
 }
 
 void InflightRequests::fail_all(const std::string& message) {
-  std::vector<std::shared_ptr<RequestState>> unfinished;
+  // Declared outside the lock: dropping the last reference to a state
+  // removes it from this list, which takes the lock.
+  std::vector<std::shared_ptr<RequestState>> live;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& state : live_locked()) {
-      if (state->submitted) unfinished.push_back(std::move(state));
-    }
+    live = live_locked();
     while (head_ != nullptr) unlink_locked(head_);
   }
-  for (const auto& state : unfinished) {
+  for (const auto& state : live) {
+    if (!state->submitted) continue;
     auto data = std::make_shared<ResponseData>();
     data->final = true;
     data->has_error = true;
