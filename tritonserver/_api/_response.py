@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from ._request import InferenceRequest
 
 
-# Enum members by value: indexing is cheaper than calling the enum class.
-# The core's `fields` hands out these members directly.
+# Enum members by value, indexed in the core: its `fields` hands out the
+# members themselves (cheaper than calling the enum class per output).
 _core.set_enum_tables(tuple(DataType), tuple(MemoryType))
 _CoreResponse = _core.Response
 
