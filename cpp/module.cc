@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "allocator.h"
+#include "asyncio_waiters.h"
 #include "cuda_runtime.h"
 #include "custom_metrics.h"
 #include "deferred_release.h"
@@ -29,10 +30,19 @@ namespace {
 // once from Python (the classes live in tritonserver._api._errors).
 std::vector<nb::object>* g_error_classes = new std::vector<nb::object>();
 
-// Python view of one response (the data stays shared with other holders).
-struct ResponseHandle {
-  ResponsePtr data;
+// DataType and MemoryType members indexed by value, set once from Python:
+// `fields` hands out members, not ints (no per-output lookup in Python).
+struct EnumTables {
+  nb::object data_types, memory_types;
 };
+EnumTables* g_enums = new EnumTables();  // never freed, like the above
+
+nb::object enum_member(const nb::object& table, int value) {
+  if (table.is_valid() && value >= 0 && value < PyTuple_Size(table.ptr())) {
+    return nb::borrow(PyTuple_GetItem(table.ptr(), value));
+  }
+  return nb::int_(value);
+}
 
 // Python view of one output buffer: a reference plus the tensor's extent.
 struct BufferHandle {
@@ -66,6 +76,24 @@ nb::object response_or_none(ResponsePtr p) {
   if (!p) return nb::none();
   return nb::cast(ResponseHandle{std::move(p)});
 }
+
+// AsyncioWaiters holds futures (which hold their loop, whose reader callback
+// holds the waiters): let the garbage collector see and break that cycle.
+int waiters_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  return nb::inst_ptr<AsyncioWaiters>(self)->traverse(visit, arg);
+}
+
+int waiters_clear(PyObject* self) {
+  if (nb::inst_ready(self)) nb::inst_ptr<AsyncioWaiters>(self)->clear();
+  return 0;
+}
+
+PyType_Slot waiters_slots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(waiters_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(waiters_clear)},
+    {0, nullptr}};
 
 }  // namespace
 }  // namespace tsb
@@ -106,6 +134,12 @@ NB_MODULE(_core, m) {
   m.def("set_error_classes", [](std::vector<nb::object> classes) {
     *g_error_classes = std::move(classes);
   });
+  m.def("set_enum_tables", [](nb::tuple data_types, nb::tuple memory_types) {
+    g_enums->data_types = std::move(data_types);
+    g_enums->memory_types = std::move(memory_types);
+  }, "data_types"_a, "memory_types"_a,
+  nb::sig("def set_enum_tables(data_types: tuple[object, ...], "
+          "memory_types: tuple[object, ...]) -> None"));
 
   // --- core and CUDA loading -------------------------------------------
   m.def(
@@ -349,8 +383,9 @@ NB_MODULE(_core, m) {
         for (const OutputTensor& t : d.outputs) {
           const OutputBuffer& b = *t.buffer.get();
           outputs.append(nb::make_tuple(
-              t.name, static_cast<int>(t.datatype), nb::cast(t.shape),
-              reinterpret_cast<uintptr_t>(b.data), static_cast<int>(b.memory_type),
+              t.name, enum_member(g_enums->data_types, static_cast<int>(t.datatype)),
+              nb::cast(t.shape), reinterpret_cast<uintptr_t>(b.data),
+              enum_member(g_enums->memory_types, static_cast<int>(b.memory_type)),
               b.memory_type_id, t.byte_size,
               BufferHandle{t.buffer, reinterpret_cast<uintptr_t>(b.data),
                            t.byte_size}));
@@ -363,7 +398,7 @@ NB_MODULE(_core, m) {
                               std::move(error), std::move(outputs));
       }, nb::for_getter(nb::sig(
           "def fields(self, /) -> tuple[str, dict[str, str | int | bool | float | bytes], bool, "
-          "tuple[int, str] | None, list[tuple[str, int, list[int], int, int, int, int, Buffer]]]")));
+          "tuple[int, str] | None, list[tuple[str, typing.Any, list[int], int, typing.Any, int, int, Buffer]]]")));
 
   nb::class_<Request>(m, "Request", nb::is_weak_referenceable())
       .def(nb::init<Server&, const std::string&, int64_t>(), "server"_a,
@@ -381,8 +416,7 @@ NB_MODULE(_core, m) {
       .def("add_input", &Request::add_input, "name"_a, "datatype"_a,
            "shape"_a, "data_ptr"_a, "byte_size"_a, "memory_type"_a,
            "memory_type_id"_a, "owner"_a)
-      .def("add_host_array", &Request::add_host_array, "name"_a,
-           "datatype"_a, "array"_a)
+      .def("add_host_array", &Request::add_host_array, "name"_a, "array"_a)
       .def("add_requested_output", &Request::add_requested_output)
       .def("set_output_memory", &Request::set_output_memory)
       .def("set_dispatch_token", &Request::set_dispatch_token)
@@ -418,6 +452,20 @@ NB_MODULE(_core, m) {
       .def_static("create", [] { return std::make_shared<LoopNotifier>(); })
       .def_prop_ro("fd", &LoopNotifier::fd)
       .def("drain", &LoopNotifier::drain);
+
+  // Used on the loop's thread only (the loop's own callbacks and tasks).
+  nb::class_<AsyncioWaiters>(m, "AsyncioWaiters", nb::type_slots(waiters_slots))
+      .def(nb::init<nb::object>(), "future_type"_a.none(),
+           nb::sig("def __init__(self, future_type: type | None) -> None"))
+      .def_prop_ro("fd", &AsyncioWaiters::fd)
+      .def_prop_ro("waiting", &AsyncioWaiters::waiting)
+      .def("submit", &AsyncioWaiters::submit)
+      .def("attach", &AsyncioWaiters::attach)
+      .def("next", &AsyncioWaiters::next,
+           nb::sig("def next(self, request: Request, loop: object, /) -> "
+                   "Response | collections.abc.Awaitable[Response]"))
+      .def("forget", &AsyncioWaiters::forget)
+      .def("on_ready", &AsyncioWaiters::on_ready);
 
   m.def(
       "dispatch_pop",

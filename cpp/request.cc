@@ -59,38 +59,65 @@ void on_response(TRITONSERVER_InferenceResponse* response,
 
 }  // namespace
 
-void InflightRequests::add(const std::shared_ptr<RequestState>& state) {
+void InflightRequests::add(RequestState* state) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  states_[state.get()] = state;
+  if (state->inflight_listed) return;
+  state->inflight_prev = nullptr;
+  state->inflight_next = head_;
+  if (head_ != nullptr) head_->inflight_prev = state;
+  head_ = state;
+  state->inflight_listed = true;
+}
+
+void InflightRequests::unlink_locked(RequestState* state) noexcept {
+  if (!state->inflight_listed) return;
+  if (state->inflight_prev != nullptr) {
+    state->inflight_prev->inflight_next = state->inflight_next;
+  } else {
+    head_ = state->inflight_next;
+  }
+  if (state->inflight_next != nullptr) {
+    state->inflight_next->inflight_prev = state->inflight_prev;
+  }
+  state->inflight_prev = state->inflight_next = nullptr;
+  state->inflight_listed = false;
 }
 
 void InflightRequests::remove(RequestState* state) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  states_.erase(state);
+  unlink_locked(state);
+}
+
+std::vector<std::shared_ptr<RequestState>> InflightRequests::live_locked() {
+  std::vector<std::shared_ptr<RequestState>> live;
+  for (RequestState* s = head_; s != nullptr; s = s->inflight_next) {
+    if (auto state = s->weak_from_this().lock()) live.push_back(std::move(state));
+  }
+  return live;
 }
 
 void InflightRequests::discard_unsubmitted() noexcept {
   std::vector<std::shared_ptr<RequestState>> live;
-  {
+  try {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [raw, weak] : states_) {
-      if (auto state = weak.lock()) live.push_back(std::move(state));
-    }
+    live = live_locked();
+  } catch (...) {
+    return;  // out of memory: the server's stop reports what is left
   }
   for (const auto& state : live) state->discard();
 }
 
 void InflightRequests::fail_all(const std::string& message) {
-  std::vector<std::shared_ptr<RequestState>> unfinished;
+  // Declared outside the lock: dropping the last reference to a state
+  // removes it from this list, which takes the lock.
+  std::vector<std::shared_ptr<RequestState>> live;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [raw, weak] : states_) {
-      auto state = weak.lock();
-      if (state && state->submitted) unfinished.push_back(std::move(state));
-    }
-    states_.clear();
+    live = live_locked();
+    while (head_ != nullptr) unlink_locked(head_);
   }
-  for (const auto& state : unfinished) {
+  for (const auto& state : live) {
+    if (!state->submitted) continue;
     auto data = std::make_shared<ResponseData>();
     data->final = true;
     data->has_error = true;
@@ -123,7 +150,7 @@ Request::Request(Server& server, const std::string& model_name,
   check(triton().InferenceRequestNew(&state_->handle, server_,
                                      model_name.c_str(), model_version));
   state_->inflight = inflight_;
-  inflight_->add(state_);
+  inflight_->add(state_.get());
 }
 
 TRITONSERVER_InferenceRequest* Request::live_handle() {
@@ -177,10 +204,11 @@ void Request::set_double_parameter(const std::string& key, double v) {
                                                     key.c_str(), v));
 }
 
-void Request::add_input(const std::string& name, int datatype,
-                        const std::vector<int64_t>& shape, uintptr_t data_ptr,
-                        size_t byte_size, int memory_type,
-                        int64_t memory_type_id, nb::object owner) {
+void Request::add_input_dims(const std::string& name, int datatype,
+                             const int64_t* shape, size_t ndim,
+                             uintptr_t data_ptr, size_t byte_size,
+                             int memory_type, int64_t memory_type_id,
+                             nb::object owner) {
   TRITONSERVER_InferenceRequest* h = live_handle();
   const TritonApi& api = triton();
   // The error context is built only on failure (this runs per request).
@@ -188,8 +216,8 @@ void Request::add_input(const std::string& name, int datatype,
     if (err != nullptr) check(err, ("input '" + name + "'").c_str());
   };
   check_input(api.InferenceRequestAddInput(
-      h, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype),
-      shape.data(), shape.size()));
+      h, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype), shape,
+      ndim));
   if (byte_size > 0) {
     check_input(api.InferenceRequestAppendInputData(
         h, name.c_str(), reinterpret_cast<const void*>(data_ptr), byte_size,
@@ -198,20 +226,72 @@ void Request::add_input(const std::string& name, int datatype,
   state_->owners.push_back(std::move(owner));
 }
 
-bool Request::add_host_array(const std::string& name, int datatype,
-                             nb::handle array) {
+namespace {
+
+// The Triton type of a buffer-protocol element (struct-module format, as
+// NumPy exports it), or INVALID: byte-swapped, or no Triton equivalent.
+TRITONSERVER_DataType buffer_data_type(const char* format, Py_ssize_t size) {
+  if (format == nullptr) return TRITONSERVER_TYPE_UINT8;  // plain bytes
+  switch (*format) {
+    case '@':
+    case '=':
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    case '<':
+#else
+    case '>':
+    case '!':
+#endif
+      ++format;
+      break;
+    default:
+      break;
+  }
+  if (format[0] == '\0' || format[1] != '\0') return TRITONSERVER_TYPE_INVALID;
+  const char c = format[0];
+  if (c == '?' && size == 1) return TRITONSERVER_TYPE_BOOL;
+  if (c == 'e' && size == 2) return TRITONSERVER_TYPE_FP16;
+  if (c == 'f' && size == 4) return TRITONSERVER_TYPE_FP32;
+  if (c == 'd' && size == 8) return TRITONSERVER_TYPE_FP64;
+  const bool is_signed = c == 'b' || c == 'h' || c == 'i' || c == 'l' || c == 'q';
+  const bool is_unsigned = c == 'B' || c == 'H' || c == 'I' || c == 'L' || c == 'Q';
+  if (!is_signed && !is_unsigned) return TRITONSERVER_TYPE_INVALID;
+  switch (size) {
+    case 1: return is_signed ? TRITONSERVER_TYPE_INT8 : TRITONSERVER_TYPE_UINT8;
+    case 2: return is_signed ? TRITONSERVER_TYPE_INT16 : TRITONSERVER_TYPE_UINT16;
+    case 4: return is_signed ? TRITONSERVER_TYPE_INT32 : TRITONSERVER_TYPE_UINT32;
+    case 8: return is_signed ? TRITONSERVER_TYPE_INT64 : TRITONSERVER_TYPE_UINT64;
+    default: return TRITONSERVER_TYPE_INVALID;
+  }
+}
+
+}  // namespace
+
+bool Request::add_host_array(const std::string& name, nb::handle array) {
   Py_buffer view;
-  if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+  if (PyObject_GetBuffer(array.ptr(), &view,
+                         PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
     PyErr_Clear();
     return false;
   }
-  std::vector<int64_t> shape;
-  if (view.shape != nullptr) shape.assign(view.shape, view.shape + view.ndim);
-  const auto data = reinterpret_cast<uintptr_t>(view.buf);
-  const auto size = static_cast<size_t>(view.len);
-  PyBuffer_Release(&view);
-  add_input(name, datatype, shape, data, size, TRITONSERVER_MEMORY_CPU, 0,
-            nb::borrow(array));
+  const TRITONSERVER_DataType datatype =
+      buffer_data_type(view.format, view.itemsize);
+  if (datatype == TRITONSERVER_TYPE_INVALID) {
+    PyBuffer_Release(&view);
+    return false;
+  }
+  // The shape is read from the view (Triton copies it) while it is held: no
+  // vector per input. `array` stays the owner of the data.
+  static_assert(sizeof(Py_ssize_t) == sizeof(int64_t), "shape as int64_t");
+  struct Release {
+    Py_buffer* view;
+    ~Release() { PyBuffer_Release(view); }
+  } release{&view};
+  const int64_t* shape = reinterpret_cast<const int64_t*>(view.shape);
+  const size_t ndim = view.shape != nullptr ? static_cast<size_t>(view.ndim) : 0;
+  add_input_dims(name, datatype, shape, ndim,
+                 reinterpret_cast<uintptr_t>(view.buf),
+                 static_cast<size_t>(view.len), TRITONSERVER_MEMORY_CPU, 0,
+                 nb::borrow(array));
   return true;
 }
 

@@ -9,7 +9,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "allocator.h"
@@ -26,20 +25,28 @@ struct RequestState;
 // hold the model, which would stall the stop, and must not outlive the
 // server); after it stops, submitted requests the core did not finish end
 // with an UNAVAILABLE error, so no waiter hangs.
+//
+// An intrusive list through the states themselves: registering a request
+// allocates nothing (this runs for every request).
 class InflightRequests {
  public:
-  void add(const std::shared_ptr<RequestState>& state);
+  void add(RequestState* state) noexcept;
   void remove(RequestState* state) noexcept;
   void discard_unsubmitted() noexcept;
   void fail_all(const std::string& message);
 
  private:
+  // Strong references to the listed states still alive (a state being
+  // destroyed is skipped: it removes itself).
+  std::vector<std::shared_ptr<RequestState>> live_locked();
+  void unlink_locked(RequestState* state) noexcept;
+
   std::mutex mutex_;
-  std::unordered_map<RequestState*, std::weak_ptr<RequestState>> states_;
+  RequestState* head_ = nullptr;
 };
 
 // Shared by the Python handle and, while in flight, by Triton's callbacks.
-struct RequestState {
+struct RequestState : std::enable_shared_from_this<RequestState> {
   ~RequestState();
   // Deletes the core request if it was never submitted. Never throws.
   void discard() noexcept;
@@ -55,6 +62,10 @@ struct RequestState {
   // The request stays registered as live until both have run.
   std::atomic<int> pending_callbacks{0};
   std::shared_ptr<InflightRequests> inflight;
+  // Links of the inflight list (guarded by its mutex).
+  RequestState* inflight_prev = nullptr;
+  RequestState* inflight_next = nullptr;
+  bool inflight_listed = false;
   std::vector<nanobind::object> owners;  // input memory owners
   // Self references held on Triton's behalf until the release callback and
   // the final response callback.
@@ -83,13 +94,22 @@ class Request {
   void add_input(const std::string& name, int datatype,
                  const std::vector<int64_t>& shape, uintptr_t data_ptr,
                  size_t byte_size, int memory_type, int64_t memory_type_id,
-                 nanobind::object owner);
+                 nanobind::object owner) {
+    add_input_dims(name, datatype, shape.data(), shape.size(), data_ptr,
+                   byte_size, memory_type, memory_type_id, std::move(owner));
+  }
+  // The same with the shape as a pointer (Triton copies it).
+  void add_input_dims(const std::string& name, int datatype,
+                      const int64_t* shape, size_t ndim, uintptr_t data_ptr,
+                      size_t byte_size, int memory_type,
+                      int64_t memory_type_id, nanobind::object owner);
   // Fast path for C-contiguous host arrays (NumPy): pointer, shape and size
   // come from the buffer protocol; `array` itself is kept as the owner.
   // Returns false, adding nothing, when `array` exports no C-contiguous
   // buffer (the caller then takes the general path).
-  bool add_host_array(const std::string& name, int datatype,
-                      nanobind::handle array);
+  // The Triton type comes from the buffer's format (native byte order
+  // only); false too for a format with no Triton equivalent.
+  bool add_host_array(const std::string& name, nanobind::handle array);
   void add_requested_output(const std::string& name);
   void set_output_memory(int memory_type, int64_t memory_type_id);
   void set_dispatch_token(uint64_t token);
@@ -105,6 +125,9 @@ class Request {
   // Gives up an unsubmitted request now (e.g. after a validation error):
   // its core handle is deleted and its inputs released.
   void discard() noexcept { state_->discard(); }
+  const std::shared_ptr<RequestState>& state() const noexcept {
+    return state_;
+  }
 
  private:
   TRITONSERVER_InferenceRequest* live_handle();

@@ -62,13 +62,17 @@ void LoopNotifier::notify(uint64_t token) noexcept {
 }
 
 std::vector<uint64_t> LoopNotifier::drain() {
+  std::vector<uint64_t> out;
+  drain_into(out);
+  return out;
+}
+
+void LoopNotifier::drain_into(std::vector<uint64_t>& out) {
   uint64_t count;
   ssize_t ignored = read(fd_, &count, sizeof(count));  // EAGAIN is fine
   (void)ignored;
-  std::vector<uint64_t> out;
   std::lock_guard<std::mutex> lock(mutex_);
   out.swap(ready_);
-  return out;
 }
 
 void ResponseQueue::push(ResponsePtr response) noexcept {
@@ -76,7 +80,14 @@ void ResponseQueue::push(ResponsePtr response) noexcept {
   uint64_t token;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    items_.push_back(std::move(response));
+    if (empty_locked()) {
+      first_ = std::move(response);
+    } else {
+      // Allocation failure here would end the process (noexcept), as any
+      // allocation on this path would.
+      if (!rest_) rest_ = std::make_unique<std::deque<ResponsePtr>>();
+      rest_->push_back(std::move(response));
+    }
     notifier = notifier_;
     token = token_;
   }
@@ -84,20 +95,30 @@ void ResponseQueue::push(ResponsePtr response) noexcept {
   if (notifier) notifier->notify(token);
 }
 
+ResponsePtr ResponseQueue::pop_locked() noexcept {
+  ResponsePtr r = std::move(first_);
+  if (rest_ && !rest_->empty()) {
+    first_ = std::move(rest_->front());
+    rest_->pop_front();
+  }
+  return r;
+}
+
 ResponsePtr ResponseQueue::pop(double timeout_s) {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!wait_for_items(lock, ready_, items_, timeout_s)) return nullptr;
-  ResponsePtr r = std::move(items_.front());
-  items_.pop_front();
-  return r;
+  auto ready = [this] { return !empty_locked(); };
+  if (timeout_s < 0) {
+    ready_.wait(lock, ready);
+  } else if (!ready_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                              ready)) {
+    return nullptr;
+  }
+  return pop_locked();
 }
 
 ResponsePtr ResponseQueue::try_pop() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (items_.empty()) return nullptr;
-  ResponsePtr r = std::move(items_.front());
-  items_.pop_front();
-  return r;
+  return pop_locked();  // null when empty
 }
 
 void ResponseQueue::set_notifier(std::shared_ptr<LoopNotifier> notifier,
@@ -107,7 +128,7 @@ void ResponseQueue::set_notifier(std::shared_ptr<LoopNotifier> notifier,
     std::lock_guard<std::mutex> lock(mutex_);
     notifier_ = notifier;
     token_ = token;
-    pending = !items_.empty();
+    pending = !empty_locked();
   }
   if (pending && notifier) notifier->notify(token);
 }

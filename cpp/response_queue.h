@@ -19,6 +19,12 @@ namespace tsb {
 
 using ResponsePtr = std::shared_ptr<const ResponseData>;
 
+// Python's view of one response (bound in module.cc; the data stays shared
+// with other holders).
+struct ResponseHandle {
+  ResponsePtr data;
+};
+
 // One per asyncio event loop: an eventfd the loop watches, plus the tokens
 // of the requests that received responses since the loop last looked. The
 // fd is written only when the list goes from empty to non-empty, and it is
@@ -33,6 +39,9 @@ class LoopNotifier {
   void notify(uint64_t token) noexcept;
   // Tokens with news since the last call (also clears the eventfd).
   std::vector<uint64_t> drain();
+  // The same into `out` (empty on entry), by swapping buffers: no
+  // allocation once both have grown.
+  void drain_into(std::vector<uint64_t>& out);
 
  private:
   int fd_;
@@ -40,6 +49,9 @@ class LoopNotifier {
   std::vector<uint64_t> ready_;
 };
 
+// A request's responses. The common single response is kept inline (no
+// allocation per request); only a second queued response (a stream whose
+// consumer lags) allocates the overflow deque.
 class ResponseQueue {
  public:
   void push(ResponsePtr response) noexcept;
@@ -51,9 +63,15 @@ class ResponseQueue {
   void set_notifier(std::shared_ptr<LoopNotifier> notifier, uint64_t token);
 
  private:
+  bool empty_locked() const noexcept {
+    return !first_ && (!rest_ || rest_->empty());
+  }
+  ResponsePtr pop_locked() noexcept;
+
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<ResponsePtr> items_;
+  ResponsePtr first_;  // the oldest queued response, if any
+  std::unique_ptr<std::deque<ResponsePtr>> rest_;  // those after it
   std::shared_ptr<LoopNotifier> notifier_;
   uint64_t token_ = 0;
 };

@@ -73,7 +73,7 @@ class Model:
         queued. Keyword arguments build the request when none is given.
         """
         request = inference_request or self.create_request(**kwargs)
-        core_request = self._submit(request, None)
+        core_request = self._submit(request)
         return ResponseIterator(self, core_request, request, raise_on_error)
 
     def async_infer(
@@ -84,21 +84,34 @@ class Model:
     ) -> AsyncResponseIterator:
         """Like infer(), for asyncio: ``async for response in ...``. Call it
         with an event loop running in this thread."""
-        loop = async_wakeup().running_loop()
-        request = inference_request or self.create_request(**kwargs)
-        core_request = self._submit(request, loop)
-        return AsyncResponseIterator(self, core_request, request, raise_on_error, loop)
+        wakeup = async_wakeup()
+        loop = wakeup.running_loop()
+        waiters = wakeup.waker(loop)
+        # create_request(), inline: this runs for every request.
+        if inference_request is None:
+            kwargs.pop("model", None)
+            inference_request = InferenceRequest(self, **kwargs)
+        if inference_request.response_queue is None:
+            core_request = inference_request._create_core_request()
+            waiters.submit(core_request)  # attach and submit, one call
+        else:
+            core_request = self._submit(inference_request, loop, waiters)
+        return AsyncResponseIterator(self, core_request, inference_request, raise_on_error, loop, waiters)
 
-    def _submit(self, request: InferenceRequest,
-                loop: Optional["asyncio.AbstractEventLoop"]) -> "_core.Request":
-        """Build and submit the native request (feeding a user queue, if
-        any, on `loop`)."""
+    def _submit(self, request: InferenceRequest, loop: Optional["asyncio.AbstractEventLoop"] = None,
+                waiters: Optional["_core.AsyncioWaiters"] = None) -> "_core.Request":
+        """Build and submit the native request (attached to `waiters`, the
+        asyncio waiters of `loop`, if given; feeding a user queue, if any,
+        on `loop`)."""
         core_request = request._create_core_request()
         token = None
         if request.response_queue is not None:
             token = register_user_queue(core_request, request.response_queue, self, request, loop)
         try:
-            core_request.submit()
+            if waiters is not None:
+                waiters.submit(core_request)  # attach and submit, one call
+            else:
+                core_request.submit()
         except BaseException:
             if token is not None:
                 unregister_user_queue(token)

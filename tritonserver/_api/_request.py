@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .. import _core
-from ._datautils import HOST_ARRAY_TYPES, DeviceOrMemoryType, host_array_data_type, parse_device_or_memory_type
+from ._datautils import DeviceOrMemoryType, parse_device_or_memory_type
 from ._errors import InvalidArgumentError
 from ._tensor import Tensor
 
@@ -50,56 +50,44 @@ class InferenceRequest:
     output_names: Optional[list[str]] = None
 
     def _create_core_request(self) -> "_core.Request":
-        """Build the native request; raises for anything invalid."""
+        """Build the native request; raises for anything invalid.
+
+        This runs for every request: the common case (no optional settings,
+        NumPy inputs) takes as few Python steps as possible; the rest is in
+        the helpers below.
+        """
         model = self.model
-        request = _core.Request(model._server._started(), _text("model name", model.name), model.version)
+        model_name = model.name
+        if type(model_name) is not str or "\x00" in model_name:
+            model_name = _text("model name", model_name)
+        request = _core.Request(model._server._started(), model_name, model.version)
         try:
-            if self.request_id is not None:
-                request.set_id(_text("request_id", _typed("request_id", self.request_id, str)))
-            if self.flags:
-                request.set_flags(_unsigned("flags", self.flags, 32))
-            if self.correlation_id is not None:
-                if isinstance(self.correlation_id, str):
-                    request.set_correlation_id_string(_text("correlation_id", self.correlation_id))
-                else:
-                    request.set_correlation_id(_unsigned("correlation_id", self.correlation_id, 64))
-            if self.priority:
-                request.set_priority(_unsigned("priority", self.priority, 64))
-            if self.timeout:
-                request.set_timeout_us(_unsigned("timeout", self.timeout, 64))
-            for key, value in self.parameters.items():
-                setter = _PARAMETER_SETTERS.get(type(value))
-                if setter is None:
-                    raise InvalidArgumentError(
-                        f"Unsupported Value. Can't convert {type(value)} to Request Parameter "
-                        f"(parameter {key!r}: use str, int, float or bool)"
-                    )
-                key = _text("parameter name", key)
-                if type(value) is int and not -(2**63) <= value < 2**63:
-                    raise InvalidArgumentError(f"parameter {key!r}: {value} does not fit in a signed 64-bit int")
-                if type(value) is str:
-                    _text(f"parameter {key!r}", value)
-                getattr(request, setter)(key, value)
-            numpy = sys.modules.get("numpy")
-            ndarray = numpy.ndarray if numpy is not None else None
+            if (self.request_id is not None or self.flags or self.correlation_id is not None
+                    or self.priority or self.timeout):
+                self._set_options(request)
+            parameters = self.parameters
+            if parameters or type(parameters) is not dict:
+                _set_parameters(request, parameters)
+            ndarray = _ndarray or _find_ndarray()
             inputs: dict[str, Any] = self.inputs  # values of any kind, checked below
             for name, item in inputs.items():
                 if type(name) is not str or "\x00" in name:
                     name = _text("input name", name)
-                if type(item) is ndarray:
-                    # The common case, without Tensor objects: a native-order
-                    # array of a plain type, taken by the core if C-contiguous.
-                    data_type = HOST_ARRAY_TYPES.get(item.dtype) or host_array_data_type(item.dtype)
-                    if data_type is not None and request.add_host_array(name, data_type, item):
-                        continue
+                # The common case, without Tensor objects: a C-contiguous,
+                # native-order array of a plain type, taken by the core (its
+                # Triton type read from the buffer format); anything else
+                # is declined and takes the general path.
+                if type(item) is ndarray and request.add_host_array(name, item):
+                    continue
                 tensor = Tensor._from_object(item)
                 _check_extent(name, tensor)
                 request.add_input(
                     name, int(tensor.data_type), [int(d) for d in tensor.shape], tensor.data_ptr,
                     tensor.size, int(tensor.memory_type), tensor.memory_type_id, tensor,
                 )
-            for name in self.output_names or ():
-                request.add_requested_output(_text("output name", name))
+            if self.output_names:
+                for name in self.output_names:
+                    request.add_requested_output(_text("output name", name))
             if self.output_memory_type is not None:
                 memory_type, device_id = parse_device_or_memory_type(self.output_memory_type)
                 request.set_output_memory(int(memory_type), device_id)
@@ -111,6 +99,50 @@ class InferenceRequest:
             request.discard()
             raise
         return request
+
+    def _set_options(self, request: "_core.Request") -> None:
+        """Request id, flags, correlation id, priority and timeout."""
+        if self.request_id is not None:
+            request.set_id(_text("request_id", _typed("request_id", self.request_id, str)))
+        if self.flags:
+            request.set_flags(_unsigned("flags", self.flags, 32))
+        if self.correlation_id is not None:
+            if isinstance(self.correlation_id, str):
+                request.set_correlation_id_string(_text("correlation_id", self.correlation_id))
+            else:
+                request.set_correlation_id(_unsigned("correlation_id", self.correlation_id, 64))
+        if self.priority:
+            request.set_priority(_unsigned("priority", self.priority, 64))
+        if self.timeout:
+            request.set_timeout_us(_unsigned("timeout", self.timeout, 64))
+
+
+# numpy.ndarray once NumPy is imported (no array of it exists before).
+_ndarray: Optional[type] = None
+
+
+def _find_ndarray() -> Optional[type]:
+    global _ndarray
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        _ndarray = numpy.ndarray
+    return _ndarray
+
+
+def _set_parameters(request: "_core.Request", parameters: dict[str, Any]) -> None:
+    for key, value in parameters.items():
+        setter = _PARAMETER_SETTERS.get(type(value))
+        if setter is None:
+            raise InvalidArgumentError(
+                f"Unsupported Value. Can't convert {type(value)} to Request Parameter "
+                f"(parameter {key!r}: use str, int, float or bool)"
+            )
+        key = _text("parameter name", key)
+        if type(value) is int and not -(2**63) <= value < 2**63:
+            raise InvalidArgumentError(f"parameter {key!r}: {value} does not fit in a signed 64-bit int")
+        if type(value) is str:
+            _text(f"parameter {key!r}", value)
+        getattr(request, setter)(key, value)
 
 
 def _text(field: str, value: Any) -> str:

@@ -17,14 +17,14 @@ if TYPE_CHECKING:
     import asyncio
     from types import ModuleType
 
-    from . import _async_wakeup
     from ._model import Model
     from ._request import InferenceRequest
 
 
-# Enum members by value: indexing is cheaper than calling the enum class.
-_DATA_TYPES = tuple(DataType)
-_MEMORY_TYPES = tuple(MemoryType)
+# Enum members by value, indexed in the core: its `fields` hands out the
+# members themselves (cheaper than calling the enum class per output).
+_core.set_enum_tables(tuple(DataType), tuple(MemoryType))
+_CoreResponse = _core.Response
 
 _wakeup: "Optional[ModuleType]" = None
 
@@ -57,19 +57,22 @@ class InferenceResponse:
     @staticmethod
     def _from_core(model: "Model", request: "InferenceRequest", core: "_core.Response",
                    cancelled: bool = False) -> "InferenceResponse":
-        request_id, parameters, final, core_error, core_outputs = core.fields
-        outputs = {}
-        for name, data_type, shape, data_ptr, memory_type, memory_type_id, size, buffer in core_outputs:
-            outputs[name] = Tensor(
-                _DATA_TYPES[data_type], shape,
-                MemoryBuffer(data_ptr, _MEMORY_TYPES[memory_type], memory_type_id, size, buffer),
-            )
-        error: Optional[TritonError] = None
-        if core_error is not None:
-            error = error_from_code(*core_error)
-        elif cancelled and final and not outputs:
-            error = CancelledError("request cancelled")
-        return InferenceResponse(model, request_id or request.request_id, parameters, outputs, error, None, final)
+        return _from_core(model, request, core, cancelled)
+
+
+def _from_core(model: "Model", request: "InferenceRequest", core: "_core.Response",
+               cancelled: bool = False) -> InferenceResponse:
+    """The InferenceResponse of a native response (runs once per response)."""
+    request_id, parameters, final, core_error, core_outputs = core.fields
+    outputs = {}
+    for name, data_type, shape, data_ptr, memory_type, memory_type_id, size, buffer in core_outputs:
+        outputs[name] = Tensor(data_type, shape, MemoryBuffer(data_ptr, memory_type, memory_type_id, size, buffer))
+    error: Optional[TritonError] = None
+    if core_error is not None:
+        error = error_from_code(*core_error)
+    elif cancelled and final and not outputs:
+        error = CancelledError("request cancelled")
+    return InferenceResponse(model, request_id or request.request_id, parameters, outputs, error, None, final)
 
 
 class ResponseIterator:
@@ -98,7 +101,7 @@ class ResponseIterator:
         return self._deliver(core)
 
     def _deliver(self, core: "_core.Response") -> InferenceResponse:
-        response = InferenceResponse._from_core(self._model, self._inference_request, core, self._cancelled)
+        response = _from_core(self._model, self._inference_request, core, self._cancelled)
         self._complete = response.final
         if response.error is not None and self._raise_on_error:
             raise response.error
@@ -116,11 +119,18 @@ class AsyncResponseIterator(ResponseIterator):
     loop without a thread per request."""
 
     def __init__(self, model: "Model", request: "_core.Request", inference_request: "InferenceRequest",
-                 raise_on_error: bool = False, loop: Optional["asyncio.AbstractEventLoop"] = None) -> None:
-        super().__init__(model, request, inference_request, raise_on_error)
+                 raise_on_error: bool = False, loop: Optional["asyncio.AbstractEventLoop"] = None,
+                 waiters: Optional["_core.AsyncioWaiters"] = None) -> None:
+        # ResponseIterator's fields, set here (this runs once per request).
+        self._model = model
+        self._request = request
+        self._inference_request = inference_request
+        self._raise_on_error = raise_on_error
+        self._complete = False
+        self._cancelled = False
         self._loop = loop
-        self._waker: Optional["_async_wakeup.LoopWaker"] = None
-        self._token = 0
+        # The loop's waiters, when the request was submitted attached to them.
+        self._waiters = waiters
 
     def __aiter__(self) -> "AsyncResponseIterator":
         """The iterator itself."""
@@ -130,22 +140,32 @@ class AsyncResponseIterator(ResponseIterator):
         """The next response, awaited on the calling event loop."""
         if self._complete:
             raise StopAsyncIteration
-        core = self._request.try_next()
-        if core is None:
-            loop, waker = self._loop, self._waker
-            if loop is None or waker is None:
-                loop, waker = self._attach()
-            core = await waker.wait(self._request, self._token, loop)
-        return self._deliver(core)
+        waiters = self._waiters
+        if waiters is None:
+            waiters = self._attach()
+        # The queued response, or a future that the loop's waiters resolve.
+        core = waiters.next(self._request, self._loop)
+        if not isinstance(core, _CoreResponse):
+            try:
+                core = await core
+            except BaseException:  # cancelled: stop holding the future
+                waiters.forget(self._request)
+                raise
+        # As ResponseIterator._deliver, inline (once per response).
+        response = _from_core(self._model, self._inference_request, core, self._cancelled)
+        self._complete = response.final
+        if response.error is not None and self._raise_on_error:
+            raise response.error
+        return response
 
-    def _attach(self) -> "tuple[asyncio.AbstractEventLoop, _async_wakeup.LoopWaker]":
+    def _attach(self) -> "_core.AsyncioWaiters":
         """Route this request's wake-ups to its loop (on the first wait)."""
         wakeup = async_wakeup()
         loop: asyncio.AbstractEventLoop = self._loop or wakeup.running_loop()
-        waker: _async_wakeup.LoopWaker = wakeup.waker(loop)
-        self._token = waker.attach(self._request)
-        self._loop, self._waker = loop, waker
-        return loop, waker
+        waiters: _core.AsyncioWaiters = wakeup.waker(loop)
+        waiters.attach(self._request)
+        self._loop, self._waiters = loop, waiters
+        return waiters
 
     def __iter__(self) -> Any:
         """Not iterable synchronously: use ``async for``."""

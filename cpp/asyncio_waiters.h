@@ -1,0 +1,71 @@
+// How a response reaches asyncio: one AsyncioWaiters per event loop, owned
+// by Python and used only on the loop's thread.
+//
+// A request is attached to the loop's LoopNotifier when it is submitted (one
+// native call). On each response a Triton thread tells the notifier which
+// request has news and, if the loop was not already due to look, writes its
+// eventfd; nothing on that thread touches Python. The loop's reader callback
+// (on_ready) then takes those requests' responses off their queues and
+// resolves the futures awaiting them, in one native call per wake-up.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "request.h"
+#include "response_queue.h"
+
+namespace tsb {
+
+class AsyncioWaiters {
+ public:
+  // `future_type`: asyncio.Future when the loop's create_future() is
+  // asyncio's own (the future is then made as Future(loop=loop), without
+  // the Python frame of create_future), else None.
+  explicit AsyncioWaiters(nanobind::object future_type);
+  AsyncioWaiters(const AsyncioWaiters&) = delete;
+  AsyncioWaiters& operator=(const AsyncioWaiters&) = delete;
+
+  int fd() const noexcept { return notifier_->fd(); }
+  // Routes `request`'s wake-ups to this loop and submits it (GIL released
+  // around the submission).
+  void submit(Request& request);
+  // Routes an already submitted request's wake-ups here (a response queued
+  // before this call is reported at once).
+  void attach(Request& request);
+  // The request's next response if one is queued; otherwise a new future
+  // of `loop` (loop.create_future()) that on_ready resolves with it.
+  nanobind::object next(Request& request, nanobind::handle loop);
+  // Forgets the request's waiting future (its awaiting task was cancelled).
+  void forget(Request& request) noexcept;
+  // The loop's reader callback.
+  void on_ready();
+  size_t waiting() const noexcept { return waiting_.size(); }
+
+  // Garbage-collector support: the futures held, visited and dropped.
+  int traverse(visitproc visit, void* arg);
+  void clear() noexcept;
+
+ private:
+  struct Waiter {
+    std::shared_ptr<RequestState> state;
+    nanobind::object future;
+  };
+  // The notifier token of a request: its state's address. A stale token (a
+  // finished request whose address was reused) only makes on_ready look at
+  // a queue once more; the entry in `waiting_` keeps the state alive.
+  static uint64_t token(const RequestState* state) noexcept {
+    return reinterpret_cast<uintptr_t>(state);
+  }
+
+  nanobind::object future_type_;  // null: call loop.create_future()
+  std::shared_ptr<LoopNotifier> notifier_;
+  std::unordered_map<uint64_t, Waiter> waiting_;
+  std::vector<uint64_t> spare_;  // reused drain buffer
+};
+
+}  // namespace tsb

@@ -1,0 +1,199 @@
+"""The per-request response queue and the native asyncio waiters: streams
+queued before anyone iterates (the inline slot and its overflow), a
+cancelled await, many loops, and the Triton type read from a NumPy buffer's
+format."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import queue
+import threading
+
+import numpy
+import pytest
+
+from tritonserver import CancelledError, _core
+from tritonserver._api import _async_wakeup
+from conftest import as_numpy, call_with_deadline
+
+HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
+
+
+def streaming_inputs(count: int, delay_ms: int = 0) -> dict:
+    inputs = {"COUNT": numpy.array([count], dtype=numpy.int32)}
+    if delay_ms:
+        inputs["DELAY_MS"] = numpy.array([delay_ms], dtype=numpy.int32)
+    return inputs
+
+
+def _wait_for_final(user_queue: "queue.SimpleQueue") -> int:
+    """Take a stream's responses off a user queue up to the final one; by
+    then (nearly) all of them also sit in the request's own queue."""
+    count = 0
+    while True:
+        response = user_queue.get(timeout=HANG_S)
+        count += 1
+        if response.final:
+            return count
+
+
+def _values(responses) -> list[int]:
+    return [as_numpy(r.outputs["OUT"]).tolist()[0] for r in responses if not r.final]
+
+
+def test_stream_queued_before_iteration_arrives_whole_and_in_order(model):
+    # 41 responses queued before the first is taken: the first in the inline
+    # slot, the rest in the overflow queue, all in order.
+    side = queue.SimpleQueue()
+    iterator = model("streaming").infer(inputs=streaming_inputs(40), response_queue=side)
+    assert call_with_deadline(lambda: _wait_for_final(side)) == 41
+    responses = call_with_deadline(lambda: list(iterator))
+    assert [r.final for r in responses] == [False] * 40 + [True]
+    assert _values(responses) == list(range(40))
+
+
+def test_stream_queued_before_async_iteration_needs_no_future(model):
+    side = queue.SimpleQueue()
+
+    async def main():
+        iterator = model("streaming").async_infer(inputs=streaming_inputs(30), response_queue=side)
+        await asyncio.get_running_loop().run_in_executor(None, _wait_for_final, side)
+        responses = [r async for r in iterator]
+        return responses, _async_wakeup.waker(asyncio.get_running_loop()).waiting
+
+    responses, waiting = asyncio.run(asyncio.wait_for(main(), HANG_S))
+    assert [r.final for r in responses] == [False] * 30 + [True]
+    assert _values(responses) == list(range(30))
+    assert waiting == 0
+
+
+def test_stream_consumed_slower_than_produced_stays_in_order(model):
+    async def main():
+        received = []
+        async for response in model("streaming").async_infer(inputs=streaming_inputs(20, delay_ms=1)):
+            received.append(response)
+            if len(received) % 5 == 0:
+                await asyncio.sleep(0.02)  # let several responses queue up
+        return received
+
+    received = asyncio.run(asyncio.wait_for(main(), HANG_S))
+    assert [r.final for r in received] == [False] * 20 + [True]
+    assert _values(received) == list(range(20))
+
+
+def test_cancelled_await_forgets_its_future(model):
+    async def main():
+        loop = asyncio.get_running_loop()
+        iterator = model("streaming").async_infer(inputs=streaming_inputs(2, delay_ms=2000), raise_on_error=False)
+        first = [r async for r in _take(iterator, 1)]
+        waiters = _async_wakeup.waker(loop)
+        task = asyncio.ensure_future(iterator.__anext__())  # waits ~2 s for the second
+        while waiters.waiting == 0:
+            await asyncio.sleep(0.005)
+        # The garbage collector sees the future the waiters hold.
+        assert any(isinstance(o, asyncio.Future) for o in gc.get_referents(waiters))
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        forgotten = waiters.waiting == 0
+        # The stream still ends: cancel it in Triton and drain it.
+        iterator.cancel()
+        rest = [r async for r in iterator]
+        return first, forgotten, rest
+
+    first, forgotten, rest = asyncio.run(asyncio.wait_for(main(), HANG_S))
+    assert _values(first) == [0]
+    assert forgotten
+    assert rest and rest[-1].final
+    assert all(r.error is None or isinstance(r.error, CancelledError) for r in rest)
+
+
+async def _take(iterator, n):
+    for _ in range(n):
+        yield await iterator.__anext__()
+
+
+def test_many_loops_each_with_its_waiters(model):
+    m = model("streaming")
+    results: dict[int, list] = {}
+    errors: list[BaseException] = []
+
+    def thread_main(t):
+        async def one():
+            return _values([r async for r in m.async_infer(inputs=streaming_inputs(10, delay_ms=1))])
+
+        async def main():
+            waiters = _async_wakeup.waker(asyncio.get_running_loop())
+            streams = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(8))), HANG_S)
+            return streams, waiters
+
+        try:
+            streams, waiters = asyncio.run(main())
+            results[t] = [streams, id(waiters), waiters.waiting]
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=thread_main, args=(t,)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HANG_S)
+    assert not any(thread.is_alive() for thread in threads), "an event loop hung"
+    assert not errors, errors
+    assert sorted(results) == list(range(6))
+    for streams, _, waiting in results.values():
+        assert streams == [list(range(10))] * 8
+        assert waiting == 0
+
+
+@pytest.mark.parametrize("dtype", ["?", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f2", "f4", "f8"])
+def test_host_array_taken_with_its_triton_type(server, model, dtype):
+    model("identity_fp32")
+    request = _core.Request(server._started(), "identity_fp32", -1)
+    try:
+        assert request.add_host_array("X", numpy.zeros((2, 3), dtype=dtype))
+    finally:
+        request.discard()
+
+
+@pytest.mark.parametrize("array", [
+    numpy.zeros(4, dtype=">f4"),  # byte-swapped
+    numpy.zeros(4, dtype="c8"),  # no Triton type
+    numpy.zeros(4, dtype="U3"),
+    numpy.zeros(4, dtype=object),
+    numpy.zeros((4, 4), dtype="f4")[:, 1],  # not contiguous
+    numpy.zeros(4, dtype=[("a", "f4"), ("b", "i4")]),
+], ids=["byteswapped", "complex", "unicode", "object", "strided", "struct"])
+def test_host_array_declined_for_the_general_path(server, model, array):
+    model("identity_fp32")
+    request = _core.Request(server._started(), "identity_fp32", -1)
+    try:
+        assert not request.add_host_array("X", array)
+    finally:
+        request.discard()
+
+
+def test_a_loop_with_its_own_create_future_makes_the_futures(model):
+    # asyncio's own loops get Future(loop=loop) made natively; a loop that
+    # overrides create_future() (as uvloop does) is asked for each future.
+    made = []
+
+    class CountingLoop(asyncio.SelectorEventLoop):
+        def create_future(self):
+            future = super().create_future()
+            made.append(future)
+            return future
+
+    async def main():
+        stream = model("streaming").async_infer(inputs=streaming_inputs(3, delay_ms=20))
+        return [r async for r in stream]
+
+    loop = CountingLoop()
+    try:
+        # No wait_for: it would make futures of its own.
+        responses = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert _values(responses) == [0, 1, 2]
+    assert made and all(f.done() for f in made)
