@@ -58,6 +58,14 @@ nb::object AsyncioWaiters::next(Request& request, nb::handle loop) {
   if (ResponsePtr r = state->queue.try_pop()) {
     return nb::cast(ResponseHandle{std::move(r)});
   }
+  auto waiting = waiting_.find(token(state.get()));
+  if (waiting != waiting_.end() &&
+      call_method(waiting->second.future, names().done).ptr() != Py_True) {
+    // Replacing that future would leave its awaiting task waiting forever.
+    throw nb::value_error(
+        "another task is already awaiting this response iterator; "
+        "iterate it from one task at a time");
+  }
   nb::object future;
   if (future_type_.is_valid()) {
     PyObject* args[] = {loop.ptr()};  // Future(loop=loop)

@@ -197,3 +197,20 @@ def test_a_loop_with_its_own_create_future_makes_the_futures(model):
         loop.close()
     assert _values(responses) == [0, 1, 2]
     assert made and all(f.done() for f in made)
+
+
+def test_two_tasks_on_one_async_iterator(model):
+    # The second concurrent __anext__ is refused (ValueError); the first
+    # still gets the response, and the iterator then ends normally.
+    async def main():
+        iterator = model("sleep").async_infer(inputs={"SECONDS": numpy.array([0.3], dtype=numpy.float32)})
+        first = asyncio.ensure_future(iterator.__anext__())
+        await asyncio.sleep(0.05)  # first is now awaiting its future
+        with pytest.raises(ValueError, match="one task at a time"):
+            await iterator.__anext__()
+        response = await asyncio.wait_for(first, HANG_S)
+        assert response.final and as_numpy(response.outputs["OUT"]).tolist() == [pytest.approx(0.3)]
+        with pytest.raises(StopAsyncIteration):
+            await iterator.__anext__()
+
+    asyncio.run(main())
