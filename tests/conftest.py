@@ -238,6 +238,31 @@ def call_with_deadline(fn, seconds: float = 60.0):
     return outcome.get("value")
 
 
+def run_loops_in_threads(make_main, count: int, seconds: float = 60.0) -> dict:
+    """asyncio.run(make_main(t)) in `count` threads at once (one event loop
+    each); their results by thread index. Fails on a hang or an exception."""
+    import asyncio
+
+    results: dict = {}
+    errors: list[BaseException] = []
+
+    def thread_main(t: int) -> None:
+        try:
+            results[t] = asyncio.run(make_main(t))
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=thread_main, args=(t,)) for t in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(seconds)
+    assert not any(thread.is_alive() for thread in threads), "an event loop hung"
+    assert not errors, errors
+    assert sorted(results) == list(range(count))
+    return results
+
+
 def single(iterator) -> tritonserver.InferenceResponse:
     """The one response of a non-decoupled request."""
     responses = list(iterator)

@@ -8,14 +8,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import queue
-import threading
 
 import numpy
 import pytest
 
 from tritonserver import CancelledError, _core
 from tritonserver._api import _async_wakeup
-from conftest import as_numpy, call_with_deadline
+from conftest import as_numpy, call_with_deadline, run_loops_in_threads
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
 
@@ -116,33 +115,17 @@ async def _take(iterator, n):
 
 def test_many_loops_each_with_its_waiters(model):
     m = model("streaming")
-    results: dict[int, list] = {}
-    errors: list[BaseException] = []
 
-    def thread_main(t):
-        async def one():
-            return _values([r async for r in m.async_infer(inputs=streaming_inputs(10, delay_ms=1))])
+    async def one():
+        return _values([r async for r in m.async_infer(inputs=streaming_inputs(10, delay_ms=1))])
 
-        async def main():
-            waiters = _async_wakeup.waker(asyncio.get_running_loop())
-            streams = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(8))), HANG_S)
-            return streams, waiters
+    async def main(t):
+        waiters = _async_wakeup.waker(asyncio.get_running_loop())
+        streams = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(8))), HANG_S)
+        return streams, waiters.waiting
 
-        try:
-            streams, waiters = asyncio.run(main())
-            results[t] = [streams, id(waiters), waiters.waiting]
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-
-    threads = [threading.Thread(target=thread_main, args=(t,)) for t in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(HANG_S)
-    assert not any(thread.is_alive() for thread in threads), "an event loop hung"
-    assert not errors, errors
-    assert sorted(results) == list(range(6))
-    for streams, _, waiting in results.values():
+    results = run_loops_in_threads(main, 6, HANG_S)
+    for streams, waiting in results.values():
         assert streams == [list(range(10))] * 8
         assert waiting == 0
 

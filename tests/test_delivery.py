@@ -19,7 +19,7 @@ import pytest
 import tritonserver
 from tritonserver import CancelledError, InferenceResponse
 from tritonserver import _core
-from conftest import MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, single
+from conftest import MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, run_loops_in_threads, single
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
 
@@ -123,31 +123,16 @@ def test_identity_async_infer_needs_a_running_loop(model):
 
 def test_identity_several_event_loops_in_several_threads(model):
     m = model("identity_fp32")
-    results: dict[int, list] = {}
-    errors: list[BaseException] = []
 
-    def thread_main(t):
+    async def main(t):
         async def one(i):
             value = t * 1000 + i
             responses = await _collect(m.async_infer(inputs={"INPUT0": numpy.full(8, value, numpy.float32)}))
             return value, as_numpy(responses[0].outputs["OUTPUT0"]).copy()
 
-        async def main():
-            return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(16))), HANG_S)
+        return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(16))), HANG_S)
 
-        try:
-            results[t] = asyncio.run(main())
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-
-    threads = [threading.Thread(target=thread_main, args=(t,)) for t in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(HANG_S)
-    assert not any(thread.is_alive() for thread in threads), "an event loop hung"
-    assert not errors, errors
-    assert sorted(results) == [0, 1, 2, 3]
+    results = run_loops_in_threads(main, 4, HANG_S)
     for t, pairs in results.items():
         assert len(pairs) == 16
         for value, array in pairs:
