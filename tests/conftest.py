@@ -4,6 +4,7 @@ and our C++ identity test backend (built by `make build`)."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import inspect
 import os
@@ -164,6 +165,28 @@ def make_options(backend_directory: str, **overrides) -> tritonserver.Options:
     )
     settings.update(overrides)
     return tritonserver.Options(**settings)
+
+
+@contextlib.contextmanager
+def dedicated_server(backend_directory: str, server_id: str, models: list[str], exit_timeout: int = 10,
+                     stop_errors_ok: bool = False):
+    """A server of the test's own with `models` loaded. The test may stop it;
+    otherwise it is stopped at the end (within exit_timeout + 30 s: a hang
+    detector), its TritonError ignored only with `stop_errors_ok`."""
+    srv = tritonserver.Server(make_options(backend_directory, server_id=server_id, exit_timeout=exit_timeout,
+                                           log_error=False))
+    srv.start(wait_until_ready=True, timeout=60)
+    try:
+        for name in models:
+            srv.load(name)
+        yield srv
+    finally:
+        if srv._server is not None:
+            try:
+                call_with_deadline(srv.stop, exit_timeout + 30)
+            except tritonserver.TritonError:
+                if not stop_errors_ok:
+                    raise
 
 
 @pytest.fixture(scope="session")

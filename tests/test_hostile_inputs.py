@@ -36,6 +36,7 @@ from conftest import (
     address,
     as_numpy,
     call_with_deadline,
+    dedicated_server,
     has_gpu,
     make_options,
     single,
@@ -667,18 +668,8 @@ def test_request_on_a_stopped_server(backend_directory):
 
 @pytest.fixture
 def stream_server(backend_directory):
-    srv = tritonserver.Server(make_options(backend_directory, server_id="hostile-iterators", exit_timeout=10,
-                                           log_error=False))
-    srv.start(wait_until_ready=True, timeout=60)
-    try:
-        srv.load("identity_fp32")
-        srv.load("streaming")
-    except BaseException:
-        srv.stop()
-        raise
-    yield srv
-    if srv._server is not None:
-        call_with_deadline(srv.stop, 10 + 30)
+    with dedicated_server(backend_directory, "hostile-iterators", ["identity_fp32", "streaming"]) as srv:
+        yield srv
 
 
 def test_iterators_used_after_their_server_stopped(stream_server):

@@ -22,7 +22,7 @@ import pytest
 
 import tritonserver
 from tritonserver import TritonError
-from conftest import ROOT, as_numpy, assert_no_live_buffers, call_with_deadline, make_options
+from conftest import ROOT, as_numpy, assert_no_live_buffers, call_with_deadline, dedicated_server, make_options
 
 EXIT_TIMEOUT = 5
 DEADLINE = EXIT_TIMEOUT + 30  # "no hang", never a speed assertion
@@ -89,22 +89,9 @@ def assert_waiter_outcomes(outcomes: list) -> None:
 def loaded_server(backend_directory, request):
     """A dedicated server (exit_timeout 5 s) with identity_fp32, sleep and
     streaming loaded. The test stops it; the fixture only cleans up."""
-    srv = tritonserver.Server(make_options(backend_directory, server_id=f"shutdown-{request.node.name}",
-                                           exit_timeout=EXIT_TIMEOUT, log_error=False))
-    srv.start(wait_until_ready=True, timeout=60)
-    try:
-        srv.load("identity_fp32")
-        srv.load("sleep")
-        srv.load("streaming")
-    except BaseException:
-        srv.stop()
-        raise
-    yield srv
-    if srv._server is not None:
-        try:
-            call_with_deadline(srv.stop, DEADLINE)
-        except TritonError:
-            pass
+    with dedicated_server(backend_directory, f"shutdown-{request.node.name}", ["identity_fp32", "sleep", "streaming"],
+                          exit_timeout=EXIT_TIMEOUT, stop_errors_ok=True) as srv:
+        yield srv
 
 
 # -- one round: 64 requests in flight, then stop() ------------------------------------
