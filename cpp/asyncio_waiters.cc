@@ -38,13 +38,9 @@ AsyncioWaiters::AsyncioWaiters(nb::object future_type)
   names();
 }
 
-void AsyncioWaiters::attach(Request& request) {
+void AsyncioWaiters::submit(Request& request) {
   const std::shared_ptr<RequestState>& state = request.state();
   state->queue.set_notifier(notifier_, token(state.get()));
-}
-
-void AsyncioWaiters::submit(Request& request) {
-  attach(request);
   drain_deferred();
   nb::gil_scoped_release release;
   request.submit();

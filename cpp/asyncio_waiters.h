@@ -31,12 +31,9 @@ class AsyncioWaiters {
   AsyncioWaiters& operator=(const AsyncioWaiters&) = delete;
 
   int fd() const noexcept { return notifier_->fd(); }
-  // Routes `request`'s wake-ups to this loop and submits it (GIL released
-  // around the submission).
+  // Routes `request`'s wake-ups to this loop's notifier and submits it
+  // (GIL released around the submission).
   void submit(Request& request);
-  // Routes an already submitted request's wake-ups here (a response queued
-  // before this call is reported at once).
-  void attach(Request& request);
   // The request's next response if one is queued; otherwise a new future
   // of `loop` (loop.create_future()) that on_ready resolves with it.
   nanobind::object next(Request& request, nanobind::handle loop);

@@ -369,10 +369,6 @@ NB_MODULE(_core, m) {
 
   // --- requests and responses -------------------------------------------
   nb::class_<ResponseHandle>(m, "Response")
-      .def_prop_ro("model_name",
-                   [](const ResponseHandle& r) { return r.data->model_name; })
-      .def_prop_ro("model_version",
-                   [](const ResponseHandle& r) { return r.data->model_version; })
       .def_prop_ro("final",
                    [](const ResponseHandle& r) { return r.data->final; })
       // Everything InferenceResponse needs, in one call (this is on the
@@ -439,19 +435,8 @@ NB_MODULE(_core, m) {
           },
           "timeout_s"_a = -1.0,
           nb::sig("def next(self, timeout_s: float = -1.0) -> Response | None"))
-      .def("try_next",
-           [](Request& r) { return response_or_none(r.try_next()); },
-           nb::sig("def try_next(self) -> Response | None"))
-      .def("set_notifier", &Request::set_notifier, "notifier"_a, "token"_a)
       .def("cancel", &Request::cancel)
       .def("discard", &Request::discard);
-
-  // Made in C++ (make_shared) so that requests holding it on Triton's
-  // threads never own a Python reference.
-  nb::class_<LoopNotifier>(m, "LoopNotifier")
-      .def_static("create", [] { return std::make_shared<LoopNotifier>(); })
-      .def_prop_ro("fd", &LoopNotifier::fd)
-      .def("drain", &LoopNotifier::drain);
 
   // Used on the loop's thread only (the loop's own callbacks and tasks).
   nb::class_<AsyncioWaiters>(m, "AsyncioWaiters", nb::type_slots(waiters_slots))
@@ -460,7 +445,6 @@ NB_MODULE(_core, m) {
       .def_prop_ro("fd", &AsyncioWaiters::fd)
       .def_prop_ro("waiting", &AsyncioWaiters::waiting)
       .def("submit", &AsyncioWaiters::submit)
-      .def("attach", &AsyncioWaiters::attach)
       .def("next", &AsyncioWaiters::next,
            nb::sig("def next(self, request: Request, loop: object, /) -> "
                    "Response | collections.abc.Awaitable[Response]"))

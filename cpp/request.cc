@@ -359,13 +359,6 @@ ResponsePtr Request::next(double timeout_s) {
   return state_->queue.pop(timeout_s);
 }
 
-ResponsePtr Request::try_next() { return state_->queue.try_pop(); }
-
-void Request::set_notifier(std::shared_ptr<LoopNotifier> notifier,
-                           uint64_t token) {
-  state_->queue.set_notifier(std::move(notifier), token);
-}
-
 void Request::cancel() {
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (!state_->submitted || state_->handle == nullptr) return;

@@ -118,8 +118,6 @@ class Request {
   void submit();
   // Next response; blocks without the GIL. Null on timeout.
   ResponsePtr next(double timeout_s);
-  ResponsePtr try_next();
-  void set_notifier(std::shared_ptr<LoopNotifier> notifier, uint64_t token);
   // Asks Triton to cancel; a no-op once the request is released.
   void cancel();
   // Gives up an unsubmitted request now (e.g. after a validation error):

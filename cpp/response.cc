@@ -38,12 +38,6 @@ void read_response(const TritonApi& api, TRITONSERVER_InferenceResponse* r,
     out->error_message = api.ErrorMessage(err);
     api.ErrorDelete(err);
   }
-  const char* model = nullptr;
-  int64_t version = -1;
-  if (api.InferenceResponseModel(r, &model, &version) == nullptr && model) {
-    out->model_name = model;
-    out->model_version = version;
-  }
   const char* id = nullptr;
   if (api.InferenceResponseId(r, &id) == nullptr && id) out->request_id = id;
 

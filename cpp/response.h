@@ -27,8 +27,6 @@ struct Bytes {
 using ParameterValue = std::variant<std::string, int64_t, bool, double, Bytes>;
 
 struct ResponseData {
-  std::string model_name;
-  int64_t model_version = -1;
   std::string request_id;
   bool final = false;
   bool has_error = false;

@@ -12,11 +12,12 @@
 namespace tsb {
 namespace {
 
-template <typename T>
-bool wait_for_items(std::unique_lock<std::mutex>& lock,
-                    std::condition_variable& cv, const std::deque<T>& items,
-                    double timeout_s) {
-  auto ready = [&] { return !items.empty(); };
+// Waits on `cv` until `ready()` or `timeout_s` passes (forever when
+// negative); true when ready.
+template <typename Ready>
+bool wait_until_ready(std::unique_lock<std::mutex>& lock,
+                      std::condition_variable& cv, double timeout_s,
+                      Ready ready) {
   if (timeout_s < 0) {
     cv.wait(lock, ready);
     return true;
@@ -61,12 +62,6 @@ void LoopNotifier::notify(uint64_t token) noexcept {
   }
 }
 
-std::vector<uint64_t> LoopNotifier::drain() {
-  std::vector<uint64_t> out;
-  drain_into(out);
-  return out;
-}
-
 void LoopNotifier::drain_into(std::vector<uint64_t>& out) {
   uint64_t count;
   ssize_t ignored = read(fd_, &count, sizeof(count));  // EAGAIN is fine
@@ -106,11 +101,8 @@ ResponsePtr ResponseQueue::pop_locked() noexcept {
 
 ResponsePtr ResponseQueue::pop(double timeout_s) {
   std::unique_lock<std::mutex> lock(mutex_);
-  auto ready = [this] { return !empty_locked(); };
-  if (timeout_s < 0) {
-    ready_.wait(lock, ready);
-  } else if (!ready_.wait_for(lock, std::chrono::duration<double>(timeout_s),
-                              ready)) {
+  if (!wait_until_ready(lock, ready_, timeout_s,
+                        [this] { return !empty_locked(); })) {
     return nullptr;
   }
   return pop_locked();
@@ -145,7 +137,10 @@ void dispatch_push(uint64_t token, ResponsePtr response) noexcept {
 std::pair<uint64_t, ResponsePtr> dispatch_pop(double timeout_s) {
   DispatchQueue& q = dispatch_queue();
   std::unique_lock<std::mutex> lock(q.mutex);
-  if (!wait_for_items(lock, q.ready, q.items, timeout_s)) return {0, nullptr};
+  if (!wait_until_ready(lock, q.ready, timeout_s,
+                        [&q] { return !q.items.empty(); })) {
+    return {0, nullptr};
+  }
   auto item = std::move(q.items.front());
   q.items.pop_front();
   return item;

@@ -37,10 +37,9 @@ class LoopNotifier {
   LoopNotifier& operator=(const LoopNotifier&) = delete;
   int fd() const noexcept { return fd_; }
   void notify(uint64_t token) noexcept;
-  // Tokens with news since the last call (also clears the eventfd).
-  std::vector<uint64_t> drain();
-  // The same into `out` (empty on entry), by swapping buffers: no
-  // allocation once both have grown.
+  // Tokens with news since the last call, into `out` (empty on entry), by
+  // swapping buffers: no allocation once both have grown. Also clears the
+  // eventfd.
   void drain_into(std::vector<uint64_t>& out);
 
  private:
@@ -63,9 +62,8 @@ class ResponseQueue {
   void set_notifier(std::shared_ptr<LoopNotifier> notifier, uint64_t token);
 
  private:
-  bool empty_locked() const noexcept {
-    return !first_ && (!rest_ || rest_->empty());
-  }
+  // rest_ holds responses only while first_ does (pop_locked refills it).
+  bool empty_locked() const noexcept { return !first_; }
   ResponsePtr pop_locked() noexcept;
 
   std::mutex mutex_;

@@ -212,8 +212,6 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
     (TRITONSERVER_InferenceResponse*))                                        \
   X(InferenceResponseError, TRITONSERVER_Error*,                              \
     (TRITONSERVER_InferenceResponse*))                                        \
-  X(InferenceResponseModel, TRITONSERVER_Error*,                              \
-    (TRITONSERVER_InferenceResponse*, const char**, int64_t*))                \
   X(InferenceResponseId, TRITONSERVER_Error*,                                 \
     (TRITONSERVER_InferenceResponse*, const char**))                          \
   X(InferenceResponseParameterCount, TRITONSERVER_Error*,                     \

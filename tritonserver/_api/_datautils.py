@@ -78,22 +78,6 @@ def numpy_to_triton_dtype(dtype: Any) -> DataType:
         ) from None
 
 
-HOST_ARRAY_TYPES: dict[Any, int] = {}
-
-
-def host_array_data_type(dtype: Any) -> "int | None":
-    """The Triton type code for a NumPy dtype whose memory Triton can read as
-    it is (None for BYTES-like, byte-swapped and unsupported dtypes). Cached
-    per dtype (`HOST_ARRAY_TYPES`, which callers may read first)."""
-    code = HOST_ARRAY_TYPES.get(dtype)
-    if code is None:
-        if (dtype.kind in "OSU" or not dtype.isnative
-                or (dtype.kind, dtype.itemsize) not in _NUMPY_KIND_TO_TRITON):
-            return None
-        code = HOST_ARRAY_TYPES[dtype] = int(_NUMPY_KIND_TO_TRITON[(dtype.kind, dtype.itemsize)])
-    return code
-
-
 def dlpack_to_triton_dtype(code: int, bits: int) -> DataType:
     """The Triton type of a DLPack (type code, bits) pair."""
     try:

@@ -119,8 +119,8 @@ class AsyncResponseIterator(ResponseIterator):
     loop without a thread per request."""
 
     def __init__(self, model: "Model", request: "_core.Request", inference_request: "InferenceRequest",
-                 raise_on_error: bool = False, loop: Optional["asyncio.AbstractEventLoop"] = None,
-                 waiters: Optional["_core.AsyncioWaiters"] = None) -> None:
+                 raise_on_error: bool, loop: "asyncio.AbstractEventLoop",
+                 waiters: "_core.AsyncioWaiters") -> None:
         # ResponseIterator's fields, set here (this runs once per request).
         self._model = model
         self._request = request
@@ -129,7 +129,7 @@ class AsyncResponseIterator(ResponseIterator):
         self._complete = False
         self._cancelled = False
         self._loop = loop
-        # The loop's waiters, when the request was submitted attached to them.
+        # The loop's waiters, to which the request was attached at submission.
         self._waiters = waiters
 
     def __aiter__(self) -> "AsyncResponseIterator":
@@ -141,8 +141,6 @@ class AsyncResponseIterator(ResponseIterator):
         if self._complete:
             raise StopAsyncIteration
         waiters = self._waiters
-        if waiters is None:
-            waiters = self._attach()
         # The queued response, or a future that the loop's waiters resolve.
         core = waiters.next(self._request, self._loop)
         if not isinstance(core, _CoreResponse):
@@ -157,15 +155,6 @@ class AsyncResponseIterator(ResponseIterator):
         if response.error is not None and self._raise_on_error:
             raise response.error
         return response
-
-    def _attach(self) -> "_core.AsyncioWaiters":
-        """Route this request's wake-ups to its loop (on the first wait)."""
-        wakeup = async_wakeup()
-        loop: asyncio.AbstractEventLoop = self._loop or wakeup.running_loop()
-        waiters: _core.AsyncioWaiters = wakeup.waker(loop)
-        waiters.attach(self._request)
-        self._loop, self._waiters = loop, waiters
-        return waiters
 
     def __iter__(self) -> Any:
         """Not iterable synchronously: use ``async for``."""

@@ -100,7 +100,7 @@ class KServeRoutes:
         if rest[0] != "models" or len(rest) < 2:
             return Reply.error(404, f"no route for {path!r}")
         name, version, action = _model_path(rest[1:], path)
-        model = self._model(name, version)
+        model = self.model(name, version)
         if action == "infer":
             _require(method, "POST", path)
             return await self._infer(model, version, headers, body)
@@ -128,9 +128,10 @@ class KServeRoutes:
             return Reply(200) if self._server.ready() else Reply.error(503, "the server is not ready")
         return Reply.error(404, f"no route for {path!r}")
 
-    def _model(self, name: str, version: int) -> Model:
+    def model(self, name: str, version: int = -1) -> Model:
+        """A served model (NotFoundError for one that is not served)."""
         if self._models is not None and name not in self._models:
-            raise ProtocolError(404, f"unknown model '{name}': this endpoint serves {sorted(self._models)}")
+            raise NotFoundError(f"unknown model '{name}': this endpoint serves {sorted(self._models)}")
         return self._server.model(name, version)
 
     async def _infer(self, model: Model, version: int, headers: Mapping[str, str], body: bytes) -> Reply:

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._api._enums import ModelControlMode
-from .._api._errors import NotFoundError, UnavailableError
+from .._api._errors import UnavailableError
 from .._api._model import Model
 from .._api._options import Options
 from .._api._response import InferenceResponse
@@ -196,12 +196,9 @@ class TritonReplica:
 
     # -- helpers ---------------------------------------------------------------
     def _model(self, name: str, version: int) -> Model:
-        server = self._server
-        if server is None:
+        if self._server is None:
             raise UnavailableError(f"tritonserver replica pid {self._pid} is stopping")
-        if self._models is not None and name not in self._models:
-            raise NotFoundError(f"unknown model '{name}': this deployment serves {self._models}")
-        return server.model(name, version)
+        return self._routes.model(name, version)  # only the served models
 
     def _result(self, model_name: str, response: InferenceResponse) -> InferResult:
         return InferResult(
