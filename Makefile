@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 CORE_WHEEL := nvidia-pytriton==0.7.0
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo test build venv clean bench stress test-asan test-numpy2 test-ray ray-env ray-demo wheel lint docs
+.PHONY: demo test build venv clean bench stress test-asan test-numpy2 test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
 
 $(VENV)/.ready:
 	$(PYTHON) -m venv $(VENV)
@@ -88,8 +88,19 @@ test-asan:
 test-numpy2:
 	bash tests/run_numpy2.sh
 
+# The GPU check (docs/gpu.md): build/gpu-bundle/ holds everything it
+# installs, prebuilt here; the GPU machine runs tests/gpu/run_gpu_checks.sh
+# with that folder carried along, offline, building nothing.
+gpu-bundle:
+	bash tests/gpu/make_bundle.sh
+
+# The same check here, in a fresh Python 3.12 venv with only numpy 2, pytest
+# and hypothesis, pip offline and no GPU: proves the bundle is complete.
+gpu-dryrun: gpu-bundle
+	bash tests/gpu/dryrun.sh
+
 clean:
-	rm -rf build $(VENV) .venv-numpy2 .venv-asan
+	rm -rf build $(VENV) .venv-numpy2 .venv-asan .venv-gpu-build .venv-gpu-dryrun
 
 # Benchmarks: the C API floor, this binding, and tritonclient (gRPC/HTTP)
 # against the tritonserver binary; writes docs/benchmarks.md.

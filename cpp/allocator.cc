@@ -100,10 +100,23 @@ TRITONSERVER_Error* query_fn(TRITONSERVER_ResponseAllocator*, void* userp,
   return nullptr;
 }
 
+// A GPU id the process has (cudaSetDevice with any other would leave the
+// current device in place: the memory would land there, labelled wrongly).
+void check_gpu_id(int64_t type_id) {
+  if (type_id < 0 || type_id >= cuda_device_count()) {
+    raise(TRITONSERVER_ERROR_INVALID_ARG,
+          "GPU id " + std::to_string(type_id) + " is out of range: " +
+              std::to_string(cuda_device_count()) + " device(s) present");
+  }
+}
+
 }  // namespace
 
 OutputBuffer* buffer_allocate(size_t size, TRITONSERVER_MemoryType type,
                               int64_t type_id) {
+  if (type == TRITONSERVER_MEMORY_GPU && size > 0 && cuda() != nullptr) {
+    check_gpu_id(type_id);
+  }
   auto* b = new OutputBuffer();
   b->size = size;
   b->memory_type = type;
@@ -194,11 +207,7 @@ AllocationPolicy make_policy(TRITONSERVER_MemoryType type, int64_t type_id) {
             "available in this process (" +
                 cuda_status() + ")");
     }
-    if (type_id < 0 || type_id >= cuda_device_count()) {
-      raise(TRITONSERVER_ERROR_INVALID_ARG,
-            "GPU id " + std::to_string(type_id) + " is out of range: " +
-                std::to_string(cuda_device_count()) + " device(s) present");
-    }
+    check_gpu_id(type_id);
   } else if (type == TRITONSERVER_MEMORY_CPU_PINNED && cuda() == nullptr) {
     policy.memory_type = TRITONSERVER_MEMORY_CPU;
     policy.memory_type_id = 0;

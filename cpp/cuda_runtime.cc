@@ -4,6 +4,8 @@
 
 #include <mutex>
 
+#include "errors.h"
+
 namespace tsb {
 namespace {
 
@@ -77,6 +79,31 @@ std::string cuda_status() { return g_status; }
 std::string cuda_error_string(int code) {
   if (!g_loaded) return "CUDA error " + std::to_string(code);
   return g_rt.GetErrorString(code);
+}
+
+void cuda_stream_wait_default(int device, uintptr_t stream) {
+  const CudaRuntime* rt = cuda();
+  if (rt == nullptr) {
+    raise(TRITONSERVER_ERROR_UNSUPPORTED,
+          "CUDA is not available (" + cuda_status() + ")");
+  }
+  ScopedDevice scoped(device);
+  cudaEvent_t event = nullptr;
+  int err = rt->EventCreateWithFlags(&event, kCudaEventDisableTiming);
+  if (err == kCudaSuccess) {
+    err = rt->EventRecord(event, nullptr);  // the legacy default stream
+    if (err == kCudaSuccess) {
+      err = rt->StreamWaitEvent(reinterpret_cast<cudaStream_t>(stream), event,
+                                0);
+    }
+    rt->EventDestroy(event);  // released once the wait no longer needs it
+  }
+  if (err != kCudaSuccess) {
+    raise(TRITONSERVER_ERROR_INTERNAL,
+          "making DLPack stream " + std::to_string(stream) +
+              " wait for device " + std::to_string(device) +
+              " failed: " + cuda_error_string(err));
+  }
 }
 
 ScopedDevice::ScopedDevice(int device) {

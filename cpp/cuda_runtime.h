@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ const CudaRuntime* cuda() noexcept;
 int cuda_device_count() noexcept;
 std::string cuda_status();
 std::string cuda_error_string(int code);
+
+// Makes the consumer's `stream` (a cudaStream_t handle, as DLPack passes it)
+// wait for all work queued so far on `device`'s legacy default stream, where
+// cudaMemcpy copies run (the identity backend's, to_device()'s). Cheap: an
+// event, no host synchronization. Throws TritonException on failure.
+void cuda_stream_wait_default(int device, uintptr_t stream);
 
 // RAII: makes `device` current for the scope, restoring the previous one.
 class ScopedDevice {

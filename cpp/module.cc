@@ -49,6 +49,22 @@ struct BufferHandle {
   BufferRef ref;
   uintptr_t data_ptr;
   size_t size;
+
+  BufferHandle(BufferRef r, uintptr_t p, size_t s)
+      : ref(std::move(r)), data_ptr(p), size(s) {}
+  BufferHandle(const BufferHandle&) = default;
+  BufferHandle(BufferHandle&&) = default;
+  // The last reference to GPU or pinned memory frees it with cudaFree /
+  // cudaFreeHost, which may wait for the device: never with the GIL held.
+  // (A BufferHandle lives only in Python objects and binding temporaries,
+  // so it is always destroyed with the GIL held.)
+  ~BufferHandle() {
+    if (ref && ref->memory_type != TRITONSERVER_MEMORY_CPU &&
+        ref->refs.load(std::memory_order_acquire) == 1) {
+      nb::gil_scoped_release release;
+      ref = BufferRef();
+    }
+  }
 };
 
 // Wraps a freshly allocated buffer (adopting its one reference).
@@ -169,6 +185,8 @@ NB_MODULE(_core, m) {
         nb::call_guard<nb::gil_scoped_release>());
   m.def("cuda_device_count", &cuda_device_count);
   m.def("cuda_status", &cuda_status);
+  m.def("cuda_stream_wait_default", &cuda_stream_wait_default, "device"_a,
+        "stream"_a);
 
   // --- buffers and DLPack ----------------------------------------------
   m.def("live_buffer_count", &live_buffer_count);

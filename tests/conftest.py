@@ -23,7 +23,9 @@ from tritonserver._api import _triton_core
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"
-IDENTITY_LIBRARY = ROOT / "build" / "identity" / "libtriton_identity.so"
+# TRITONSERVER_TEST_IDENTITY_LIBRARY: a prebuilt one (the GPU check's bundle).
+IDENTITY_LIBRARY = pathlib.Path(os.environ.get("TRITONSERVER_TEST_IDENTITY_LIBRARY")
+                                or ROOT / "build" / "identity" / "libtriton_identity.so")
 
 
 def has_gpu() -> bool:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
+import time
 
 import numpy
 import pytest
@@ -118,17 +120,69 @@ def test_identity_gpu_model_without_request_preference_gets_cpu(model):
     numpy.testing.assert_array_equal(as_numpy(out), data)
 
 
-def test_gpu_output_dlpack_streams(model, cupy):
+def test_gpu_output_dlpack_streams(model, cupy, torch):
     out = infer_one(model, "identity_fp32", numpy.arange(8, dtype=numpy.float32),
                     output_memory_type="gpu").outputs["OUTPUT0"]
     with cupy.cuda.Stream(non_blocking=True) as stream:
         array = cupy.from_dlpack(out)  # CuPy passes its current stream
         numpy.testing.assert_array_equal(cupy.asnumpy(array, stream=stream), numpy.arange(8, dtype=numpy.float32))
-    for stream_value in (None, 1, 2, -1):
+    # The array API standard's values for CUDA, and stream handles from CuPy
+    # and torch (> 2: made to wait for the legacy default stream).
+    side_stream = torch.cuda.Stream()
+    for stream_value in (None, 1, 2, -1, stream.ptr, side_stream.cuda_stream):
         capsule = out.__dlpack__(stream=stream_value)
         assert capsule is not None
-    with pytest.raises(BufferError):
-        out.__dlpack__(stream="default")
+    for bad in ("default", 0, -2, True, 1.5):
+        with pytest.raises(BufferError):
+            out.__dlpack__(stream=bad)
+
+
+def test_consumer_stream_sees_a_completed_copy(cupy):
+    # to_device() copies from pageable host memory with cudaMemcpy on the
+    # legacy default stream, which may return before the data lands; a
+    # consumer on a non-blocking stream reads right away: __dlpack__ makes
+    # that stream wait for the copy.
+    data = numpy.arange(64 * 2**20 // 4, dtype=numpy.float32)
+    expected = float(data.sum(dtype=numpy.float64))
+    for _ in range(3):
+        moved = Tensor.from_dlpack(data).to_device("gpu:0")
+        with cupy.cuda.Stream(non_blocking=True) as stream:
+            array = cupy.from_dlpack(moved)
+            total = array.sum(dtype=cupy.float64)
+            stream.synchronize()
+        assert float(total) == expected
+        del moved, array, total
+    assert_no_live_buffers()
+
+
+def test_gpu_buffer_freed_without_the_gil(model, torch):
+    # cudaFree waits for the device: with a kernel keeping it busy, another
+    # Python thread must run while the last reference to a GPU output goes.
+    out = infer_one(model, "identity_fp32", numpy.ones(1 << 16, numpy.float32),
+                    output_memory_type="gpu").outputs["OUTPUT0"]
+    ticks = [0]
+    stop = threading.Event()
+
+    def count() -> None:
+        while not stop.is_set():
+            ticks[0] += 1
+
+    thread = threading.Thread(target=count)
+    thread.start()
+    try:
+        torch.cuda._sleep(int(3e9))  # about a second or two of GPU time
+        before = ticks[0]
+        start = time.monotonic()
+        del out  # the last reference: cudaFree
+        elapsed = time.monotonic() - start
+        during = ticks[0] - before
+    finally:
+        stop.set()
+        thread.join()
+    torch.cuda.synchronize()
+    assert_no_live_buffers()
+    # Only meaningful when the free did wait for the kernel.
+    assert elapsed < 0.2 or during > 0, f"the free took {elapsed:.2f} s with the GIL held"
 
 
 def test_gpu_output_bytes(model, cupy):
@@ -189,9 +243,14 @@ def test_gpu_output_async(model, cupy):
 
 def test_gpu_output_bad_device_id(model):
     count = _core.cuda_device_count()
-    with pytest.raises(tritonserver.InvalidArgumentError):
-        model("identity_fp32").infer(inputs={"INPUT0": numpy.ones(2, numpy.float32)},
-                                     output_memory_type=f"gpu:{count + 7}")
+    for device in (count, count + 7):
+        with pytest.raises(tritonserver.InvalidArgumentError, match="out of range"):
+            model("identity_fp32").infer(inputs={"INPUT0": numpy.ones(2, numpy.float32)},
+                                         output_memory_type=f"gpu:{device}")
+        # A copy to a device that is not there: refused, not made on another device.
+        with pytest.raises(tritonserver.InvalidArgumentError, match="out of range"):
+            Tensor.from_dlpack(numpy.ones(3, numpy.float32)).to_device(f"gpu:{device}")
+    assert_no_live_buffers()
     out = infer_one(model, "identity_fp32", numpy.ones(2, numpy.float32)).outputs["OUTPUT0"]
     assert as_numpy(out).tolist() == [1.0, 1.0]
 

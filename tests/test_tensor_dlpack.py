@@ -16,7 +16,7 @@ import pytest
 
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
-from conftest import address, assert_no_live_buffers, single
+from conftest import address, assert_no_live_buffers, has_gpu, single
 
 
 # -- reading a capsule with ctypes ---------------------------------------------
@@ -154,6 +154,13 @@ def test_identity_dlpack_keyword_arguments_of_the_standard(output):
         output.__dlpack__(copy=True)
     with pytest.raises(BufferError):
         output.__dlpack__(dl_device=(2, 0))
+
+
+@pytest.mark.parametrize("stream", [1, 2, -1, 0, 12345, "default", True], ids=repr)
+def test_identity_dlpack_stream_on_host_memory_must_be_none(output, stream):
+    # The array API standard: for devices without streams (CPU) only None.
+    with pytest.raises(BufferError):
+        output.__dlpack__(stream=stream)
 
 
 def test_identity_dlpack_export_adds_one_reference_released_with_consumer(output):
@@ -322,6 +329,13 @@ def test_identity_to_host_of_cpu_tensor_is_itself(output):
     assert output.to_device("cpu") is output
     assert output.to_device(MemoryType.CPU) is output
     assert output.to_device((MemoryType.CPU, 0)) is output
+
+
+@pytest.mark.skipif(has_gpu(), reason="checks the behaviour without CUDA")
+@pytest.mark.parametrize("device", ["gpu", "gpu:0", "gpu:7", (MemoryType.GPU, 3)], ids=str)
+def test_identity_to_device_gpu_without_cuda_is_unsupported(output, device):
+    with pytest.raises(tritonserver.UnsupportedError):
+        output.to_device(device)
 
 
 def test_identity_numpy_asarray_is_a_view(output):

@@ -161,7 +161,8 @@ def test_identity_gpu_model_falls_back_to_cpu_without_cuda(model):
 @no_cuda_only
 @pytest.mark.parametrize(
     "memory",
-    ["gpu", "gpu:0", "GPU:0", "cuda", (MemoryType.GPU, 0), MemoryType.GPU, (tritonserver.DLDeviceType.kDLCUDA, 0)],
+    ["gpu", "gpu:0", "GPU:0", "gpu:7", "cuda", (MemoryType.GPU, 0), MemoryType.GPU,
+     (tritonserver.DLDeviceType.kDLCUDA, 0)],
     ids=str,
 )
 @pytest.mark.parametrize("model_name", ["identity_fp32", "identity_gpu"])

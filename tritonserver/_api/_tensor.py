@@ -82,21 +82,36 @@ class Tensor:
         to this Tensor). A versioned capsule is returned when the consumer
         passes ``max_version`` >= (1, 0).
 
-        Outputs are complete when their response is delivered (the backend has
-        finished writing), so ``stream`` needs no synchronization; it is
-        validated only.
+        ``stream`` follows the array API standard: for GPU memory None or 1
+        (the legacy default stream), 2 (the per-thread default stream), -1 (no
+        synchronization) or a CUDA stream handle > 2; for host memory only
+        None. A response's outputs are complete when it is delivered (the
+        backend has finished writing); copies made with CUDA (to_device(), a
+        backend's cudaMemcpy) are queued on the legacy default stream, which
+        streams None, 1 and 2 are ordered after, and a stream handle > 2 is
+        made to wait for them with an event (no host synchronization).
         """
-        if stream is not None and not isinstance(stream, int):
-            raise BufferError(f"DLPack stream must be an int or None, not {type(stream).__name__}")
+        device = self.__dlpack_device__()
+        if stream is not None:
+            if isinstance(stream, bool) or not isinstance(stream, int):
+                raise BufferError(f"DLPack stream must be an int or None, not {type(stream).__name__}")
+            if device[0] != int(DLDeviceType.kDLCUDA):
+                raise BufferError(f"DLPack stream must be None for host memory, not {stream}")
+            if stream == 0 or stream < -1:
+                raise BufferError(
+                    f"DLPack stream {stream} is not valid for CUDA memory: pass None or 1 (legacy default "
+                    "stream), 2 (per-thread default stream), -1 (no synchronization) or a stream handle > 2"
+                )
         if copy:
             raise BufferError("Tensor.__dlpack__ exports without copying; copy=True is not supported")
-        device = self.__dlpack_device__()
         if dl_device is not None and tuple(dl_device) != device:
             raise BufferError(
                 f"cannot export to device {tuple(dl_device)} from {device} without a copy; "
                 "use Tensor.to_device() first"
             )
         code, bits = triton_to_dlpack_dtype(self.data_type)
+        if stream is not None and stream > 2:
+            _core.cuda_stream_wait_default(device[1], stream)
         versioned = max_version is not None and tuple(max_version)[0] >= 1
         return _core.export_dlpack(
             self, self.data_ptr, [int(d) for d in self.shape], code, bits,
