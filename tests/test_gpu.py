@@ -160,6 +160,8 @@ def test_gpu_buffer_freed_without_the_gil(model, torch):
     # Python thread must run while the last reference to a GPU output goes.
     out = infer_one(model, "identity_fp32", numpy.ones(1 << 16, numpy.float32),
                     output_memory_type="gpu").outputs["OUTPUT0"]
+    pointer = out.data_ptr
+    settle()  # `out` holds the only reference left
     ticks = [0]
     stop = threading.Event()
 
@@ -176,6 +178,7 @@ def test_gpu_buffer_freed_without_the_gil(model, torch):
         del out  # the last reference: cudaFree
         elapsed = time.monotonic() - start
         during = ticks[0] - before
+        assert pointer not in _core.live_buffer_addresses()  # freed by the `del` itself
     finally:
         stop.set()
         thread.join()

@@ -96,7 +96,7 @@ def main() -> None:
                 f"cupy copy {record['cupy_copy_ms']:.2f} ms (medians of {RUNS}); "
                 f"cupy.from_dlpack alone {from_dlpack_us:.1f} us"
             )
-            del output, arrays
+            del output
         finally:
             server.stop()
     finally:
