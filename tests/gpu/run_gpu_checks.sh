@@ -72,6 +72,11 @@ section "Install the bundle offline into $SITE"
 bounded 90 "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "${wheels[@]}" \
   || die "pip install from the bundle failed"
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+# The bundle's core, whatever else the image has (an NGC /opt/tritonserver
+# would otherwise come first).
+cores=("$SITE"/nvidia_pytriton.libs/libtritonserver*.so*)
+[ -f "${cores[0]}" ] || die "no libtritonserver in the installed core wheel"
+export TRITONSERVER_LIBRARY=${cores[0]}
 export TRITONSERVER_TEST_IDENTITY_LIBRARY=$IDENTITY
 "$PY" -c "import pytest" 2>/dev/null || die "pytest is not installed for $PY (the GPU image has it)"
 
