@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 CORE_WHEEL := nvidia-pytriton==0.7.0
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo test build venv clean bench stress test-asan test-numpy2 test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
+.PHONY: demo test build venv clean bench stress test-asan test-numpy2 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
 
 $(VENV)/.ready:
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +87,13 @@ test-asan:
 # The identity-backend tests in a separate environment with numpy 2.
 test-numpy2:
 	bash tests/run_numpy2.sh
+
+# Every Triton core on PyPI (nvidia-pytriton 0.4.2, 0.5.0, 0.7.0: Triton
+# 2.39, 2.41, 2.51), each downloaded once into build/cores/, with the
+# identity and python-backend suites and the optional-feature tests
+# (docs/cores.md).
+test-cores: build
+	bash tests/run_cores.sh
 
 # The GPU check (docs/gpu.md): build/gpu-bundle/ holds everything it
 # installs, prebuilt here; the GPU machine runs tests/gpu/run_gpu_checks.sh

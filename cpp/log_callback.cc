@@ -36,22 +36,13 @@ void on_log(TRITONSERVER_LogLevel level, const char* filename, const int line,
 }  // namespace
 
 void install_log_callback(ServerOptions& options, nb::callable fn) {
-  const TritonApi& api = triton();
-  if (api.ServerOptionsSetLogCallback == nullptr) {
-    const LoadedCore& core = loaded_core();
-    raise(TRITONSERVER_ERROR_UNSUPPORTED,
-          "Options.log_callback needs a Triton core that provides "
-          "TRITONSERVER_ServerOptionsSetLogCallback (Triton 2.72 or newer); "
-          "the loaded core " +
-              core.path + " has C API " + std::to_string(core.api_major) +
-              "." + std::to_string(core.api_minor));
-  }
+  auto set_log_callback = TRITON_NEED(ServerOptionsSetLogCallback);
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     if (g_callback == nullptr) g_callback = new nb::callable();
     *g_callback = std::move(fn);
   }
-  check(api.ServerOptionsSetLogCallback(options.get(), on_log, nullptr),
+  check(set_log_callback(options.get(), on_log, nullptr),
         "Options.log_callback");
 }
 

@@ -179,8 +179,8 @@ NB_MODULE(_core, m) {
     return nb::make_tuple(c.api_major, c.api_minor);
   }, nb::sig("def loaded_api_version() -> tuple[int, int]"));
   m.def("elf_needed", &elf_needed);
-  m.def("has_log_callback",
-        []() { return triton().ServerOptionsSetLogCallback != nullptr; });
+  m.def("missing_functions", &missing_functions,
+        nb::sig("def missing_functions() -> list[tuple[str, str]]"));
   m.def("cuda_load", &cuda_load, "candidates"_a,
         nb::call_guard<nb::gil_scoped_release>());
   m.def("cuda_device_count", &cuda_device_count);
@@ -278,9 +278,22 @@ NB_MODULE(_core, m) {
       .def("set_exit_timeout", &ServerOptions::set_exit_timeout, "seconds"_a)
       OPTION("set_buffer_manager_thread_count", ServerOptionsSetBufferManagerThreadCount, "buffer_manager_thread_count", unsigned int)
       OPTION("set_model_load_thread_count", ServerOptionsSetModelLoadThreadCount, "model_load_thread_count", unsigned int)
-      OPTION("set_model_load_retry_count", ServerOptionsSetModelLoadRetryCount, "model_load_retry_count", unsigned int)
+      // A core without this setter never retries a load: 0 asks for no more.
+      .def("set_model_load_retry_count",
+           [](ServerOptions& o, unsigned int count) {
+             if (count == 0 && triton().ServerOptionsSetModelLoadRetryCount == nullptr) return;
+             o.apply(TRITON_NEED(ServerOptionsSetModelLoadRetryCount),
+                     "model_load_retry_count", count);
+           })
       OPTION("set_model_namespacing", ServerOptionsSetModelNamespacing, "model_namespacing", bool)
-      OPTION("set_enable_peer_access", ServerOptionsSetEnablePeerAccess, "enable_peer_access", bool)
+      // A core without this setter always enables peer access: only False
+      // needs it.
+      .def("set_enable_peer_access",
+           [](ServerOptions& o, bool enable) {
+             if (enable && triton().ServerOptionsSetEnablePeerAccess == nullptr) return;
+             o.apply(TRITON_NEED(ServerOptionsSetEnablePeerAccess),
+                     "enable_peer_access", enable);
+           })
       OPTION_STR("set_log_file", ServerOptionsSetLogFile, "log_file")
       OPTION("set_log_info", ServerOptionsSetLogInfo, "log_info", bool)
       OPTION("set_log_warn", ServerOptionsSetLogWarn, "log_warn", bool)

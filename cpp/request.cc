@@ -200,8 +200,8 @@ void Request::set_bool_parameter(const std::string& key, bool v) {
                                                   v));
 }
 void Request::set_double_parameter(const std::string& key, double v) {
-  check(triton().InferenceRequestSetDoubleParameter(live_handle(),
-                                                    key.c_str(), v));
+  check(TRITON_NEED(InferenceRequestSetDoubleParameter)(live_handle(),
+                                                         key.c_str(), v));
 }
 
 void Request::add_input_dims(const std::string& name, int datatype,

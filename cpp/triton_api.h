@@ -204,8 +204,6 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
     (TRITONSERVER_InferenceRequest*, const char*, int64_t))                   \
   X(InferenceRequestSetBoolParameter, TRITONSERVER_Error*,                    \
     (TRITONSERVER_InferenceRequest*, const char*, bool))                      \
-  X(InferenceRequestSetDoubleParameter, TRITONSERVER_Error*,                  \
-    (TRITONSERVER_InferenceRequest*, const char*, double))                    \
   X(InferenceRequestCancel, TRITONSERVER_Error*,                              \
     (TRITONSERVER_InferenceRequest*))                                         \
   X(InferenceResponseDelete, TRITONSERVER_Error*,                             \
@@ -261,11 +259,7 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
     (TRITONSERVER_ServerOptions*, unsigned int))                              \
   X(ServerOptionsSetModelLoadThreadCount, TRITONSERVER_Error*,                \
     (TRITONSERVER_ServerOptions*, unsigned int))                              \
-  X(ServerOptionsSetModelLoadRetryCount, TRITONSERVER_Error*,                 \
-    (TRITONSERVER_ServerOptions*, unsigned int))                              \
   X(ServerOptionsSetModelNamespacing, TRITONSERVER_Error*,                    \
-    (TRITONSERVER_ServerOptions*, bool))                                      \
-  X(ServerOptionsSetEnablePeerAccess, TRITONSERVER_Error*,                    \
     (TRITONSERVER_ServerOptions*, bool))                                      \
   X(ServerOptionsSetLogFile, TRITONSERVER_Error*,                             \
     (TRITONSERVER_ServerOptions*, const char*))                               \
@@ -353,18 +347,32 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
   X(MetricIncrement, TRITONSERVER_Error*, (TRITONSERVER_Metric*, double))     \
   X(MetricSet, TRITONSERVER_Error*, (TRITONSERVER_Metric*, double))
 
-// Functions present only in newer cores; null when the core lacks them.
+// Functions that only one option, parameter type or feature needs, each
+// with that feature's name: X(short name, return, (args), feature). A core
+// without one still loads; the table holds null and using the feature raises
+// UNSUPPORTED naming it (TRITON_NEED in triton_library.h). Which cores have
+// which: docs/cores.md.
 #define TRITON_OPTIONAL_FUNCTIONS(X)                                          \
+  X(InferenceRequestSetDoubleParameter, TRITONSERVER_Error*,                  \
+    (TRITONSERVER_InferenceRequest*, const char*, double),                    \
+    "float request parameters (InferenceRequest.parameters)")                 \
+  X(ServerOptionsSetModelLoadRetryCount, TRITONSERVER_Error*,                 \
+    (TRITONSERVER_ServerOptions*, unsigned int),                              \
+    "Options.model_load_retry_count other than 0")                            \
+  X(ServerOptionsSetEnablePeerAccess, TRITONSERVER_Error*,                    \
+    (TRITONSERVER_ServerOptions*, bool), "Options.enable_peer_access=False")  \
   X(ServerOptionsSetLogCallback, TRITONSERVER_Error*,                         \
-    (TRITONSERVER_ServerOptions*, TRITONSERVER_LogMessageFn_t, void*))
+    (TRITONSERVER_ServerOptions*, TRITONSERVER_LogMessageFn_t, void*),        \
+    "Options.log_callback")
 
-// The newest required function above (SetDoubleParameter, MetricSet with
-// the CANCELLED code in use) needs C API 1.17+; 2.51 ships 1.34.
+// The oldest C API this package is built and tested against (Triton 2.39's
+// 1.25, the core of nvidia-pytriton 0.4.2): every required function above is
+// in it. Newer minor versions only add functions; major 2 would break them.
 constexpr uint32_t kRequiredApiMajor = 1;
-constexpr uint32_t kRequiredApiMinor = 17;
+constexpr uint32_t kRequiredApiMinor = 25;
 
 struct TritonApi {
-#define TRITON_DECLARE_MEMBER(name, ret, args) ret(*name) args = nullptr;
+#define TRITON_DECLARE_MEMBER(name, ret, args, ...) ret(*name) args = nullptr;
   TRITON_REQUIRED_FUNCTIONS(TRITON_DECLARE_MEMBER)
   TRITON_OPTIONAL_FUNCTIONS(TRITON_DECLARE_MEMBER)
 #undef TRITON_DECLARE_MEMBER

@@ -49,7 +49,7 @@ std::vector<std::string> resolve(void* handle, TritonApi* api) {
   api->name = reinterpret_cast<ret(*) args>(                            \
       dlsym(handle, "TRITONSERVER_" #name));                             \
   if (api->name == nullptr) missing.push_back("TRITONSERVER_" #name);
-#define TRITON_RESOLVE_OPTIONAL(name, ret, args) \
+#define TRITON_RESOLVE_OPTIONAL(name, ret, args, feature) \
   api->name = reinterpret_cast<ret(*) args>(   \
       dlsym(handle, "TRITONSERVER_" #name));
   TRITON_REQUIRED_FUNCTIONS(TRITON_RESOLVE_REQUIRED)
@@ -178,5 +178,25 @@ const TritonApi& triton() {
 bool triton_loaded() noexcept { return g_loaded.load(); }
 
 const LoadedCore& loaded_core() { return g_core; }
+
+void raise_missing(const char* feature, const char* function) {
+  const LoadedCore& core = loaded_core();
+  raise(TRITONSERVER_ERROR_UNSUPPORTED,
+        std::string(feature) + " needs " + function +
+            ", which the loaded Triton core lacks (C API " +
+            std::to_string(core.api_major) + "." +
+            std::to_string(core.api_minor) + ", " + core.path +
+            "); use a newer core (docs/cores.md)");
+}
+
+std::vector<std::pair<std::string, std::string>> missing_functions() {
+  const TritonApi& api = triton();
+  std::vector<std::pair<std::string, std::string>> missing;
+#define TRITON_LIST_MISSING(name, ret, args, feature) \
+  if (api.name == nullptr) missing.emplace_back("TRITONSERVER_" #name, feature);
+  TRITON_OPTIONAL_FUNCTIONS(TRITON_LIST_MISSING)
+#undef TRITON_LIST_MISSING
+  return missing;
+}
 
 }  // namespace tsb

@@ -17,6 +17,7 @@ import pytest
 import tritonserver
 from tritonserver import _core
 from tritonserver._api import _triton_core
+from conftest import MODELS
 
 NGC_CORE = "/opt/tritonserver/lib/libtritonserver.so"
 INSTALL_HINT = "pip install --no-deps nvidia-pytriton==0.7.0"
@@ -224,3 +225,42 @@ def test_python_m_tritonserver_reports_the_core_it_would_use(tmp_path):
     assert "found via: nvidia-pytriton" in out
     assert "CUDA: " in out
     assert "python, linked for Python" in out
+
+
+def test_python_backend_without_a_stub_for_this_python_is_refused_clearly(tmp_path):
+    """A core whose wheel has no stub for the running Python (nvidia-pytriton
+    0.5.0 and 0.4.2 stop at 3.11): loading a python model raises
+    UnsupportedError naming the versions it has, not the core's bare "stub
+    not found"."""
+    install = _triton_core.find_core()
+    if install.python_backend is None:
+        pytest.skip("this core has no nvidia-pytriton python backend")
+    tree = tmp_path / "site"
+    (tree / "pytriton" / "tritonserver" / "python_backend_stubs").mkdir(parents=True)
+    (tree / "nvidia_pytriton.libs").symlink_to(install.library_folder)
+    real = pathlib.Path(install.python_backend[2]).parent
+    for name in ("backends", "caches"):
+        (tree / "pytriton" / "tritonserver" / name).symlink_to(real / name)
+    other = "3.8" if sys.version_info[:2] != (3, 8) else "3.9"
+    (tree / "pytriton" / "tritonserver" / "python_backend_stubs" / other).symlink_to(
+        real / "python_backend_stubs" / other)
+    library = tree / "nvidia_pytriton.libs" / os.path.basename(install.library)
+    result = run_child(f"""
+        import json, tritonserver
+        server = tritonserver.Server(model_repository={str(MODELS)!r}, log_error=False,
+                                     model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
+        server.start(wait_until_ready=True)
+        try:
+            server.load("add_sub")
+            outcome = None
+        except tritonserver.TritonError as e:
+            outcome = [type(e).__name__, str(e)]
+        server.stop()
+        print(json.dumps(outcome))
+    """, tmp_path, TRITONSERVER_LIBRARY=str(library))
+    assert result is not None, "a python model loaded without a stub for this Python"
+    name, message = result
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert name == "UnsupportedError"
+    assert f"has stubs for Python {other} only, not for this Python {version}" in message
+    assert "triton_python_backend_stub is not found" in message  # the core's own words, kept

@@ -43,7 +43,10 @@ def main() -> int:
             version = server.metadata()["version"]
     print(f"Triton core: {install.library}")
     print(f"  found via: {install.source}; Triton {version}, C API {major}.{minor}")
-    print(f"  log callback: {'yes' if _core.has_log_callback() else 'no (needs Triton 2.72+)'}")
+    missing = _core.missing_functions()
+    print("  every optional feature available" if not missing else "  features this core lacks (docs/cores.md):")
+    for function, feature in missing:
+        print(f"    {feature}: needs {function}")
     devices = _core.cuda_device_count()
     print(f"CUDA: {devices} device(s) — {_core.cuda_status()}")
     backends = _backends(install)
@@ -51,7 +54,9 @@ def main() -> int:
     for line in backends:
         print(f"  {line}")
     if install.python_backend is not None:
-        print("  (this core's python backend needs numpy<2 in this environment)")
+        problem = _triton_core.python_stub_problem(install)
+        print(f"  python backend unusable here: {problem}" if problem
+              else "  (this core's python backend needs numpy<2 in this environment)")
     return 0
 
 

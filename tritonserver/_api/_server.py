@@ -10,8 +10,9 @@ import weakref
 from typing import Any, Optional, Union
 
 from .. import _core
+from . import _triton_core
 from ._enums import MetricFormat, ModelIndexFlag
-from ._errors import InvalidArgumentError, UnavailableError
+from ._errors import InvalidArgumentError, TritonError, UnavailableError
 from ._model import Model, _json_object
 from ._options import Options, build_core_options
 
@@ -158,7 +159,11 @@ class Server:
             if key == "config" and isinstance(value, dict):
                 value = json.dumps(value)
             params[key] = value
-        self._started().load_model(model_name, params)
+        try:
+            self._started().load_model(model_name, params)
+        except TritonError as e:
+            _triton_core.explain_model_load_error(e)
+            raise
         return self.model(model_name)
 
     def unload(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .. import _core
-from ._errors import UnavailableError
+from ._errors import UnavailableError, UnsupportedError
 
 INSTALL_HINT = "pip install --no-deps nvidia-pytriton==0.7.0"
 _NGC_ROOT = "/opt/tritonserver"
@@ -204,6 +204,35 @@ def python_backend_directory(install: CoreInstall) -> Optional[str]:
         except OSError:
             continue
     return None
+
+
+def python_stub_problem(install: CoreInstall) -> Optional[str]:
+    """Why this install's python backend cannot run under this interpreter
+    (its wheel has no stub for this Python version), or None."""
+    if install.python_backend is None:
+        return None
+    stubs = install.python_backend[2]
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if os.path.isfile(os.path.join(stubs, version, "triton_python_backend_stub")):
+        return None
+    have = sorted((v for v in (os.listdir(stubs) if os.path.isdir(stubs) else [])
+                   if os.path.isfile(os.path.join(stubs, v, "triton_python_backend_stub"))),
+                  key=lambda v: tuple(int(p) if p.isdigit() else 0 for p in v.split(".")))
+    return (f"the python backend of the Triton core {install.library} has stubs for Python "
+            f"{', '.join(have) or '(none)'} only, not for this Python {version}: run in an "
+            f"environment with one of those versions, or use a core that has a {version} stub "
+            f"({INSTALL_HINT} has 3.8-3.13)")
+
+
+def explain_model_load_error(error: BaseException) -> None:
+    """Raise UnsupportedError instead of the core's "stub not found" when
+    the cause is a python backend without a stub for this Python."""
+    install = _loaded
+    if install is None or "triton_python_backend_stub" not in str(error):
+        return
+    problem = python_stub_problem(install)
+    if problem is not None:
+        raise UnsupportedError(f"{problem} (the core said: {error})") from error
 
 
 def _cache_home() -> str:
