@@ -11,12 +11,11 @@ and the environment the backend's stub process inherits.
 from __future__ import annotations
 
 import glob
-import hashlib
 import os
 import sys
 import sysconfig
-import tempfile
 import threading
+import zlib
 from dataclasses import dataclass
 from typing import Optional
 
@@ -193,13 +192,19 @@ def python_backend_directory(install: CoreInstall) -> Optional[str]:
     stub = os.path.join(stubs, version, "triton_python_backend_stub")
     if not os.path.isfile(stub):
         return None
-    key = hashlib.sha256(f"{library}|{stub}".encode()).hexdigest()[:16]
-    for base in (_cache_home(), tempfile.gettempdir()):
+    # A cheap key (hashlib would load OpenSSL at every start): a clash only
+    # makes _make_link_folder relink, as the links are checked.
+    key = f"{zlib.crc32(library.encode()):08x}{zlib.crc32(stub.encode()):08x}"
+    links = {"libtriton_python.so": library, "triton_python_backend_utils.py": utils,
+             "triton_python_backend_stub": stub}
+    for base in (_cache_home(), None):
+        if base is None:
+            import tempfile  # only when the cache folder is unusable
+
+            base = tempfile.gettempdir()
         folder = os.path.join(base, "tritonserver", f"backends-{key}")
         try:
-            _make_link_folder(folder, {"libtriton_python.so": library,
-                                       "triton_python_backend_utils.py": utils,
-                                       "triton_python_backend_stub": stub})
+            _make_link_folder(folder, links)
             return folder
         except OSError:
             continue
@@ -243,6 +248,8 @@ def _make_link_folder(folder: str, links: dict[str, str]) -> None:
     python_dir = os.path.join(folder, "python")
     if all(os.path.realpath(os.path.join(python_dir, n)) == os.path.realpath(t) for n, t in links.items()):
         return
+    import tempfile  # here, not at import: the folder is usually made already
+
     os.makedirs(folder, exist_ok=True)
     # Build aside, then rename into place: concurrent processes never see a
     # half-made folder.
