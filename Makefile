@@ -53,7 +53,7 @@ wheel: venv
 	rm -rf dist
 	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w dist/raw .
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/auditwheel repair -w dist dist/raw/*.whl
-	bash tests/check_wheel.sh dist/tritonserver-*.whl
+	bash tests/check_wheel.sh dist/tritonserver_binding-*.whl
 
 # Lint and static types.
 lint: build ray-env

@@ -2,7 +2,7 @@
 # Checks a built wheel (make wheel): its manylinux tag, the extension's NEEDED
 # list, and the smoke tests in a fresh virtualenv — first with no Triton core
 # installed, then with the nvidia-pytriton core (server start, one inference).
-#   bash tests/check_wheel.sh dist/tritonserver-*.whl
+#   bash tests/check_wheel.sh dist/tritonserver_binding-*.whl
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WHEEL=$1

@@ -54,13 +54,17 @@ def load_core(path: "str | None" = None) -> str:
     return _load_core(path).library
 
 
+# The name pip knows this package by (NVIDIA's package holds "tritonserver").
+_DISTRIBUTION = "tritonserver-binding"
+
+
 def __getattr__(name: str) -> str:
     # __version__ on demand: importlib.metadata costs ~25 ms at import.
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            return version("tritonserver")
+            return version(_DISTRIBUTION)
         except PackageNotFoundError:  # running from a source tree
             return "UNKNOWN"
     raise AttributeError(f"module 'tritonserver' has no attribute {name!r}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, NoReturn, Optional, Union
 
 from .. import _core
-from . import _triton_core
+from . import _logging, _triton_core
 from ._enums import InstanceGroupKind, LogFormat, LogLevel, ModelControlMode, RateLimitMode
 from ._errors import InvalidArgumentError
 
@@ -210,6 +210,7 @@ def build_core_options(options: Options) -> "_core.ServerOptions":
             backend_directory, DEFAULT_BACKEND_DIRECTORY, install.backend_directory)
     if install.python_backend is not None:
         _triton_core.prepare_stub_environment(install)
+    _logging.logger.debug("backend directory: %s", backend_directory)
 
     c = _core.ServerOptions()
     c.set_server_id(server_id)
@@ -241,6 +242,9 @@ def build_core_options(options: Options) -> "_core.ServerOptions":
     c.set_enable_peer_access(_bool("enable_peer_access", o.enable_peer_access))
     if o.log_file:
         c.set_log_file(o.log_file)
+    elif o.log_callback is None:
+        # The core's log lines become records of the "tritonserver.core" logger.
+        c.set_log_file(_logging.core_log_pipe())
     c.set_log_info(log_info)
     c.set_log_warn(log_warn)
     c.set_log_error(log_error)

@@ -10,7 +10,7 @@ import weakref
 from typing import Any, Optional, Union
 
 from .. import _core
-from . import _triton_core
+from . import _logging, _triton_core
 from ._enums import MetricFormat, ModelIndexFlag
 from ._errors import InvalidArgumentError, TritonError, UnavailableError
 from ._model import Model, _json_object
@@ -227,3 +227,9 @@ def _stop_running_servers() -> None:
         deadline = time.monotonic() + 60.0
         while _core.Server.reap_stopped(0.2) and time.monotonic() < deadline:
             pass
+    # The core's log goes back to stderr; the reader of its log pipe stops.
+    _logging.stop_core_log_pipe(_reset_core_log)
+
+
+def _reset_core_log() -> None:
+    _core.ServerOptions().set_log_file("")
