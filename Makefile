@@ -13,7 +13,7 @@ $(VENV)/.ready:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# numpy<2: the python backend stub of the 2.51 core needs it.
-	$(PY) -m pip install -q "numpy<2" pytest hypothesis nanobind scikit-build-core setuptools-scm cmake ninja
+	$(PY) -m pip install -q "numpy<2" pytest hypothesis nanobind scikit-build-core setuptools-scm cmake ninja mypy
 	# tritonclient's HTTP codec checks our KServe routes (tests/test_kserve_routes.py).
 	$(PY) -m pip install -q "tritonclient[http]==2.51.0"
 	$(PY) -m pip install -q --no-deps $(CORE_WHEEL)

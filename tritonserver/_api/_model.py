@@ -4,12 +4,18 @@ inference."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Optional
+import sys
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from ._enums import ModelBatchFlag, ModelTxnPropertyFlag
-from ._request import InferenceRequest
+from ._request import InferenceRequest, InferenceRequestKwargs
 from ._response import AsyncResponseIterator, ResponseIterator, async_wakeup
 from ._response_queue import register_user_queue, unregister_user_queue
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+elif TYPE_CHECKING:  # no runtime dependency on typing_extensions for 3.10
+    from typing_extensions import Unpack
 
 if TYPE_CHECKING:
     import asyncio
@@ -55,16 +61,16 @@ class Model:
     __str__ = __repr__
 
     # -- inference -------------------------------------------------------------
-    def create_request(self, **kwargs: Any) -> InferenceRequest:
+    def create_request(self, **kwargs: Unpack[InferenceRequestKwargs]) -> InferenceRequest:
         """A new InferenceRequest for this model."""
-        kwargs.pop("model", None)
+        cast("dict[str, Any]", kwargs).pop("model", None)
         return InferenceRequest(model=self, **kwargs)
 
     def infer(
         self,
         inference_request: Optional[InferenceRequest] = None,
         raise_on_error: bool = True,
-        **kwargs: Any,
+        **kwargs: Unpack[InferenceRequestKwargs],
     ) -> ResponseIterator:
         """Send a request; iterate the result for its responses.
 
@@ -80,7 +86,7 @@ class Model:
         self,
         inference_request: Optional[InferenceRequest] = None,
         raise_on_error: bool = True,
-        **kwargs: Any,
+        **kwargs: Unpack[InferenceRequestKwargs],
     ) -> AsyncResponseIterator:
         """Like infer(), for asyncio: ``async for response in ...``. Call it
         with an event loop running in this thread."""
@@ -89,7 +95,7 @@ class Model:
         waiters = wakeup.waker(loop)
         # create_request(), inline: this runs for every request.
         if inference_request is None:
-            kwargs.pop("model", None)
+            cast("dict[str, Any]", kwargs).pop("model", None)
             inference_request = InferenceRequest(self, **kwargs)
         if inference_request.response_queue is None:
             core_request = inference_request._create_core_request()

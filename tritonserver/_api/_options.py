@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, NoReturn, Optional, Union
+from typing import Annotated, Any, Callable, NoReturn, Optional, TypedDict, Union
 
 from .. import _core
 from . import _logging, _triton_core
@@ -89,6 +89,50 @@ class Options:
     host_policies: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics_configuration: dict[str, dict[str, str]] = field(default_factory=dict)
     log_callback: Optional[Callable[[Any, str, int, str], None]] = None
+
+
+class OptionsKwargs(TypedDict, total=False):
+    """The fields of ``Options`` as keyword arguments (``Server(**kwargs)``),
+    for type checkers: a misspelt option or a wrong type is reported in the
+    caller's code. Kept equal to the fields of ``Options`` (a test checks)."""
+
+    model_repository: Union[str, list[str]]
+    server_id: str
+    model_control_mode: ModelControlMode
+    startup_models: list[str]
+    strict_model_config: bool
+    rate_limiter_mode: RateLimitMode
+    rate_limiter_resources: list[RateLimiterResource]
+    pinned_memory_pool_size: uint
+    cuda_memory_pool_sizes: dict[int, uint]
+    cache_config: dict[str, dict[str, Any]]
+    cache_directory: str
+    min_supported_compute_capability: float
+    exit_on_error: bool
+    strict_readiness: bool
+    exit_timeout: uint
+    buffer_manager_thread_count: uint
+    model_load_thread_count: uint
+    model_load_retry_count: uint
+    model_namespacing: bool
+    enable_peer_access: bool
+    log_file: Optional[str]
+    log_info: bool
+    log_warn: bool
+    log_error: bool
+    log_format: LogFormat
+    log_verbose: uint
+    metrics: bool
+    gpu_metrics: bool
+    cpu_metrics: bool
+    metrics_interval: uint
+    backend_directory: str
+    repo_agent_directory: str
+    model_load_device_limits: list[ModelLoadDeviceLimit]
+    backend_configuration: dict[str, dict[str, str]]
+    host_policies: dict[str, dict[str, str]]
+    metrics_configuration: dict[str, dict[str, str]]
+    log_callback: Optional[Callable[[Any, str, int, str], None]]
 
 
 # -- validation helpers: each raises TypeError naming the field --------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 
 from .. import _core
 from ._datautils import DeviceOrMemoryType, parse_device_or_memory_type
@@ -23,6 +23,23 @@ _PARAMETER_SETTERS = {
     float: "set_double_parameter",
     bool: "set_bool_parameter",
 }
+
+
+class InferenceRequestKwargs(TypedDict, total=False):
+    """The fields of ``InferenceRequest`` but ``model``, as keyword arguments
+    (``Model.infer(**kwargs)``, ``async_infer``, ``create_request``), for type
+    checkers. Kept equal to those fields (a test checks)."""
+
+    request_id: Optional[str]
+    flags: int
+    correlation_id: Optional[Union[int, str]]
+    priority: int
+    timeout: int
+    inputs: dict[str, Union[Tensor, Any]]
+    parameters: dict[str, Union[str, int, float, bool]]
+    output_memory_type: Optional[DeviceOrMemoryType]
+    response_queue: Optional[Union["queue.SimpleQueue[Any]", "asyncio.Queue[Any]", Any]]
+    output_names: Optional[list[str]]
 
 
 @dataclass

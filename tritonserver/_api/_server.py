@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import atexit
 import json
+import sys
 import time
 import weakref
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .. import _core
 from . import _logging, _triton_core
 from ._enums import MetricFormat, ModelIndexFlag
 from ._errors import InvalidArgumentError, TritonError, UnavailableError
 from ._model import Model, _json_object
-from ._options import Options, build_core_options
+from ._options import Options, OptionsKwargs, build_core_options
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+elif TYPE_CHECKING:  # no runtime dependency on typing_extensions for 3.10
+    from typing_extensions import Unpack
 
 
 class ModelDictionary(dict[tuple[str, int], Model]):
@@ -48,7 +54,7 @@ class Server:
 
     _UNLOADED_STATES = (None, "UNAVAILABLE")
 
-    def __init__(self, options: Optional[Options] = None, **kwargs: Any) -> None:
+    def __init__(self, options: Optional[Options] = None, **kwargs: Unpack[OptionsKwargs]) -> None:
         if options is None:
             options = Options(**kwargs)
         self.options = options
