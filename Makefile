@@ -10,24 +10,30 @@ IDENTITY := build/identity/libtriton_identity.so
 .PHONY: demo test build venv clean bench stress test-asan test-numpy2 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
 
 $(VENV)/.ready:
+	@echo "== [1/5] creating $(VENV), a virtual environment for everything below"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# numpy<2: the python backend stub of the 2.51 core needs it.
+	@echo "== [2/5] installing numpy<2 (the 2.51 core's python backend stub needs it), pytest, hypothesis, mypy"
+	@echo "         (tests) and nanobind, scikit-build-core, setuptools-scm, cmake, ninja (to build the extension)"
 	$(PY) -m pip install -q "numpy<2" pytest hypothesis nanobind scikit-build-core setuptools-scm cmake ninja mypy
-	# tritonclient's HTTP codec checks our KServe routes (tests/test_kserve_routes.py).
+	@echo "== [3/5] installing tritonclient[http]: its HTTP codec checks our KServe routes in the tests"
 	$(PY) -m pip install -q "tritonclient[http]==2.51.0"
+	@echo "== [4/5] installing the Triton core: $(CORE_WHEEL) (a 55 MB download, 145 MB installed; glibc >= 2.35), --no-deps:"
+	@echo "         only its libtritonserver and backends are used (pip check lists its Python deps as missing)"
 	$(PY) -m pip install -q --no-deps $(CORE_WHEEL)
 	touch $@
 
 venv: $(VENV)/.ready
 
 build: venv
+	@echo "== [5/5] building and installing this package (the C++ extension) into $(VENV), and the test backend"
 	$(PY) -m pip install -q --no-build-isolation .
 	$(VENV)/bin/cmake -S tests/backends/identity -B build/identity -G Ninja \
 	  -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 	$(VENV)/bin/cmake --build build/identity
 
 demo: build
+	@echo "== running examples/demo.py: a server on examples/models, a few requests"
 	$(PY) examples/demo.py
 
 # tritonserver.ray's tests on a real local Ray cluster (marked `ray`) run in

@@ -1,8 +1,10 @@
 """Every Python block of the user guide runs, in order, in one namespace, from
-the repository root (blocks starting with `# requires: gpu` only with a GPU)."""
+the repository root (blocks starting with `# requires: gpu` only with a GPU,
+`# requires: jax` only where jax is installed)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import re
@@ -28,6 +30,8 @@ def test_user_guide_blocks_run(capsys, monkeypatch):
     ran = 0
     for number, block in enumerate(python_blocks(GUIDE), 1):
         if block.startswith("# requires: gpu") and not has_gpu():
+            continue
+        if block.startswith("# requires: jax") and importlib.util.find_spec("jax") is None:
             continue
         try:
             exec(compile(block, f"{GUIDE.name} block {number}", "exec"), namespace)
