@@ -28,8 +28,48 @@ def _backends(install: _triton_core.CoreInstall) -> list[str]:
     return found
 
 
+def _installed_as() -> str:
+    """The distribution that owns the imported package: ours, NVIDIA's (both
+    write the `tritonserver` folder), or none (a source tree)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from tritonserver import _DISTRIBUTION
+
+    try:
+        ours = distribution(_DISTRIBUTION)
+    except PackageNotFoundError:
+        return "not installed by pip (a source tree?)"
+    found = f"{_DISTRIBUTION} {ours.version}"
+    try:
+        nvidia = distribution("tritonserver")
+    except PackageNotFoundError:
+        return found
+    return (f"{found}, but NVIDIA's tritonserver {nvidia.version} is installed too: both write the "
+            "tritonserver folder; uninstall both, then install one (docs/user_guide.md, Install)")
+
+
+def _glibc() -> str:
+    name, version = platform.libc_ver()
+    if name != "glibc":
+        return f"not glibc ({name or 'unknown'}): the nvidia-pytriton core needs glibc 2.35+"
+    major, _, minor = version.partition(".")
+    ok = (int(major), int(minor or 0)) >= (2, 35)
+    return f"{version} ({'enough' if ok else 'too old'} for the nvidia-pytriton core, which needs 2.35+)"
+
+
+def _numpy() -> str:
+    try:
+        import numpy
+    except ImportError:
+        return "not installed (pip install numpy)"
+    return f"{numpy.__version__} ({os.path.dirname(numpy.__file__)})"
+
+
 def main() -> int:
     print(f"tritonserver {tritonserver.__version__} on Python {platform.python_version()} ({sys.executable})")
+    print(f"  installed as: {_installed_as()}")
+    print(f"glibc: {_glibc()}")
+    print(f"numpy: {_numpy()}")
     try:
         install = _triton_core.load_core()
     except tritonserver.TritonError as e:
