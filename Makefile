@@ -70,9 +70,12 @@ lint: build ray-env
 	# Typed against the installed package (its _core.pyi is generated at build).
 	cd tests && ../$(PY) -m mypy --strict -p tritonserver && ../$(PY) -m mypy --strict ../examples/*.py
 
-# The API reference from docstrings (a public name without one is an error).
+# The documentation site (MkDocs, warnings are errors) in build/site: the
+# README, docs/, the changelog and the API reference from docstrings (a
+# public name without one is an error). Builds offline once pip installed it.
 docs: build ray-env
-	cd tests && ../$(PY) ../docs/build_api.py ../build/docs/api.md
+	$(PY) -m pip install -q "mkdocs==1.6.1"
+	cd tests && ../$(PY) ../docs/build_site.py
 
 # Long reliability runs (tests marked `stress`; `make test` runs short ones).
 stress: build

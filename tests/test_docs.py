@@ -53,3 +53,21 @@ def test_api_reference_builds_with_every_public_name_documented(tmp_path):
     assert missing == []
     for name in ("Server", "Options", "InferenceRequest", "Tensor", "MemoryBuffer", "TritonError"):
         assert f"## {name}" in text
+
+
+def test_the_site_builds_with_no_warnings():
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed (make docs installs it)")
+    import runpy
+    import subprocess
+    import sys
+
+    site = runpy.run_path(str(ROOT / "docs" / "build_site.py"))
+    site["stage"]()
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "WARNING" not in proc.stderr, proc.stderr
+    pages = {p.name for p in (ROOT / "build" / "site").glob("*.html")}
+    assert {"index.html", "user_guide.html", "api.html", "design.html", "changelog.html"} <= pages
+    api = (ROOT / "build" / "site" / "api.html").read_text()
+    assert '<h2 id="server' in api and '<h2 id="inferencerequest' in api
