@@ -188,12 +188,16 @@ _pipe_lock = threading.Lock()
 _pipe: Optional[_CoreLogPipe] = None
 
 
-def core_log_pipe() -> str:
+def core_log_pipe() -> Optional[str]:
     """The file name for ``Options.log_file`` that routes the core's log
-    into ``logging`` (the reader starts on first use)."""
+    into ``logging`` (the reader starts on first use); None where that cannot
+    work (no /proc): the core then writes to stderr, as it would anyway."""
     global _pipe
     with _pipe_lock:
         if _pipe is None or _pipe.pid != os.getpid():  # none yet, or a forked child's
+            if not os.path.isdir(f"/proc/{os.getpid()}/fd"):
+                logger.warning("no /proc here: the core's log lines go to stderr, not to logging")
+                return None
             _pipe = _CoreLogPipe()
             logger.debug("core log lines go to logging through %s", _pipe.path)
         return _pipe.path

@@ -288,7 +288,9 @@ def build_core_options(options: Options) -> "_core.ServerOptions":
         c.set_log_file(o.log_file)
     elif o.log_callback is None:
         # The core's log lines become records of the "tritonserver.core" logger.
-        c.set_log_file(_logging.core_log_pipe())
+        pipe = _logging.core_log_pipe()
+        if pipe is not None:
+            c.set_log_file(pipe)
     c.set_log_info(log_info)
     c.set_log_warn(log_warn)
     c.set_log_error(log_error)
