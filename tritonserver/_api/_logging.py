@@ -116,8 +116,11 @@ class _CoreLogPipe:
 
     def _drain(self) -> None:
         buffer = b""
+        poller = select.poll()  # not select(): descriptors may be above 1024
+        poller.register(self._read, select.POLLIN)
+        poller.register(self._wake_read, select.POLLIN)
         while True:
-            ready, _, _ = select.select([self._read, self._wake_read], [], [])
+            ready = {fd for fd, _ in poller.poll()}
             if self._read in ready:
                 buffer = self._consume(buffer + os.read(self._read, 1 << 16))
             elif self._wake_read in ready:
