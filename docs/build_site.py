@@ -17,30 +17,28 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 STAGING = ROOT / "build" / "site-src"
 
-# (page in the site, source in the repository)
-PAGES = [
-    ("index.md", "README.md"),
-    ("user_guide.md", "docs/user_guide.md"),
-    ("design.md", "docs/design.md"),
-    ("ray.md", "docs/ray.md"),
-    ("development.md", "docs/development.md"),
-    ("hostile_inputs.md", "docs/hostile_inputs.md"),
-    ("benchmarks.md", "docs/benchmarks.md"),
-    ("sanitizers.md", "docs/sanitizers.md"),
-    ("changelog.md", "CHANGELOG.md"),
-]
+# Pages from outside docs/ (page in the site, source); every docs/*.md is a
+# page under its own name.
+EXTRA_PAGES = [("index.md", "README.md"), ("changelog.md", "CHANGELOG.md")]
 
 
 def stage() -> None:
-    """Copy the pages and write the API reference into build/site-src."""
+    """Copy the pages and write the API reference into build/site-src; every
+    page must be in mkdocs.yml's nav (a new one is named, not left out)."""
     shutil.rmtree(STAGING, ignore_errors=True)
     STAGING.mkdir(parents=True)
-    for page, source in PAGES:
+    for page, source in EXTRA_PAGES:
         shutil.copy(ROOT / source, STAGING / page)
+    for source in sorted((ROOT / "docs").glob("*.md")):
+        shutil.copy(source, STAGING / source.name)
     text, missing = runpy.run_path(str(ROOT / "docs" / "build_api.py"))["build"]()
     if missing:
         raise SystemExit("public names without a docstring:\n  " + "\n  ".join(missing))
     (STAGING / "api.md").write_text(text)
+    config = (ROOT / "mkdocs.yml").read_text()
+    unlisted = [p.name for p in sorted(STAGING.glob("*.md")) if f": {p.name}\n" not in config]
+    if unlisted:
+        raise SystemExit(f"pages missing from the nav in mkdocs.yml: {', '.join(unlisted)}")
 
 
 def main() -> int:

@@ -85,7 +85,7 @@ CHILD = textwrap.dedent("""
 
     class Keep(logging.Handler):
         def emit(self, record):
-            records.append((record.name, record.levelname, record.getMessage()))
+            records.append((record.name, record.levelname, record.getMessage(), record.pathname))
 
     logging.getLogger("tritonserver").addHandler(Keep())
     logging.getLogger("tritonserver").setLevel(logging.DEBUG)
@@ -166,7 +166,10 @@ def test_exit_with_a_running_server_is_clean_and_loses_no_line(broken_repository
     # Lines the core writes while the exit handler stops the server arrive.
     assert any("Waiting for in-flight requests" in r[2] for r in core), core[-5:]
     # The package's own choices, at INFO/DEBUG on "tritonserver".
-    own = [r[2] for r in result["records"] if r[0] == "tritonserver"]
-    assert any(m.startswith("Triton core ") and "found via" in m for m in own), own
+    own = [r for r in result["records"] if r[0] == "tritonserver"]
+    found = [r for r in own if r[2].startswith("Triton core ") and "found via" in r[2]]
+    assert found and found[0][1] == "INFO", own
+    assert found[0][3].endswith("_triton_core.py")   # the record points at the code that decided
+    own = [r[2] for r in own]
     assert any(m.startswith("backend directory: ") for m in own), own
     assert not result["stderr"].strip(), result["stderr"][-2000:]

@@ -17,34 +17,41 @@ where the core's log goes.
 
 from __future__ import annotations
 
-import fcntl
-import json
-import logging
+import _thread
 import os
-import queue
-import re
-import select
-import threading
-from typing import Callable, Optional
+import sys
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ._enums import LogLevel
 
-logger = logging.getLogger("tritonserver")
-core_logger = logging.getLogger("tritonserver.core")
+if TYPE_CHECKING:
+    import re
 
-_LEVELS = {
-    LogLevel.INFO: logging.INFO,
-    LogLevel.WARN: logging.WARNING,
-    LogLevel.ERROR: logging.ERROR,
-    LogLevel.VERBOSE: logging.DEBUG,
-}
-_LETTERS = {"I": logging.INFO, "W": logging.WARNING, "E": logging.ERROR, "V": logging.DEBUG}
+# `logging` is imported only when something is logged, not at
+# `import tritonserver` (about 10 ms): its levels by value.
+DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
+_LEVELS = {LogLevel.INFO: INFO, LogLevel.WARN: WARNING, LogLevel.ERROR: ERROR, LogLevel.VERBOSE: DEBUG}
+_LETTERS = {"I": INFO, "W": WARNING, "E": ERROR, "V": DEBUG}
 
-# Triton's two line formats (LogFormat.DEFAULT and LogFormat.ISO8601):
+# Triton's two line formats (LogFormat.DEFAULT and LogFormat.ISO8601),
+# compiled on first use:
 #   I1130 23:44:49.123456 4242 model_lifecycle.cc:849] message
 #   2026-11-30T23:44:49Z I 4242 model_lifecycle.cc:849] message
-_DEFAULT_LINE = re.compile(r"([IWEV])\d{4} \d\d:\d\d:\d\d\.\d+ +(\d+) ([^\s:]+):(\d+)\] ?(.*)", re.S)
-_ISO_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ([IWEV]) +(\d+) ([^\s:]+):(\d+)\] ?(.*)", re.S)
+_LINE_FORMATS = (r"([IWEV])\d{4} \d\d:\d\d:\d\d\.\d+ +(\d+) ([^\s:]+):(\d+)\] ?(.*)",
+                 r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ([IWEV]) +(\d+) ([^\s:]+):(\d+)\] ?(.*)")
+_line_patterns: list["re.Pattern[str]"] = []
+
+
+def package_log(level: int, message: str, *args: object) -> None:
+    """Log the package's own choices on the "tritonserver" logger. While
+    nobody has imported `logging`, nothing configured it: its default
+    (WARNING) would drop DEBUG and INFO, so they are skipped without
+    importing it."""
+    if level < WARNING and "logging" not in sys.modules:
+        return
+    import logging
+
+    logging.getLogger("tritonserver").log(level, message, *args, stacklevel=2)
 
 
 def python_logging_callback(level: LogLevel, filename: str, line: int, message: str) -> None:
@@ -56,10 +63,13 @@ def python_logging_callback(level: LogLevel, filename: str, line: int, message: 
         >>> Server(model_repository="models", log_info=True,
         ...        log_callback=python_logging_callback)
     """
-    _emit(_LEVELS.get(level, logging.INFO), filename, line, message, None)
+    _emit(_LEVELS.get(level, INFO), filename, line, message, None)
 
 
 def _emit(level: int, filename: str, line: int, message: str, pid: Optional[int]) -> None:
+    import logging
+
+    core_logger = logging.getLogger("tritonserver.core")
     if not core_logger.isEnabledFor(level):
         return
     record = core_logger.makeRecord(core_logger.name, level, filename, line, "%s", (message,), None,
@@ -73,11 +83,17 @@ _Line = tuple[int, int, str, int, str]   # level, pid, file, line, message
 def parse_line(text: str) -> Optional[_Line]:
     """(level, pid, file, line, message) of a line in Triton's log format,
     or None for a line that is not (a continuation of a multi-line message)."""
-    match = _DEFAULT_LINE.fullmatch(text) or _ISO_LINE.fullmatch(text)
+    if not _line_patterns:
+        import re
+
+        _line_patterns.extend(re.compile(f, re.S) for f in _LINE_FORMATS)
+    match = _line_patterns[0].fullmatch(text) or _line_patterns[1].fullmatch(text)
     if match is None:
         return None
     letter, pid, filename, line, message = match.groups()
     if len(message) >= 2 and message[0] == message[-1] == '"':
+        import json
+
         try:  # cores since 2.4x quote and escape each message
             message = json.loads(message)
         except ValueError:
@@ -95,6 +111,10 @@ class _CoreLogPipe:
     MAX_QUEUED = 100_000  # lines waiting for a stuck handler; later ones are counted, not kept
 
     def __init__(self) -> None:
+        import fcntl
+        import queue
+        import threading
+
         self._read, self._write = os.pipe()          # both close-on-exec
         self._wake_read, self._wake_write = os.pipe()
         try:  # a larger buffer than the default 64 KiB
@@ -115,6 +135,8 @@ class _CoreLogPipe:
         self._emitter.start()
 
     def _drain(self) -> None:
+        import select
+
         buffer = b""
         poller = select.poll()  # not select(): descriptors may be above 1024
         poller.register(self._read, select.POLLIN)
@@ -149,7 +171,7 @@ class _CoreLogPipe:
                 level, pid, filename, line, message = self._pending
                 self._pending = (level, pid, filename, line, f"{message}\n{text}")
             elif text:
-                self._put((logging.INFO, 0, "", 0, text))
+                self._put((INFO, 0, "", 0, text))
         if not rest:  # the core writes a message at once: it is complete
             self._complete()
         return rest
@@ -170,7 +192,7 @@ class _CoreLogPipe:
             dropped, self._dropped = self._dropped, 0
             try:
                 if dropped:
-                    logger.warning("%d core log lines were dropped: the logging handlers did not keep up",
+                    package_log(WARNING, "%d core log lines were dropped: the logging handlers did not keep up",
                                    dropped)
                 level, pid, filename, line, message = item
                 _emit(level, filename, line, message, pid or None)
@@ -187,7 +209,7 @@ class _CoreLogPipe:
             os.close(fd)
 
 
-_pipe_lock = threading.Lock()
+_pipe_lock = _thread.allocate_lock()
 _pipe: Optional[_CoreLogPipe] = None
 
 
@@ -199,10 +221,10 @@ def core_log_pipe() -> Optional[str]:
     with _pipe_lock:
         if _pipe is None or _pipe.pid != os.getpid():  # none yet, or a forked child's
             if not os.path.isdir(f"/proc/{os.getpid()}/fd"):
-                logger.warning("no /proc here: the core's log lines go to stderr, not to logging")
+                package_log(WARNING, "no /proc here: the core's log lines go to stderr, not to logging")
                 return None
             _pipe = _CoreLogPipe()
-            logger.debug("core log lines go to logging through %s", _pipe.path)
+            package_log(DEBUG, "core log lines go to logging through %s", _pipe.path)
         return _pipe.path
 
 

@@ -254,7 +254,7 @@ def build_core_options(options: Options) -> "_core.ServerOptions":
             backend_directory, DEFAULT_BACKEND_DIRECTORY, install.backend_directory)
     if install.python_backend is not None:
         _triton_core.prepare_stub_environment(install)
-    _logging.logger.debug("backend directory: %s", backend_directory)
+    _logging.package_log(_logging.DEBUG, "backend directory: %s", backend_directory)
 
     c = _core.ServerOptions()
     c.set_server_id(server_id)

@@ -11,7 +11,6 @@ and the environment the backend's stub process inherits.
 from __future__ import annotations
 
 import glob
-import logging
 import os
 import sys
 import sysconfig
@@ -22,8 +21,7 @@ from typing import Optional
 
 from .. import _core
 from ._errors import UnavailableError, UnsupportedError
-
-logger = logging.getLogger("tritonserver")
+from ._logging import DEBUG, INFO, package_log
 
 INSTALL_HINT = "pip install --no-deps nvidia-pytriton==0.7.0"
 _NGC_ROOT = "/opt/tritonserver"
@@ -157,7 +155,7 @@ def load_core(path: Optional[str] = None) -> CoreInstall:
         _core.load_triton(install.library, companions)
         _load_cuda(install)
         _loaded = install
-        logger.info("Triton core %s (found via %s)", install.library, install.source)
+        package_log(INFO, "Triton core %s (found via %s)", install.library, install.source)
         return install
 
 
@@ -209,7 +207,7 @@ def python_backend_directory(install: CoreInstall) -> Optional[str]:
         folder = os.path.join(base, "tritonserver", f"backends-{key}")
         try:
             _make_link_folder(folder, links)
-            logger.debug("python backend for Python %s linked in %s", version, folder)
+            package_log(DEBUG, "python backend for Python %s linked in %s", version, folder)
             return folder
         except OSError:
             continue
@@ -281,12 +279,12 @@ def prepare_stub_environment(install: CoreInstall) -> None:
     path = os.environ.get("PATH", "").split(os.pathsep)
     if not path or path[0] != bin_dir:
         os.environ["PATH"] = os.pathsep.join([bin_dir, *[p for p in path if p and p != bin_dir]])
-        logger.info("PATH starts with %s now (the python backend stub finds this environment)", bin_dir)
+        package_log(INFO, "PATH starts with %s now (the python backend stub finds this environment)", bin_dir)
     wanted = [sysconfig.get_config_var("LIBDIR") or os.path.join(sys.base_prefix, "lib"),
               install.library_folder]
     current = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     missing = [p for p in wanted if p not in current]
     if missing:
         os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(current + missing)
-        logger.info("LD_LIBRARY_PATH gained %s (libpython and the core's libraries, for the stub)",
+        package_log(INFO, "LD_LIBRARY_PATH gained %s (libpython and the core's libraries, for the stub)",
                     os.pathsep.join(missing))
