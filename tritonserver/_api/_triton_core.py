@@ -166,15 +166,18 @@ def loaded_core() -> Optional[CoreInstall]:
 
 def _load_cuda(install: CoreInstall) -> None:
     """Open one CUDA runtime (none is fine): the core's own copy first (it
-    is already loaded), then cuda-pathfinder's pick, the CUDA wheels, the
-    system."""
+    is already loaded), else cuda-pathfinder's pick; then the CUDA wheels,
+    the system."""
     candidates = sorted(glob.glob(os.path.join(install.library_folder, "libcudart*.so*")))
-    try:
-        from cuda import pathfinder  # type: ignore[import-not-found]
+    # cuda-pathfinder loads the runtime it finds as it looks: asked only when
+    # the core brings none, so that no unused second runtime is mapped.
+    if not candidates:
+        try:
+            from cuda import pathfinder  # type: ignore[import-not-found]
 
-        candidates.append(pathfinder.load_nvidia_dynamic_lib("cudart").abs_path)
-    except Exception:  # not installed, or no CUDA runtime it can find
-        pass
+            candidates.append(pathfinder.load_nvidia_dynamic_lib("cudart").abs_path)
+        except Exception:  # not installed, or no CUDA runtime it can find
+            pass
     for site in dict.fromkeys(p for p in sys.path if p and os.path.isdir(p)):
         candidates += glob.glob(os.path.join(site, "nvidia", "cuda_runtime", "lib", "libcudart.so.*"))
         candidates += glob.glob(os.path.join(site, "nvidia", "cu13", "lib", "libcudart.so.*"))
