@@ -133,6 +133,14 @@ using namespace tsb;
 
 NB_MODULE(_core, m) {
   m.doc() = "Native core of the tritonserver package (private).";
+#ifndef TRITONSERVER_LEAK_WARNINGS
+  // Objects a user still holds at interpreter exit (a NumPy view of an
+  // output, a Tensor, an iterator) are not freed by Python's teardown;
+  // nanobind would call each a reference-counting bug on stderr. Builds
+  // with -DTRITONSERVER_LEAK_WARNINGS=ON (tests/run_asan.sh) keep the
+  // warnings to catch real leaks of the binding.
+  nb::set_leak_warnings(false);
+#endif
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
@@ -456,10 +464,30 @@ NB_MODULE(_core, m) {
       .def(
           "next",
           [](Request& r, double timeout_s) {
+            // A long wait runs in slices; between them the GIL is taken
+            // back and Python's signal handlers run, so Ctrl-C interrupts
+            // a wait for a model that never answers. A queued response, or
+            // a wait shorter than a slice, is one uninterrupted pop.
+            constexpr double kSliceS = 0.1;
             ResponsePtr p;
-            {
-              nb::gil_scoped_release release;
-              p = r.next(timeout_s);
+            for (double left = timeout_s;;) {
+              const bool last = left >= 0 && left <= kSliceS;
+              {
+                nb::gil_scoped_release release;
+                p = r.next(last ? left : kSliceS);
+              }
+              if (p || last) break;
+              if (PyErr_CheckSignals() != 0) {
+                // KeyboardInterrupt (or what a handler raised): end the
+                // request in the core; this Request keeps owning it and
+                // releases it when the cancelled request completes.
+                try {
+                  r.cancel();
+                } catch (...) {  // the signal's exception is what matters
+                }
+                throw nb::python_error();
+              }
+              if (left >= 0) left -= kSliceS;
             }
             drain_deferred();
             return response_or_none(std::move(p));

@@ -1,0 +1,79 @@
+"""Interpreter exit is silent whatever a program leaves behind: NumPy views
+of outputs, Tensors, responses, unconsumed iterators, running or stopped
+servers, pending asyncio requests. Each state is left by a subprocess that
+then exits; its stderr must be empty and its exit code 0. (nanobind used to
+print "leaked instances ... reference counting issue" lines for objects
+still referenced at exit.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import NUMPY2, NUMPY2_SKIP_REASON, ROOT
+
+SCRIPT = """
+import asyncio, numpy, tritonserver
+from conftest import make_options
+server = tritonserver.Server(make_options({backend_directory!r}, server_id="exit-state", log_error=False))
+server.start(wait_until_ready=True, timeout=60)
+model = server.load({model!r})
+data = numpy.arange(4, dtype=numpy.float32)
+def respond():
+    return list(model.infer(inputs={{"INPUT0": data}}))[0]
+{state}
+print("LEFT", flush=True)
+"""
+
+IDENTITY_STATES = {
+    "numpy_view": "view = numpy.from_dlpack(respond().outputs['OUTPUT0'])",
+    "numpy_views_after_stop": ("views = [numpy.from_dlpack(respond().outputs['OUTPUT0']) for _ in range(20)]\n"
+                               "server.stop()"),
+    "asarray_view": "view = numpy.asarray(respond().outputs['OUTPUT0'])",
+    "tensor": "tensor = respond().outputs['OUTPUT0']",
+    "response_and_memory_buffer": "response = respond(); buffer = response.outputs['OUTPUT0'].memory_buffer",
+    "unconsumed_iterator": "iterator = model.infer(inputs={'INPUT0': data})",
+    "request_object": "request = model.create_request(inputs={'INPUT0': data})",
+    "running_server_only": "",
+    "unconsumed_async_iterator": ("loop = asyncio.new_event_loop()\n"
+                                  "async def start():\n"
+                                  "    return model.async_infer(inputs={'INPUT0': data})\n"
+                                  "iterator = loop.run_until_complete(start())"),
+}
+
+# States that need a request still running at exit (a python-backend model).
+SLEEP_STATES = {
+    "pending_sync_request": "iterator = model.infer(inputs={'SECONDS': numpy.array([1.0], dtype=numpy.float32)})",
+    "pending_async_request": ("loop = asyncio.new_event_loop()\n"
+                              "async def start():\n"
+                              "    return model.async_infer(inputs={'SECONDS': numpy.array([1.0], "
+                              "dtype=numpy.float32)})\n"
+                              "iterator = loop.run_until_complete(start())"),
+}
+
+
+def run_and_exit(backend_directory: str, model: str, state: str) -> subprocess.CompletedProcess:
+    script = SCRIPT.format(backend_directory=backend_directory, model=model, state=state)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT / "tests", env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def assert_silent_exit(process: subprocess.CompletedProcess) -> None:
+    assert process.stdout.strip() == "LEFT", process.stdout
+    assert process.stderr == "", process.stderr
+    assert process.returncode == 0
+
+
+@pytest.mark.parametrize("state", sorted(IDENTITY_STATES))
+def test_exit_is_silent(backend_directory, state):
+    assert_silent_exit(run_and_exit(backend_directory, "identity_fp32", IDENTITY_STATES[state]))
+
+
+@pytest.mark.skipif(NUMPY2, reason=NUMPY2_SKIP_REASON)
+@pytest.mark.parametrize("state", sorted(SLEEP_STATES))
+def test_exit_is_silent_with_a_request_in_flight(backend_directory, state):
+    assert_silent_exit(run_and_exit(backend_directory, "sleep", SLEEP_STATES[state]))

@@ -1,0 +1,76 @@
+"""Ctrl-C during a blocking wait: next() on a response iterator (and so
+list(model.infer(...))) waiting for a model that takes long raises
+KeyboardInterrupt promptly, cancels the request, and the program goes on
+(the server stops cleanly). The wait used to ignore SIGINT until the next
+response arrived (forever for a model that never answers)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import NUMPY2, NUMPY2_SKIP_REASON, ROOT
+
+SCRIPT = """
+import time, numpy, tritonserver
+from conftest import make_options
+server = tritonserver.Server(make_options({backend_directory!r}, server_id="interrupt", exit_timeout=10,
+                                          log_error=False))
+server.start(wait_until_ready=True, timeout=60)
+model = server.load("sleep")
+iterator = model.infer(inputs={{"SECONDS": numpy.array([60.0], dtype=numpy.float32)}}, raise_on_error=False)
+print("WAITING", flush=True)
+start = time.monotonic()
+try:
+    {wait}
+    print("NOT INTERRUPTED", flush=True)
+except KeyboardInterrupt:
+    print("INTERRUPTED after %.1f s" % (time.monotonic() - start), flush=True)
+# The request was cancelled: it ends at once, and the server still serves.
+rest = list(iterator)
+print("REST", len(rest), rest[-1].final, type(rest[-1].error).__name__, flush=True)
+out = list(model.infer(inputs={{"SECONDS": numpy.array([0.0], dtype=numpy.float32)}}))
+print("AGAIN", numpy.from_dlpack(out[-1].outputs["OUT"]).tolist(), flush=True)
+server.stop()
+print("STOPPED", flush=True)
+"""
+
+WAITS = {
+    "next": "next(iterator)",
+    "list": "list(iterator)",
+}
+
+# Only a bound that catches the bug (the model answers after 60 s).
+INTERRUPT_BOUND_S = 10.0
+
+
+@pytest.mark.skipif(NUMPY2, reason=NUMPY2_SKIP_REASON)
+@pytest.mark.parametrize("wait", sorted(WAITS))
+def test_sigint_interrupts_a_blocking_wait(backend_directory, wait):
+    script = SCRIPT.format(backend_directory=backend_directory, wait=WAITS[wait])
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT / "tests", stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        assert process.stdout.readline().strip() == "WAITING"
+        time.sleep(0.5)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        line = process.stdout.readline().strip()
+        waited = time.monotonic() - sent
+        assert line.startswith("INTERRUPTED"), line
+        assert waited < INTERRUPT_BOUND_S, f"KeyboardInterrupt came {waited:.1f} s after SIGINT"
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    lines = out.splitlines()
+    assert lines[0].startswith("REST 1 True"), lines  # the cancelled request's final response
+    assert lines[0].split()[-1] in ("CancelledError", "UnknownError"), lines
+    assert lines[1:] == ["AGAIN [0.0]", "STOPPED"], lines
+    assert process.returncode == 0, err
