@@ -286,6 +286,95 @@ def test_asyncio_queue_with_async_infer(model):
     asyncio.run(main())
 
 
+def _stream_values(responses) -> list:
+    return [as_numpy(r.outputs["OUT"]).tolist()[0] for r in responses if "OUT" in r.outputs]
+
+
+def test_bounded_queue_receives_every_response_of_a_stream(model):
+    # A full queue.Queue(maxsize=2) used to lose the responses that found it
+    # full, the final one among them (the consumer then waited forever).
+    response_queue = queue.Queue(maxsize=2)
+    iterator = model("streaming").infer(inputs=streaming_inputs(7), response_queue=response_queue)
+    iterated = call_with_deadline(lambda: list(iterator))  # the whole stream has been produced
+    assert response_queue.full()
+    queued = []
+    while not queued or not queued[-1].final:
+        queued.append(response_queue.get(timeout=HANG_S))
+        time.sleep(0.01)  # a slow consumer
+    assert _stream_values(queued) == list(range(7)) == _stream_values(iterated)
+    assert [r.final for r in queued] == [False] * 7 + [True]
+    assert all(r.error is None for r in queued)
+    assert response_queue.empty()
+
+
+def test_bounded_asyncio_queue_receives_every_response_of_a_stream(model):
+    # With a full asyncio.Queue(maxsize=2), QueueFull used to go to the
+    # loop's exception handler and the response was lost.
+    async def main():
+        loop = asyncio.get_running_loop()
+        handled = []
+        loop.set_exception_handler(lambda _loop, context: handled.append(context))
+        response_queue = asyncio.Queue(maxsize=2)
+        iterator = model("streaming").async_infer(inputs=streaming_inputs(7), response_queue=response_queue)
+        iterated = await asyncio.wait_for(_collect(iterator), HANG_S)
+        await asyncio.sleep(0.2)
+        assert response_queue.full()
+        queued = []
+        while not queued or not queued[-1].final:
+            queued.append(await asyncio.wait_for(response_queue.get(), HANG_S))
+            await asyncio.sleep(0.01)  # a slow consumer
+        return handled, queued, iterated
+
+    handled, queued, iterated = asyncio.run(main())
+    assert handled == []
+    assert _stream_values(queued) == list(range(7)) == _stream_values(iterated)
+    assert [r.final for r in queued] == [False] * 7 + [True]
+
+
+class _RaisingQueue:
+    """A user queue whose first put_nowait raises (e.g. a queue closed by its
+    consumer); it accepts what comes after."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.items: "queue.SimpleQueue[InferenceResponse]" = queue.SimpleQueue()
+
+    def put_nowait(self, item) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("queue closed by its consumer")
+        self.items.put(item)
+
+
+@pytest.mark.parametrize("use_asyncio", [False, True], ids=["thread", "asyncio"])
+def test_raising_queue_is_reported(model, caplog, use_asyncio):
+    # A put_nowait that raises used to be swallowed: the consumer was never
+    # told. Now: a log record on "tritonserver", the request is cancelled
+    # (its iterator ends with CancelledError) and the queue is offered a
+    # final error response.
+    user_queue = _RaisingQueue()
+    inputs = streaming_inputs(200, delay_ms=20)  # ~4 s unless cancelled
+    with caplog.at_level("ERROR", logger="tritonserver"):
+        if use_asyncio:
+            async def main():
+                iterator = model("streaming").async_infer(inputs=inputs, response_queue=user_queue)
+                with pytest.raises(CancelledError):
+                    await asyncio.wait_for(_collect(iterator), HANG_S)
+                await asyncio.sleep(0.1)  # the notice is put on this loop
+            asyncio.run(main())
+        else:
+            iterator = model("streaming").infer(inputs=inputs, response_queue=user_queue)
+            with pytest.raises(CancelledError):
+                call_with_deadline(lambda: list(iterator))
+        notice = user_queue.items.get(timeout=HANG_S)
+    assert notice.final and isinstance(notice.error, tritonserver.InternalError)
+    assert "RuntimeError: queue closed by its consumer" in str(notice.error)
+    assert user_queue.items.empty()  # nothing after the notice
+    records = [r for r in caplog.records if r.name == "tritonserver" and "response queue" in r.getMessage()]
+    assert len(records) == 1 and records[0].levelname == "ERROR"
+    assert "queue closed by its consumer" in records[0].getMessage()
+
+
 # -- decoupled streams -------------------------------------------------------------------------
 def test_decoupled_stream_of_100_in_order(model):
     responses = call_with_deadline(lambda: list(model("streaming").infer(inputs=streaming_inputs(100))))
