@@ -50,6 +50,10 @@ test: build ray-env
 	# From tests/: the installed package is tested, not the source tree.
 	cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. .
 	$(RAY_TESTS)
+	# The suite again with numpy 2 (.venv-numpy2, build/numpy2; ~1-2 min
+	# once its environment exists): the binding works there, and
+	# python-backend models are refused with UnsupportedError.
+	bash tests/run_numpy2.sh
 
 # A wheel built here, repaired to a manylinux tag and checked in a clean venv
 # (the manylinux_2_28 release wheels come from cibuildwheel, see
@@ -93,7 +97,7 @@ ray-demo: build ray-env
 test-asan:
 	bash tests/run_asan.sh
 
-# The identity-backend tests in a separate environment with numpy 2.
+# The suite in a separate environment with numpy 2 (make test runs it too).
 test-numpy2:
 	bash tests/run_numpy2.sh
 

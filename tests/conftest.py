@@ -65,10 +65,12 @@ def pytest_collection_modifyitems(config, items):
 
 # -- numpy 2 (make test-numpy2, tests/run_numpy2.sh) ---------------------------
 # The python backend stub of the Triton 2.51 core (nvidia-pytriton 0.7.0) is
-# built against numpy 1.x: under numpy 2 its models load but compute garbage
-# or hang on stop. Every test that needs a python-backend model is skipped
+# built against numpy 1.x: under numpy 2 the package refuses python-backend
+# models with UnsupportedError (tests/test_python_backend_numpy.py checks
+# that). Every other test that needs a python-backend model is skipped
 # there, in two ways:
-#   - at run time, by the `model` fixture (skip_if_python_backend_unusable);
+#   - at run time, by the `model` fixture and dedicated_server()
+#     (skip_if_python_backend_unusable);
 #   - at collection time, for tests that load or run one by another path
 #     (their own server, an in-memory config, a fixture of their module): a
 #     test is skipped when its source, or that of a fixture from its own
@@ -174,7 +176,11 @@ def dedicated_server(backend_directory: str, server_id: str, models: list[str], 
                      stop_errors_ok: bool = False):
     """A server of the test's own with `models` loaded. The test may stop it;
     otherwise it is stopped at the end (within exit_timeout + 30 s: a hang
-    detector), its TritonError ignored only with `stop_errors_ok`."""
+    detector), its TritonError ignored only with `stop_errors_ok`. Under
+    numpy 2 a test whose `models` include a python-backend model is skipped
+    (loading one there raises UnsupportedError)."""
+    for name in models:
+        skip_if_python_backend_unusable(name)
     srv = tritonserver.Server(make_options(backend_directory, server_id=server_id, exit_timeout=exit_timeout,
                                            log_error=False))
     srv.start(wait_until_ready=True, timeout=60)

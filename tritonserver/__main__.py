@@ -95,9 +95,34 @@ def main() -> int:
         print(f"  {line}")
     if install.python_backend is not None:
         problem = _triton_core.python_stub_problem(install)
-        print(f"  python backend unusable here: {problem}" if problem
-              else "  (this core's python backend needs numpy<2 in this environment)")
+        if problem:
+            print(f"  python backend unusable here: {problem}")
+    _report_numpy(install)
     return 0
+
+
+def _report_numpy(install: _triton_core.CoreInstall) -> None:
+    """numpy in the python backend stub's environment (numpy here is
+    printed by main()), and whether python-backend models can run."""
+    if install.python_backend is None:
+        return
+    try:
+        _triton_core.prepare_stub_environment(install)  # as start() does
+        report = _triton_core.stub_environment_report()
+    except tritonserver.TritonError as e:
+        print(f"Python backend models: cannot run here: {e}")
+        return
+    if report is None:
+        return
+    numpy_seen = report.numpy_version or "not importable"
+    print(f"Python backend stub environment: {report.python} (Python {report.python_version}, "
+          f"numpy {numpy_seen}; this core's stub needs numpy<2)")
+    if report.problem is not None:
+        print(f"Python backend models: cannot run here: {report.problem}")
+    elif not report.numpy_version:
+        print("Python backend models: cannot run here: numpy<2 is not installed in the stub's environment")
+    else:
+        print("Python backend models: can run here")
 
 
 if __name__ == "__main__":

@@ -20,14 +20,12 @@ from __future__ import annotations
 import atexit
 import collections
 import itertools
-import queue
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
 from .. import _core
 from ._errors import InternalError
-from ._logging import logger
 
 if TYPE_CHECKING:
     import asyncio
@@ -127,8 +125,10 @@ def _skip_failed(token: int, response: "InferenceResponse") -> bool:
 
 
 def _is_full_error(error: BaseException) -> bool:
-    asyncio = sys.modules.get("asyncio")
-    return isinstance(error, queue.Full) or (asyncio is not None and isinstance(error, asyncio.QueueFull))
+    # A full queue.Queue / asyncio.Queue implies its module is loaded.
+    full = tuple(getattr(sys.modules.get(name), cls, None) for name, cls in (("queue", "Full"),
+                                                                            ("asyncio", "QueueFull")))
+    return isinstance(error, tuple(c for c in full if isinstance(c, type)))
 
 
 def _offer(token: int, user_queue: Any, request: "_core.Request", response: "InferenceResponse") -> bool:
@@ -202,7 +202,9 @@ def _report(token: int, user_queue: Any, request: "_core.Request", response: "In
 
     if not response.final:  # forgotten again when the final response passes
         _failed.add(token)
-    logger.error("response queue %r raised %s: %s; responses of this request are no longer put into it, "
+    import logging  # here, not at import (see _logging.py)
+
+    logging.getLogger("tritonserver").error("response queue %r raised %s: %s; responses of this request are no longer put into it, "
                  "and the request is cancelled", user_queue, type(error).__name__, error, exc_info=error)
     try:
         request.cancel()

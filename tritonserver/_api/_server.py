@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from .. import _core
 from . import _logging, _triton_core
 from ._enums import MetricFormat, ModelIndexFlag
-from ._errors import InvalidArgumentError, TritonError, UnavailableError
+from ._errors import InvalidArgumentError, TritonError, UnavailableError, UnsupportedError
 from ._model import Model, _json_object
 from ._options import Options, OptionsKwargs, build_core_options
 
@@ -78,6 +78,12 @@ class Server:
         core_options = build_core_options(self.options)
         self._server = _core.Server(core_options)
         _running.add(self)
+        try:
+            # Models loaded at start (POLL/NONE mode, startup_models).
+            self._refuse_unusable_python_models(None)
+        except UnsupportedError:
+            self.stop()
+            raise
         if wait_until_ready:
             deadline = None if timeout is None else time.monotonic() + timeout
             while not self.ready():
@@ -170,6 +176,7 @@ class Server:
         except TritonError as e:
             _triton_core.explain_model_load_error(e)
             raise
+        self._refuse_unusable_python_models([model_name])
         return self.model(model_name)
 
     def unload(
@@ -211,6 +218,38 @@ class Server:
     def poll_model_repository(self) -> None:
         """Rescan the repositories now (POLL mode)."""
         self._started().poll_model_repository()
+        self._refuse_unusable_python_models(None)
+
+    def _refuse_unusable_python_models(self, names: Optional[list[str]]) -> None:
+        """Where the python backend's stub cannot compute correctly (numpy 2
+        in its environment, see _triton_core.stub_environment_report), a
+        loaded python-backend model among `names` (None: every ready model)
+        is unloaded again and UnsupportedError raised: such a model would
+        return wrong numbers without an error."""
+        report = _triton_core.stub_environment_report()
+        if report is None or report.problem is None:
+            return
+        server = self._started()
+        if names is None:
+            names = sorted({m.name for m in self.models(exclude_not_ready=True).values()})
+        refused = []
+        for name in names:
+            try:
+                config = json.loads(server.model_config(name, -1, 1))
+            except TritonError:  # not loaded (anymore)
+                continue
+            runtime = str(config.get("runtime", ""))
+            if config.get("backend") == "python" or runtime.endswith(".py"):
+                refused.append(name)
+        if not refused:
+            return
+        for name in refused:
+            try:
+                server.unload_model(name, False)
+            except TritonError:
+                pass
+        raise UnsupportedError(f"python-backend model(s) {', '.join(refused)} refused (unloaded): "
+                               f"{report.problem}")
 
 
 # Servers still running at interpreter exit are stopped while Python is fully

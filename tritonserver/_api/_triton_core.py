@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .. import _core
-from ._errors import UnavailableError, UnsupportedError
+from ._errors import InvalidArgumentError, UnavailableError, UnsupportedError
 from ._logging import DEBUG, INFO, package_log
 
 INSTALL_HINT = "pip install --no-deps nvidia-pytriton==0.7.0"
@@ -274,11 +274,31 @@ def _make_link_folder(folder: str, links: dict[str, str]) -> None:
         os.rename(staging, python_dir)
 
 
+# Names a Python environment (a virtualenv folder) for the python backend's
+# stub to run in, instead of the running one: its bin/ goes first on PATH.
+STUB_ENVIRONMENT_VARIABLE = "TRITONSERVER_PYTHON_BACKEND_ENV"
+
+
+def stub_environment() -> str:
+    """The environment the python backend's stub is given: the folder named
+    by TRITONSERVER_PYTHON_BACKEND_ENV, else this interpreter's sys.prefix."""
+    named = os.environ.get(STUB_ENVIRONMENT_VARIABLE)
+    if not named:
+        return sys.prefix
+    if not os.access(os.path.join(named, "bin", "python3"), os.X_OK):
+        raise InvalidArgumentError(
+            f"{STUB_ENVIRONMENT_VARIABLE}={named} does not name a Python environment "
+            f"(no {os.path.join(named, 'bin', 'python3')}); name a virtualenv made with "
+            f"python{sys.version_info.major}.{sys.version_info.minor} -m venv, with numpy<2 in it")
+    return os.path.abspath(named)
+
+
 def prepare_stub_environment(install: CoreInstall) -> None:
     """The python backend's stub inherits this process's environment: put
-    this environment's bin/ first on PATH (the stub finds the virtualenv
-    that way) and make libpython and the core's libraries findable."""
-    bin_dir = os.path.join(sys.prefix, "bin")
+    the stub's environment's bin/ first on PATH (the stub finds its
+    virtualenv that way: this one, or TRITONSERVER_PYTHON_BACKEND_ENV's) and
+    make libpython and the core's libraries findable."""
+    bin_dir = os.path.join(stub_environment(), "bin")
     path = os.environ.get("PATH", "").split(os.pathsep)
     if not path or path[0] != bin_dir:
         os.environ["PATH"] = os.pathsep.join([bin_dir, *[p for p in path if p and p != bin_dir]])
@@ -291,3 +311,65 @@ def prepare_stub_environment(install: CoreInstall) -> None:
         os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(current + missing)
         package_log(INFO, "LD_LIBRARY_PATH gained %s (libpython and the core's libraries, for the stub)",
                     os.pathsep.join(missing))
+
+
+# -- numpy in the stub's environment ------------------------------------------
+# The python backend stub of the nvidia-pytriton 0.7.0 core (Triton 2.51) is
+# built against numpy 1.x: with numpy 2 in its environment, models load and
+# then return garbage (no error), and BYTES models crash the stub.
+_STUB_PROBE = ("import sys\n"
+               "try:\n import numpy; v = numpy.__version__\n"
+               "except Exception: v = ''\n"
+               "print('%d.%d' % sys.version_info[:2], v)")
+_probed: dict[str, tuple[str, str]] = {}
+
+
+@dataclass(frozen=True)
+class StubEnvironment:
+    """What the python backend's stub would find: the python3 first on PATH
+    (None if none), its Python version and numpy version ('' when numpy
+    cannot be imported there), and why python-backend models cannot run
+    correctly (None when they can)."""
+
+    python: Optional[str]
+    python_version: str
+    numpy_version: str
+    problem: Optional[str]
+
+
+def stub_environment_report() -> Optional[StubEnvironment]:
+    """For a loaded nvidia-pytriton core with a python backend: the stub's
+    environment as it is now (PATH at this moment; the stub inherits it when
+    a model loads). The probe runs that python once per path (cached). None
+    for other cores."""
+    install = _loaded
+    if install is None or install.python_backend is None:
+        return None
+    import shutil  # here, not at import: only servers with a python backend need it
+    import subprocess
+
+    python = shutil.which("python3", path=os.environ.get("PATH", os.defpath))
+    if python is None:
+        return StubEnvironment(None, "", "", "no python3 on PATH for the python backend's stub")
+    if python not in _probed:
+        try:
+            out = subprocess.run([python, "-c", _STUB_PROBE], capture_output=True, text=True, timeout=120,
+                                 check=False).stdout.split()
+        except (OSError, subprocess.SubprocessError):
+            out = []
+        _probed[python] = (out[0] if out else "?", out[1] if len(out) > 1 else "")
+    python_version, numpy_version = _probed[python]
+    ours = f"{sys.version_info.major}.{sys.version_info.minor}"
+    fix = (f"Fix: make a virtualenv with numpy<2 (python{ours} -m venv ENV && ENV/bin/pip install 'numpy<2' "
+           f"plus what your models import) and set {STUB_ENVIRONMENT_VARIABLE}=ENV before the server "
+           "starts (its bin/ is then put first on PATH for the stub), or run this program in such an "
+           "environment.")
+    problem = None
+    if python_version != ours:
+        problem = (f"the python backend's stub (built for Python {ours}) would run in {python} "
+                   f"(Python {python_version}), the first python3 on PATH. {fix}")
+    elif numpy_version and int(numpy_version.split(".")[0]) >= 2:
+        problem = (f"the python backend's stub of this Triton core (2.51, nvidia-pytriton 0.7.0) needs "
+                   f"numpy<2, but its environment ({python}, the first python3 on PATH) has numpy "
+                   f"{numpy_version}: python-backend models would return wrong numbers or crash. {fix}")
+    return StubEnvironment(python, python_version, numpy_version, problem)
