@@ -204,8 +204,9 @@ def _report(token: int, user_queue: Any, request: "_core.Request", response: "In
         _failed.add(token)
     import logging  # here, not at import (see _logging.py)
 
-    logging.getLogger("tritonserver").error("response queue %r raised %s: %s; responses of this request are no longer put into it, "
-                 "and the request is cancelled", user_queue, type(error).__name__, error, exc_info=error)
+    logging.getLogger("tritonserver").error(
+        "response queue %r raised %s: %s; responses of this request are no longer put into it, "
+        "and the request is cancelled", user_queue, type(error).__name__, error, exc_info=error)
     try:
         request.cancel()
     except Exception:  # already complete
