@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import NUMPY2, NUMPY2_SKIP_REASON, ROOT
+from conftest import NUMPY2, NUMPY2_SKIP_REASON, ROOT, wait_for
 
 SCRIPT = """
 import time, numpy, tritonserver
@@ -51,26 +51,32 @@ INTERRUPT_BOUND_S = 10.0
 
 @pytest.mark.skipif(NUMPY2, reason=NUMPY2_SKIP_REASON)
 @pytest.mark.parametrize("wait", sorted(WAITS))
-def test_sigint_interrupts_a_blocking_wait(backend_directory, wait):
+def test_sigint_interrupts_a_blocking_wait(backend_directory, tmp_path, wait):
     script = SCRIPT.format(backend_directory=backend_directory, wait=WAITS[wait])
-    process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT / "tests", stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    # Output goes to files, not pipes: the model's stub process inherits the
+    # child's stdout and could keep a pipe open after the child is gone.
+    out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT / "tests", stdout=out, stderr=err,
+                                   env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
-        assert process.stdout.readline().strip() == "WAITING"
+        assert wait_for(lambda: "WAITING" in out_path.read_text() or process.poll() is not None, 120)
+        assert "WAITING" in out_path.read_text(), err_path.read_text()
         time.sleep(0.5)
         sent = time.monotonic()
         process.send_signal(signal.SIGINT)
-        line = process.stdout.readline().strip()
+        wait_for(lambda: "INTERRUPTED" in out_path.read_text() or process.poll() is not None, 90)
         waited = time.monotonic() - sent
-        assert line.startswith("INTERRUPTED"), line
-        assert waited < INTERRUPT_BOUND_S, f"KeyboardInterrupt came {waited:.1f} s after SIGINT"
-        out, err = process.communicate(timeout=120)
+        process.wait(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
-            process.communicate()
-    lines = out.splitlines()
-    assert lines[0].startswith("REST 1 True"), lines  # the cancelled request's final response
-    assert lines[0].split()[-1] in ("CancelledError", "UnknownError"), lines
-    assert lines[1:] == ["AGAIN [0.0]", "STOPPED"], lines
+            process.wait()
+    lines = out_path.read_text().splitlines()
+    err = err_path.read_text()
+    assert len(lines) > 1 and lines[1].startswith("INTERRUPTED"), (lines, err)
+    assert waited < INTERRUPT_BOUND_S, f"KeyboardInterrupt came {waited:.1f} s after SIGINT"
+    assert lines[2].startswith("REST 1 True"), lines  # the cancelled request's final response
+    assert lines[2].split()[-1] in ("CancelledError", "UnknownError"), lines
+    assert lines[3:] == ["AGAIN [0.0]", "STOPPED"], lines
     assert process.returncode == 0, err
