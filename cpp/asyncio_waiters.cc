@@ -51,8 +51,8 @@ nb::object AsyncioWaiters::next(Request& request, nb::handle loop) {
   if (!state->submitted) {
     raise(TRITONSERVER_ERROR_INVALID_ARG, "the request was not submitted");
   }
-  if (ResponsePtr r = state->queue.try_pop()) {
-    return nb::cast(ResponseHandle{std::move(r)});
+  if (state->queue.has_response()) {
+    return nb::cast(QueuedResponse{state});
   }
   auto waiting = waiting_.find(token(state.get()));
   if (waiting != waiting_.end() &&
@@ -76,6 +76,36 @@ nb::object AsyncioWaiters::next(Request& request, nb::handle loop) {
   // on_ready runs on this thread only after this returns.
   waiting_.insert_or_assign(token(state.get()), Waiter{state, future});
   return future;
+}
+
+QueuedResponse::Step QueuedResponse::step(PyObject** result) {
+  if (!yielded) {
+    yielded = true;
+    *result = Py_NewRef(Py_None);
+    return Step::kYield;
+  }
+  ResponsePtr r = state ? state->queue.try_pop() : nullptr;
+  if (!r) {
+    // Only another task iterating the same iterator can have taken it.
+    PyErr_SetString(PyExc_ValueError,
+                    "another task is already awaiting this response "
+                    "iterator; iterate it from one task at a time");
+    *result = nullptr;
+    return Step::kError;
+  }
+  state.reset();
+  try {
+    *result = nb::cast(ResponseHandle{std::move(r)}).release().ptr();
+  } catch (nb::python_error& e) {
+    e.restore();
+    *result = nullptr;
+    return Step::kError;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    *result = nullptr;
+    return Step::kError;
+  }
+  return Step::kDone;
 }
 
 void AsyncioWaiters::forget(Request& request) noexcept {

@@ -7,6 +7,12 @@
 // eventfd; nothing on that thread touches Python. The loop's reader callback
 // (on_ready) then takes those requests' responses off their queues and
 // resolves the futures awaiting them, in one native call per wake-up.
+//
+// Fairness: every response handed out costs its task one turn of the loop.
+// A response already queued when the task asks is not returned at once (a
+// task could then chain requests of a fast model without ever letting the
+// loop run its other tasks): next() returns a QueuedResponse, awaited like
+// the future, which yields once and only then takes the response.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -21,6 +27,20 @@
 
 namespace tsb {
 
+// The awaitable next() returns when a response is already queued. Awaiting
+// it suspends the task once (a bare yield: asyncio's task reschedules itself
+// behind the loop's other ready callbacks), then takes the response off the
+// queue. A task cancelled during that turn leaves the response queued.
+struct QueuedResponse {
+  std::shared_ptr<RequestState> state;
+  bool yielded = false;
+  // The await protocol (bound as type slots in module.cc). `step` runs once
+  // per resumption: nullptr with `*result` None for the yield, then the
+  // response (true) or a Python error.
+  enum class Step { kYield, kDone, kError };
+  Step step(PyObject** result);
+};
+
 class AsyncioWaiters {
  public:
   // `future_type`: asyncio.Future when the loop's create_future() is
@@ -34,8 +54,9 @@ class AsyncioWaiters {
   // Routes `request`'s wake-ups to this loop's notifier and submits it
   // (GIL released around the submission).
   void submit(Request& request);
-  // The request's next response if one is queued; otherwise a new future
-  // of `loop` (loop.create_future()) that on_ready resolves with it.
+  // An awaitable of the request's next response: a QueuedResponse if one
+  // is queued; otherwise a new future of `loop` (loop.create_future()) that
+  // on_ready resolves with it. Either way the awaiting task yields once.
   nanobind::object next(Request& request, nanobind::handle loop);
   // Forgets the request's waiting future (its awaiting task was cancelled).
   void forget(Request& request) noexcept;

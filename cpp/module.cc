@@ -111,6 +111,46 @@ PyType_Slot waiters_slots[] = {
     {Py_tp_clear, reinterpret_cast<void*>(waiters_clear)},
     {0, nullptr}};
 
+// QueuedResponse's await protocol: __await__ and __iter__ return the object
+// itself; each resumption (send(None), or next() where CPython calls
+// tp_iternext directly) runs one step: first the yield, then the response.
+PyObject* queued_self(PyObject* self) { return Py_NewRef(self); }
+
+PySendResult queued_send(PyObject* self, PyObject*, PyObject** result) {
+  switch (nb::inst_ptr<QueuedResponse>(self)->step(result)) {
+    case QueuedResponse::Step::kYield: return PYGEN_NEXT;
+    case QueuedResponse::Step::kDone: return PYGEN_RETURN;
+    default: return PYGEN_ERROR;
+  }
+}
+
+PyObject* queued_next(PyObject* self) {
+  PyObject* result = nullptr;
+  switch (nb::inst_ptr<QueuedResponse>(self)->step(&result)) {
+    case QueuedResponse::Step::kYield:
+      return result;
+    case QueuedResponse::Step::kDone: {
+      // The await's value travels as StopIteration(value).
+      PyObject* stop = PyObject_CallOneArg(PyExc_StopIteration, result);
+      Py_DECREF(result);
+      if (stop != nullptr) {
+        PyErr_SetObject(PyExc_StopIteration, stop);
+        Py_DECREF(stop);
+      }
+      return nullptr;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+PyType_Slot queued_slots[] = {
+    {Py_am_await, reinterpret_cast<void*>(queued_self)},
+    {Py_am_send, reinterpret_cast<void*>(queued_send)},
+    {Py_tp_iter, reinterpret_cast<void*>(queued_self)},
+    {Py_tp_iternext, reinterpret_cast<void*>(queued_next)},
+    {0, nullptr}};
+
 }  // namespace
 }  // namespace tsb
 
@@ -497,6 +537,9 @@ NB_MODULE(_core, m) {
       .def("cancel", &Request::cancel)
       .def("discard", &Request::discard);
 
+  // A response already queued, awaited as one turn of the loop (fairness).
+  nb::class_<QueuedResponse>(m, "QueuedResponse", nb::type_slots(queued_slots));
+
   // Used on the loop's thread only (the loop's own callbacks and tasks).
   nb::class_<AsyncioWaiters>(m, "AsyncioWaiters", nb::type_slots(waiters_slots))
       .def(nb::init<nb::object>(), "future_type"_a.none(),
@@ -506,7 +549,7 @@ NB_MODULE(_core, m) {
       .def("submit", &AsyncioWaiters::submit)
       .def("next", &AsyncioWaiters::next,
            nb::sig("def next(self, request: Request, loop: object, /) -> "
-                   "Response | collections.abc.Awaitable[Response]"))
+                   "collections.abc.Awaitable[Response]"))
       .def("forget", &AsyncioWaiters::forget)
       .def("on_ready", &AsyncioWaiters::on_ready);
 

@@ -58,6 +58,11 @@ class ResponseQueue {
   // `timeout_s` passes (negative: no limit). Returns null on timeout.
   ResponsePtr pop(double timeout_s);
   ResponsePtr try_pop();
+  // Whether a response is queued (takes nothing, never waits).
+  bool has_response() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !empty_locked();
+  }
   // asyncio wake-up: `notifier` is told `token` on every push (null: none).
   void set_notifier(std::shared_ptr<LoopNotifier> notifier, uint64_t token);
 

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 # Enum members by value, indexed in the core: its `fields` hands out the
 # members themselves (cheaper than calling the enum class per output).
 _core.set_enum_tables(tuple(DataType), tuple(MemoryType))
-_CoreResponse = _core.Response
 
 _wakeup: "Optional[ModuleType]" = None
 
@@ -137,18 +136,22 @@ class AsyncResponseIterator(ResponseIterator):
         return self
 
     async def __anext__(self) -> InferenceResponse:
-        """The next response, awaited on the calling event loop."""
+        """The next response, awaited on the calling event loop (which runs
+        its other ready tasks first, even when the response is already
+        there)."""
         if self._complete:
             raise StopAsyncIteration
         waiters = self._waiters
-        # The queued response, or a future that the loop's waiters resolve.
-        core = waiters.next(self._request, self._loop)
-        if not isinstance(core, _CoreResponse):
-            try:
-                core = await core
-            except BaseException:  # cancelled: stop holding the future
-                waiters.forget(self._request)
-                raise
+        # A future that the loop's waiters resolve, or (a response already
+        # queued) an awaitable that first lets the loop run its other tasks
+        # once: either way this task yields, so one task cannot chain
+        # requests of a fast model while the others starve.
+        response_or_future = waiters.next(self._request, self._loop)
+        try:
+            core = await response_or_future
+        except BaseException:  # cancelled: stop holding the future
+            waiters.forget(self._request)
+            raise
         # As ResponseIterator._deliver, inline (once per response).
         response = _from_core(self._model, self._inference_request, core, self._cancelled)
         self._complete = response.final
