@@ -2,10 +2,12 @@
 line in the same shape as c_api_floor.
 
     python bench_binding.py --repository DIR --backends DIR --model NAME
-        [--elements N] [--inflight N] [--requests N] [--stream-count N]
+        [--elements N] [--inflight N] [--requests N] [--stream-count N] [--threads N]
 
 --inflight 1 runs one blocking request at a time; N > 1 keeps N requests in
 flight with asyncio; --stream-count N sends COUNT=N to a decoupled model.
+--threads N (with --inflight 1) runs N Python threads, each sending one
+blocking request at a time, sharing the request count.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import threading
 import time
 
 import numpy
@@ -39,12 +42,32 @@ def run_sync(model: tritonserver.Model, inputs: dict, count: int) -> tuple[list[
     return latencies, responses
 
 
-async def run_async(model: tritonserver.Model, inputs: dict, count: int, inflight: int) -> tuple[list[float], int]:
+def run_threads(model: tritonserver.Model, inputs: dict, count: int, threads: int) -> tuple[list[float], int]:
+    """`threads` threads send blocking requests, `count` in all."""
+    results: list[tuple[list[float], int]] = []
+    share = [count // threads + (1 if t < count % threads else 0) for t in range(threads)]
+
+    def work(n: int) -> None:
+        results.append(run_sync(model, inputs, n))
+
+    pool = [threading.Thread(target=work, args=(n,)) for n in share]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return [x for latencies, _ in results for x in latencies], sum(r for _, r in results)
+
+
+async def run_async(model: tritonserver.Model, inputs: dict, count: int,
+                    inflight: int) -> tuple[list[float], int, list[int]]:
+    """`inflight` coroutines take requests from one shared count; also
+    returns how many each completed (equal shares when asyncio is fair)."""
     latencies: list[float] = []
     responses = 0
     remaining = count
+    completed = [0] * inflight
 
-    async def worker() -> None:
+    async def worker(index: int) -> None:
         nonlocal remaining, responses
         while remaining > 0:
             remaining -= 1
@@ -53,9 +76,10 @@ async def run_async(model: tritonserver.Model, inputs: dict, count: int, infligh
                 responses += 1 if response.outputs else 0
                 del response  # like the floor: outputs are released once seen
             latencies.append(time.perf_counter() - start)
+            completed[index] += 1
 
-    await asyncio.gather(*(worker() for _ in range(inflight)))
-    return latencies, responses
+    await asyncio.gather(*(worker(i) for i in range(inflight)))
+    return latencies, responses, completed
 
 
 def main() -> None:
@@ -67,6 +91,7 @@ def main() -> None:
     parser.add_argument("--inflight", type=int, default=1)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--stream-count", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
 
     server = tritonserver.Server(
@@ -78,16 +103,19 @@ def main() -> None:
     model = server.load(args.model)
     inputs = inputs_for(args)
 
-    def run(count: int) -> tuple[list[float], int, float]:
-        start = time.perf_counter()
-        if args.inflight == 1:
+    def run(count: int) -> tuple[list[float], int, float, float, list[int]]:
+        start, cpu = time.perf_counter(), time.thread_time()
+        completed: list[int] = []
+        if args.inflight == 1 and args.threads > 1:
+            latencies, responses = run_threads(model, inputs, count, args.threads)
+        elif args.inflight == 1:
             latencies, responses = run_sync(model, inputs, count)
         else:
-            latencies, responses = asyncio.run(run_async(model, inputs, count, args.inflight))
-        return latencies, responses, time.perf_counter() - start
+            latencies, responses, completed = asyncio.run(run_async(model, inputs, count, args.inflight))
+        return latencies, responses, time.perf_counter() - start, time.thread_time() - cpu, completed
 
     run(max(20, args.requests // 10))  # warm-up
-    latencies, responses, seconds = run(args.requests)
+    latencies, responses, seconds, cpu, completed = run(args.requests)
     latencies.sort()
     pick = lambda p: latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1e6  # noqa: E731
     print(json.dumps({
@@ -97,6 +125,11 @@ def main() -> None:
         "p99_us": pick(0.99),
         "seconds": seconds,
         "requests": args.requests,
+        # CPU time of the thread that submits and waits (the event loop's).
+        "thread_cpu_us": cpu / args.requests * 1e6,
+        # Completions per coroutine (asyncio): fair shares are all equal.
+        "completed_min": min(completed, default=None),
+        "completed_max": max(completed, default=None),
     }))
     server.stop()
 

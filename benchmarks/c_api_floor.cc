@@ -1,21 +1,31 @@
 // The physical floor: the same Triton core driven directly from C++, on the
-// same models, with a plain malloc response allocator. Our binding's
+// same models, with a malloc response allocator (large blocks reused). Our binding's
 // benchmarks are reported as ratios against this program's numbers.
 //
 //   c_api_floor --library libtritonserver.so [--companion lib.so ...]
 //               --repository DIR --backends DIR --model NAME
 //               [--input NAME ...] [--elements N]
 //               [--inflight N] [--requests N] [--stream-count N]
-//               [--client-work-us X]
+//               [--client-work-us X] [--wait block|spin] [--rounds N]
 //
 // --inflight 1 is "one request at a time" (latency); N keeps N outstanding
 // (throughput). --stream-count sends COUNT=N to a decoupled model and counts
 // responses. --client-work-us X busy-waits X us on the submitting thread
 // before each request, standing for a client's own per-request work (the
-// asyncio reference column uses it). Prints one JSON object: requests/s,
-// responses/s, p50/p99 (us), and the submitting thread's cost per request
-// (time inside submit(), and its CPU time).
+// asyncio reference column uses it). --wait says how the submitting thread
+// waits for completions: `block` sleeps on a condition variable (each
+// completion then wakes it: a futex wake, and on an idle core an
+// inter-processor interrupt), `spin` polls an atomic counter (no wake-up
+// on the way back; the thread keeps its core busy). --rounds N repeats the
+// measured run N times in the same process (one JSON line each).
+//
+// Each JSON line: requests/s, responses/s, p50/p99 (us) from submission to
+// the final response's callback, p50/p99 "seen" from the start of building
+// the request to the submitting thread seeing it complete (what a client
+// observes; --inflight 1 only), and the submitting thread's cost per
+// request (time inside submit(), and its CPU time).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -44,6 +54,8 @@ struct Args {
   int requests = 2000;
   int stream_count = 0;
   double client_work_us = 0;  // busy time spent before each submit
+  bool spin = false;          // --wait spin
+  int rounds = 1;
 };
 
 Args parse(int argc, char** argv) {
@@ -61,6 +73,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--requests") a.requests = std::stoi(v);
     else if (k == "--stream-count") a.stream_count = std::stoi(v);
     else if (k == "--client-work-us") a.client_work_us = std::stod(v);
+    else if (k == "--wait" && (v == "spin" || v == "block")) a.spin = v == "spin";
+    else if (k == "--rounds") a.rounds = std::max(1, std::stoi(v));
     else {
       std::fprintf(stderr, "unknown argument %s\n", k.c_str());
       std::exit(2);
@@ -70,12 +84,46 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+// Freed blocks of 1 MiB and more are kept for reuse (as the binding's
+// allocator does, cpp/host_pool.cc): a fresh large malloc faults its pages
+// in again on every response, which would make the floor a poor reference
+// for large tensors.
+constexpr size_t kReuseFrom = 1 << 20;
+std::mutex free_mutex;
+std::vector<std::pair<size_t, void*>> free_blocks;
+
+void* take_block(size_t size) {
+  if (size >= kReuseFrom) {
+    std::lock_guard<std::mutex> lock(free_mutex);
+    for (size_t i = 0; i < free_blocks.size(); ++i) {
+      if (free_blocks[i].first == size) {
+        void* p = free_blocks[i].second;
+        free_blocks[i] = free_blocks.back();
+        free_blocks.pop_back();
+        return p;
+      }
+    }
+  }
+  return std::malloc(size);
+}
+
+void give_block(void* p, size_t size) {
+  if (p != nullptr && size >= kReuseFrom) {
+    std::lock_guard<std::mutex> lock(free_mutex);
+    if (free_blocks.size() < 16) {
+      free_blocks.emplace_back(size, p);
+      return;
+    }
+  }
+  std::free(p);
+}
+
 TRITONSERVER_Error* alloc_fn(TRITONSERVER_ResponseAllocator*, const char*,
                              size_t size, TRITONSERVER_MemoryType, int64_t,
                              void*, void** buffer, void** buffer_userp,
                              TRITONSERVER_MemoryType* type,
                              int64_t* type_id) {
-  *buffer = size ? std::malloc(size) : nullptr;
+  *buffer = size ? take_block(size) : nullptr;
   *buffer_userp = nullptr;
   *type = TRITONSERVER_MEMORY_CPU;
   *type_id = 0;
@@ -83,9 +131,9 @@ TRITONSERVER_Error* alloc_fn(TRITONSERVER_ResponseAllocator*, const char*,
 }
 
 TRITONSERVER_Error* release_fn(TRITONSERVER_ResponseAllocator*, void* buffer,
-                               void*, size_t, TRITONSERVER_MemoryType,
+                               void*, size_t size, TRITONSERVER_MemoryType,
                                int64_t) {
-  std::free(buffer);
+  give_block(buffer, size);
   return nullptr;
 }
 
@@ -93,7 +141,8 @@ TRITONSERVER_Error* release_fn(TRITONSERVER_ResponseAllocator*, void* buffer,
 struct Tracker {
   std::mutex mutex;
   std::condition_variable done;
-  int completed = 0;
+  bool spin = false;  // the submitting thread polls `completed`: no notify
+  std::atomic<int> completed{0};
   long responses = 0;
   std::vector<double> latencies_us;
 };
@@ -125,9 +174,9 @@ void on_response(TRITONSERVER_InferenceResponse* response,
     tracker->latencies_us.push_back(
         std::chrono::duration<double, std::micro>(Clock::now() - f->start)
             .count());
-    tracker->completed++;
     delete f;
-    tracker->done.notify_all();
+    tracker->completed.fetch_add(1, std::memory_order_release);
+    if (!tracker->spin) tracker->done.notify_all();
   }
 }
 
@@ -185,6 +234,7 @@ int main(int argc, char** argv) {
   int64_t shape = stream ? 1 : static_cast<int64_t>(a.elements);
 
   Tracker tracker;
+  tracker.spin = a.spin;
   auto submit = [&] {
     TRITONSERVER_InferenceRequest* request = nullptr;
     check(api.InferenceRequestNew(&request, server, a.model.c_str(), -1));
@@ -204,8 +254,15 @@ int main(int argc, char** argv) {
   };
 
   // Warm-up, then the measured run.
-  for (int phase = 0; phase < 2; ++phase) {
+  auto percentile = [](std::vector<double>& l, double p) {
+    if (l.empty()) return 0.0;
+    std::sort(l.begin(), l.end());
+    return l[std::min(l.size() - 1, static_cast<size_t>(p * l.size()))];
+  };
+  for (int phase = 0; phase <= a.rounds; ++phase) {
     int total = phase == 0 ? std::max(20, a.requests / 10) : a.requests;
+    std::vector<double> seen_us;  // --inflight 1: as the client sees it
+    seen_us.reserve(a.inflight == 1 ? total : 0);
     {
       std::lock_guard<std::mutex> lock(tracker.mutex);
       tracker.completed = 0;
@@ -217,36 +274,60 @@ int main(int argc, char** argv) {
     double submit_seconds = 0;  // inside submit(), i.e. the core's own calls
     int submitted = 0;
     std::unique_lock<std::mutex> lock(tracker.mutex);
+    Clock::time_point last_start;
     while (tracker.completed < total) {
       while (submitted < total && submitted - tracker.completed < a.inflight) {
         lock.unlock();
-        client_work(a.client_work_us);
         auto s0 = Clock::now();
+        // --inflight 1: the previous request was seen complete by now.
+        if (a.inflight == 1 && submitted > 0) {
+          seen_us.push_back(std::chrono::duration<double, std::micro>(s0 - last_start).count());
+        }
+        client_work(a.client_work_us);
+        s0 = Clock::now();
+        last_start = s0;
         submit();
         submit_seconds += std::chrono::duration<double>(Clock::now() - s0).count();
         ++submitted;
         lock.lock();
       }
-      tracker.done.wait(lock, [&] {
-        return tracker.completed == total ||
-               (submitted < total && submitted - tracker.completed < a.inflight);
-      });
+      auto ready = [&] {
+        const int c = tracker.completed.load(std::memory_order_acquire);
+        return c == total || (submitted < total && submitted - c < a.inflight);
+      };
+      if (a.spin) {
+        lock.unlock();
+        while (!ready()) {
+#if defined(__x86_64__) || defined(__i386__)
+          __builtin_ia32_pause();
+#endif
+        }
+        lock.lock();
+      } else {
+        tracker.done.wait(lock, ready);
+      }
+    }
+    if (a.inflight == 1) {
+      seen_us.push_back(
+          std::chrono::duration<double, std::micro>(Clock::now() - last_start).count());
     }
     double seconds =
         std::chrono::duration<double>(Clock::now() - t0).count();
     const double cpu = thread_cpu_seconds() - cpu0;
-    if (phase == 1) {
+    if (phase >= 1) {
       std::vector<double> l = tracker.latencies_us;
-      std::sort(l.begin(), l.end());
-      auto pct = [&](double p) {
-        return l[std::min(l.size() - 1, static_cast<size_t>(p * l.size()))];
-      };
+      lock.unlock();
       std::printf(
           "{\"requests_per_s\": %.1f, \"responses_per_s\": %.1f, "
-          "\"p50_us\": %.1f, \"p99_us\": %.1f, \"seconds\": %.4f, "
-          "\"requests\": %d, \"submit_us\": %.3f, \"submit_thread_cpu_us\": %.3f}\n",
-          total / seconds, tracker.responses / seconds, pct(0.5), pct(0.99),
-          seconds, total, submit_seconds / total * 1e6, cpu / total * 1e6);
+          "\"p50_us\": %.1f, \"p99_us\": %.1f, \"seen_p50_us\": %.1f, "
+          "\"seen_p99_us\": %.1f, \"seconds\": %.4f, "
+          "\"requests\": %d, \"submit_us\": %.3f, \"submit_thread_cpu_us\": %.3f, "
+          "\"wait\": \"%s\"}\n",
+          total / seconds, tracker.responses / seconds, percentile(l, 0.5),
+          percentile(l, 0.99), percentile(seen_us, 0.5), percentile(seen_us, 0.99),
+          seconds, total, submit_seconds / total * 1e6, cpu / total * 1e6,
+          a.spin ? "spin" : "block");
+      std::fflush(stdout);
     }
   }
   check(api.ServerStop(server));

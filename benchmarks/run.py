@@ -1,9 +1,17 @@
 """`make bench`: every workload through the C API floor, this binding and
 tritonclient (gRPC and HTTP against the `tritonserver` binary of the same
 core), interleaved, a few repetitions each; medians and ratios go to
-docs/benchmarks.md.
+docs/benchmarks.md. Also: sync requests from 1, 2 and 4 Python threads,
+and the start-up cost (import + start to ready, and resident memory).
 
-    python benchmarks/run.py [--reps 3] [--out docs/benchmarks.md] [--quick] [--only TEXT]
+The floor runs each workload both ways it can wait for completions
+(`--wait block`: a condition variable; `--wait spin`: polling), several
+short measured rounds each (`--rounds`): a blocked waiter pays a wake-up
+per completion, which on these VMs costs 5-50 us when it lands on an idle
+core, so the floor has a slow and a fast regime. Both are reported; ratios
+are taken against the faster (the floor at its best).
+
+    python benchmarks/run.py [--reps 3] [--rounds 3] [--out docs/benchmarks.md] [--quick] [--only TEXT]
 """
 
 from __future__ import annotations
@@ -28,6 +36,9 @@ from typing import Optional
 import tritonserver
 from tritonserver._api import _triton_core
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from startup import run as measure_startup  # noqa: E402  (benchmarks/startup.py)
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"
 FLOOR = ROOT / "build" / "bench" / "c_api_floor"
@@ -50,7 +61,10 @@ class Workload:
     # floor with asyncio's own per-request time spent before each submit.
     asyncio_reference: bool = False
     target: str = ""
-    results: dict[str, list[float]] = field(default_factory=dict)
+    threads: int = 1  # Python threads sending blocking requests (ours only)
+    # Every run's JSON line, by label ("floor block" and "floor spin" hold
+    # one line per round).
+    results: dict[str, list[dict]] = field(default_factory=dict)
 
     @property
     def bytes_per_request(self) -> int:
@@ -78,6 +92,9 @@ def workloads(quick: bool) -> list[Workload]:
         Workload("python add_sub 16xfp32 asyncio 8", "add_sub", inflight=8, requests=n(2000)),
         Workload("python add_sub 16xfp32 asyncio 64", "add_sub", inflight=64, requests=n(3000)),
         Workload("python stream of 1,000 responses", "streaming", requests=n(8), stream_count=1000),
+    ] + [
+        Workload(f"{small} sync, {t} threads", "identity_fp32", requests=n(4000), threads=t)
+        for t in (1, 2, 4)
     ]
 
 
@@ -93,12 +110,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_json(command: list[str], env: Optional[dict] = None) -> dict:
+def run_jsons(command: list[str], env: Optional[dict] = None) -> list[dict]:
+    """Every JSON line the command prints (one per measured round)."""
     out = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
-    for line in reversed(out.stdout.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    raise RuntimeError(f"{command[0]} failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    found = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not found:
+        raise RuntimeError(f"{command[0]} failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    return found
+
+
+def run_json(command: list[str], env: Optional[dict] = None) -> dict:
+    return run_jsons(command, env)[-1]
 
 
 class TritonBinary:
@@ -133,6 +155,7 @@ class TritonBinary:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds per floor run")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
     parser.add_argument("--only", default="", help="run only the workloads whose name contains this")
@@ -156,8 +179,10 @@ def main() -> None:
 
     started = time.monotonic()
     items = [w for w in workloads(args.quick) if args.only in w.name]
+    startup: list[dict] = []
     try:
         for rep in range(args.reps):
+            startup.append(measure_startup("plain"))
             for w in items:
                 common = ["--model", w.model, "--requests", str(w.requests), "--inflight", str(w.inflight)]
                 if w.stream_count:
@@ -171,8 +196,21 @@ def main() -> None:
                 for name in floor_inputs(w):
                     floor += ["--input", name]
                 ours = [sys.executable, str(ROOT / "benchmarks" / "bench_binding.py"),
-                        "--repository", str(MODELS), "--backends", str(backends), *common]
-                runs = {"floor": floor, "ours": ours}
+                        "--repository", str(MODELS), "--backends", str(backends), *common,
+                        "--threads", str(w.threads)]
+                if w.threads > 1 or "threads" in w.name:
+                    w.results.setdefault("ours", []).append(run_json(ours))
+                    print(f"rep {rep + 1}/{args.reps} {w.name}: ours {w.results['ours'][-1]['requests_per_s']:,.0f}/s",
+                          flush=True)
+                    continue
+                this_rep = {}
+                for wait in ("block", "spin"):
+                    rounds = run_jsons(floor + ["--wait", wait, "--rounds", str(args.rounds)])
+                    w.results.setdefault(f"floor {wait}", []).extend(rounds)
+                    this_rep[wait] = statistics.median(rate(w, r) for r in rounds)
+                runs = {"ours": ours}
+                # The references wait the way the floor was faster this time.
+                floor = floor + ["--wait", max(this_rep, key=lambda k: this_rep[k])]
                 if w.asyncio_reference:
                     # The asyncio references first: the time per request of
                     # each is the client work a floor run spends before each
@@ -182,7 +220,7 @@ def main() -> None:
                         alone = run_json([sys.executable, str(ROOT / "benchmarks" / "asyncio_ceiling.py"),
                                           "--shape", shape, "--inflight", str(w.inflight),
                                           "--requests", str(w.requests * 5)])
-                        w.results.setdefault(label, []).append(alone["requests_per_s"])
+                        w.results.setdefault(label, []).append(alone)
                         runs["floor + " + label] = floor + ["--client-work-us", f"{alone['us_per_request']:.3f}"]
                 if server is not None and w.clients:
                     client = [sys.executable, str(ROOT / "benchmarks" / "bench_client.py"), "--model", w.model,
@@ -191,23 +229,44 @@ def main() -> None:
                     runs["grpc"] = client + ["--protocol", "grpc", "--url", f"127.0.0.1:{server.grpc}"]
                     runs["http"] = client + ["--protocol", "http", "--url", f"127.0.0.1:{server.http}"]
                 for label, command in runs.items():
-                    result = run_json(command)
-                    rate = result["responses_per_s"] if w.stream_count else result["requests_per_s"]
-                    w.results.setdefault(label, []).append(rate)
+                    w.results.setdefault(label, []).append(run_json(command))
                 print(f"rep {rep + 1}/{args.reps} {w.name}: "
-                      + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in w.results.items()), flush=True)
+                      + ", ".join(f"{k} {rate(w, v[-1]):,.0f}/s" for k, v in w.results.items()), flush=True)
     finally:
         if server is not None:
             server.stop()
         shutil.rmtree(backends, ignore_errors=True)
 
-    write_report(items, args, time.monotonic() - started)
+    write_report(items, startup, args, time.monotonic() - started)
 
 
-def write_report(items: list[Workload], args: argparse.Namespace, seconds: float) -> None:
-    def median(w: Workload, label: str) -> Optional[float]:
-        values = w.results.get(label)
+def rate(w: Workload, result: dict) -> float:
+    return result["responses_per_s"] if w.stream_count else result["requests_per_s"]
+
+
+def floor_regimes(w: Workload) -> tuple[Optional[tuple[str, dict]], Optional[tuple[str, dict]]]:
+    """(fast, slow): the floor's two ways of waiting, each as (mode, its
+    median round), the faster first."""
+    modes = []
+    for wait in ("spin", "block"):
+        rounds = sorted(w.results.get(f"floor {wait}", []), key=lambda r: rate(w, r))
+        if rounds:
+            modes.append((wait, rounds[(len(rounds) - 1) // 2]))
+    modes.sort(key=lambda m: -rate(w, m[1]))
+    return (modes[0] if modes else None), (modes[1] if len(modes) > 1 else None)
+
+
+def write_report(items: list[Workload], startup: list[dict], args: argparse.Namespace, seconds: float) -> None:
+    def median(w: Workload, label: str, key: str = "") -> Optional[float]:
+        values = [r[key] if key else rate(w, r) for r in w.results.get(label, []) if (r.get(key) is not None if key else True)]
         return statistics.median(values) if values else None
+
+    fmt = lambda v: f"{v:,.0f}" if v else "–"  # noqa: E731
+    us = lambda v: f"{v:,.1f}" if v else "–"  # noqa: E731
+    ratio = lambda a, b: f"{a / b:.2f}" if a and b else "–"  # noqa: E731
+    main = [w for w in items if w.threads == 1 and "threads" not in w.name]
+    threaded = [w for w in items if w.threads > 1 or "threads" in w.name]
+    block_rounds = {w.name: sorted(rate(w, r) for r in w.results.get("floor block", [])) for w in main}
 
     lines = [
         "# Benchmarks",
@@ -218,44 +277,132 @@ def write_report(items: list[Workload], args: argparse.Namespace, seconds: float
         f"- Python {platform.python_version()}, numpy {__import__('numpy').__version__}, "
         f"Triton core {tritonserver.load_core()}",
         f"- {args.reps} repetitions per workload, interleaved (asyncio references, floor, ours, "
-        f"floor + references, gRPC, HTTP), medians; "
-        f"whole run {seconds:.0f} s",
-        "- floor: `benchmarks/c_api_floor.cc`, the same core driven directly from C++ with a malloc allocator",
+        f"floor + references, gRPC, HTTP), medians; the floor {args.rounds} measured rounds per run, "
+        f"both ways of waiting; whole run {seconds:.0f} s",
+        "- floor: `benchmarks/c_api_floor.cc`, the same core driven directly from C++ with a malloc "
+        "allocator (blocks of 1 MiB and more reused)",
         "- rates are requests/s (responses/s for the stream); `ours/floor` > 1 means faster than the floor",
         "",
-        "| workload | floor /s | ours /s | ours/floor | target | ours GB/s | gRPC /s | HTTP /s | ours/gRPC "
-        "| ours/HTTP | asyncio alone /s | asyncio + API objects /s | floor + asyncio /s "
-        "| floor + asyncio + API objects /s | ours/(floor + asyncio + API objects) |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "## Throughput",
+        "",
+        "*floor fast* is the floor at its best: of its two ways of waiting for completions (`spin`: the",
+        "submitting thread polls; `block`: it sleeps on a condition variable and every completion wakes",
+        "it), the faster, median of its rounds; *floor slow* is the other. Ratios are to the fast one.",
+        "*block rounds* is the range of the blocking floor's single rounds (its regimes).",
+        "",
+        "| workload | floor fast /s | floor slow /s | block rounds /s | ours /s | ours/floor fast "
+        "| ours/floor slow | target | ours GB/s | gRPC /s | HTTP /s | ours/gRPC | ours/HTTP |",
+        "|---|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
-    references = [ASYNCIO_REFERENCES["iterator"], ASYNCIO_REFERENCES["api"]]
-    references += ["floor + " + label for label in references]
-    for w in items:
-        floor, ours, grpc, http = (median(w, k) for k in ("floor", "ours", "grpc", "http"))
-        alone, api, floor_alone, floor_api = (median(w, k) for k in references)
-        fmt = lambda v: f"{v:,.0f}" if v else "–"  # noqa: E731
-        ratio = lambda a, b: f"{a / b:.2f}" if a and b else "–"  # noqa: E731
+    for w in main:
+        fast, slow = floor_regimes(w)
+        fast_rate = rate(w, fast[1]) if fast else None
+        slow_rate = rate(w, slow[1]) if slow else None
+        ours, grpc, http = (median(w, k) for k in ("ours", "grpc", "http"))
         gbps = f"{ours * w.bytes_per_request * 2 / 1e9:.2f}" if ours and w.elements >= MiB else "–"
+        rounds = block_rounds[w.name]
+        span = f"{rounds[0]:,.0f}-{rounds[-1]:,.0f}" if rounds else "–"
         lines.append(
-            f"| {w.name} | {fmt(floor)} | {fmt(ours)} | {ratio(ours, floor)} | {w.target or '–'} | {gbps} "
-            f"| {fmt(grpc)} | {fmt(http)} | {ratio(ours, grpc)} | {ratio(ours, http)} "
-            f"| {fmt(alone)} | {fmt(api)} | {fmt(floor_alone)} | {fmt(floor_api)} | {ratio(ours, floor_api)} |"
+            f"| {w.name} | {fmt(fast_rate)} ({fast[0] if fast else '–'}) | {fmt(slow_rate)} "
+            f"({slow[0] if slow else '–'}) | {span} | {fmt(ours)} | {ratio(ours, fast_rate)} "
+            f"| {ratio(ours, slow_rate)} | {w.target or '–'} | {gbps} "
+            f"| {fmt(grpc)} | {fmt(http)} | {ratio(ours, grpc)} | {ratio(ours, http)} |"
         )
     lines += [
         "",
         "GB/s counts input plus output bytes per request. Python-backend rows include the backend's",
         "own inter-process hop (the stub), which the floor pays too.",
         "",
-        "asyncio references (the asyncio rows of the identity model), measured in the same repetitions:",
+        "## Latency and fairness",
+        "",
+        "Microseconds per request, medians over the repetitions. *floor fast p50/p99* is the fast",
+        "floor's, from submission to the final response's callback (the floor's own measure); *seen*",
+        "is from the start of building the request to the submitting thread seeing it complete",
+        "(one-at-a-time rows only), which is what *ours* measures (from `infer()` to the end of the",
+        "iteration). *per coroutine* is the fewest and the most requests one of the asyncio",
+        "coroutines completed (they share one count: equal when asyncio is fair).",
+        "",
+        "| workload | floor fast p50 | floor fast p99 | floor fast seen p50 | floor fast seen p99 "
+        "| ours p50 | ours p99 | ours p50 / floor fast p50 | ours p50 / floor fast seen p50 "
+        "| per coroutine min | per coroutine max |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for w in main:
+        if w.elements > 16 or w.stream_count:
+            continue
+        fast, _ = floor_regimes(w)
+        wait = fast[0] if fast else "spin"
+        fp50, fp99 = median(w, f"floor {wait}", "p50_us"), median(w, f"floor {wait}", "p99_us")
+        sp50, sp99 = median(w, f"floor {wait}", "seen_p50_us"), median(w, f"floor {wait}", "seen_p99_us")
+        p50, p99 = median(w, "ours", "p50_us"), median(w, "ours", "p99_us")
+        cmin, cmax = median(w, "ours", "completed_min"), median(w, "ours", "completed_max")
+        lines.append(
+            f"| {w.name} | {us(fp50)} | {us(fp99)} | {us(sp50)} | {us(sp99)} | {us(p50)} | {us(p99)} "
+            f"| {ratio(p50, fp50)} | {ratio(p50, sp50)} | {fmt(cmin)} | {fmt(cmax)} |"
+        )
+    references = [ASYNCIO_REFERENCES["iterator"], ASYNCIO_REFERENCES["api"]]
+    references += ["floor + " + label for label in references]
+    lines += [
+        "",
+        "## asyncio references",
+        "",
+        "| workload | ours /s | asyncio alone /s | asyncio + API objects /s | floor + asyncio /s "
+        "| floor + asyncio + API objects /s | ours/(floor + asyncio + API objects) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for w in main:
+        if not w.asyncio_reference:
+            continue
+        ours = median(w, "ours")
+        alone, api, floor_alone, floor_api = (median(w, k) for k in references)
+        lines.append(f"| {w.name} | {fmt(ours)} | {fmt(alone)} | {fmt(api)} | {fmt(floor_alone)} "
+                     f"| {fmt(floor_api)} | {ratio(ours, floor_api)} |")
+    lines += [
+        "",
         "*asyncio alone* is `benchmarks/asyncio_ceiling.py`: CPython's asyncio with no Triton, each",
         "request a future resolved from an eventfd reader and consumed with `async for`, the most any",
         "asyncio client can do; *asyncio + API objects* also makes, per request, the objects the official",
         "API hands out (an InferenceRequest; an InferenceResponse with a Tensor and its MemoryBuffer).",
-        "*floor + X* is the floor with X's time per request (1 / its rate) busy-waited on the submitting",
-        "thread before each submit (`c_api_floor --client-work-us`): the C API driven by a client whose",
-        "only per-request work is X. See the notes below for why that costs the core far more than X.",
+        "*floor + X* is the floor (waiting its faster way) with X's time per request (1 / its rate) busy-waited",
+        "on the submitting thread before each submit (`c_api_floor --client-work-us`): the C API driven",
+        "by a client whose only per-request work is X.",
         "",
     ]
+    if threaded:
+        one = next((median(w, "ours") for w in threaded if w.threads == 1), None)
+        lines += [
+            "## Threads",
+            "",
+            "Sync requests (identity 16xfp32) from N Python threads at once, one request at a time each;",
+            "the GIL is released around every wait and every core call that can block.",
+            "",
+            "| threads | ours /s | vs 1 thread | p50 us | p99 us |",
+            "|---:|---:|---:|---:|---:|",
+        ]
+        for w in threaded:
+            total = median(w, "ours")
+            lines.append(f"| {w.threads} | {fmt(total)} | {ratio(total, one)} | {us(median(w, 'ours', 'p50_us'))} "
+                         f"| {us(median(w, 'ours', 'p99_us'))} |")
+        lines.append("")
+    if startup:
+        def mid(key: str) -> float:
+            return statistics.median(r[key] for r in startup)
+
+        lines += [
+            "## Start-up",
+            "",
+            "`benchmarks/startup.py` in a fresh interpreter: `import tritonserver`, then",
+            "`Server(...).start(wait_until_ready=True)` on an empty repository (EXPLICIT mode); medians of "
+            f"{len(startup)} runs, one per repetition (`python benchmarks/startup.py --runs 15 --phases`",
+            "for more runs and the steps of start).",
+            "",
+            "| import ms | start ms | import + start ms | import + start CPU ms | RSS added by import MiB "
+            "| RSS added by start MiB |",
+            "|---:|---:|---:|---:|---:|---:|",
+            f"| {mid('import_ms'):.0f} | {mid('start_ms'):.0f} | {mid('total_ms'):.0f} "
+            f"| {mid('total_cpu_ms'):.0f} | {mid('rss_import_mib'):.1f} | {mid('rss_start_mib'):.1f} |",
+            "",
+        ]
     notes = ROOT / "benchmarks" / "NOTES.md"
     if notes.is_file():
         lines += [notes.read_text()]
