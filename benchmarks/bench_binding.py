@@ -126,7 +126,7 @@ def main() -> None:
         "seconds": seconds,
         "requests": args.requests,
         # CPU time of the thread that submits and waits (the event loop's).
-        "thread_cpu_us": cpu / args.requests * 1e6,
+        "thread_cpu_us": cpu / args.requests * 1e6 if args.threads == 1 else None,
         # Completions per coroutine (asyncio): fair shares are all equal.
         "completed_min": min(completed, default=None),
         "completed_max": max(completed, default=None),
