@@ -131,7 +131,8 @@ PyObject* queued_next(PyObject* self) {
       return result;
     case QueuedResponse::Step::kDone: {
       // The await's value travels as StopIteration(value).
-      PyObject* stop = PyObject_CallOneArg(PyExc_StopIteration, result);
+      PyObject* stop =
+          PyObject_CallFunctionObjArgs(PyExc_StopIteration, result, nullptr);
       Py_DECREF(result);
       if (stop != nullptr) {
         PyErr_SetObject(PyExc_StopIteration, stop);

@@ -12,6 +12,8 @@ import time
 import numpy
 import pytest
 
+from tritonserver import _core
+from tritonserver._api import _async_wakeup
 from conftest import as_numpy, call_with_deadline
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
@@ -73,6 +75,33 @@ def test_task_cancelled_during_its_turn_leaves_the_response_queued(model):
         assert as_numpy(response.outputs["OUTPUT0"]).tolist() == INPUTS["INPUT0"].tolist()
         with pytest.raises(StopAsyncIteration):
             await iterator.__anext__()
+
+    asyncio.run(asyncio.wait_for(main(), HANG_S))
+
+
+def test_queued_response_awaitable_by_hand(model):
+    # The awaitable for a queued response, driven through the iterator
+    # protocol (CPython 3.12+ resumes an await with tp_iternext, 3.10-3.11
+    # with am_send): one bare yield, then StopIteration carrying the response.
+    identity = model("identity_fp32")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        iterator = identity.async_infer(inputs=INPUTS)
+        waiters = _async_wakeup.waker(loop)
+        time.sleep(0.01)
+        awaitable = waiters.next(iterator._request, loop)
+        if isinstance(awaitable, asyncio.Future):  # not queued yet (slow machine)
+            response = await awaitable
+        else:
+            steps = awaitable.__await__()
+            assert steps is awaitable and iter(steps) is steps
+            assert next(steps) is None
+            with pytest.raises(StopIteration) as stop:
+                next(steps)
+            response = stop.value.value
+        assert isinstance(response, _core.Response)
+        assert response.fields[2] is True  # final
 
     asyncio.run(asyncio.wait_for(main(), HANG_S))
 
