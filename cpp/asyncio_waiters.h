@@ -35,8 +35,8 @@ struct QueuedResponse {
   std::shared_ptr<RequestState> state;
   bool yielded = false;
   // The await protocol (bound as type slots in module.cc). `step` runs once
-  // per resumption: nullptr with `*result` None for the yield, then the
-  // response (true) or a Python error.
+  // per resumption: first kYield with `*result` None, then kDone with
+  // `*result` the response, or kError with a Python error set.
   enum class Step { kYield, kDone, kError };
   Step step(PyObject** result);
 };
