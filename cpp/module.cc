@@ -334,7 +334,11 @@ NB_MODULE(_core, m) {
            nb::call_guard<nb::gil_scoped_release>())
       .def("handle_address",
            [](const Server& s) {
-             return reinterpret_cast<uintptr_t>(s.handle());
+             TRITONSERVER_Server* h = s.handle()->peek();
+             if (h == nullptr) {
+               raise(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
+             }
+             return reinterpret_cast<uintptr_t>(h);
            })
       .def("stop",
            [](Server& s) {

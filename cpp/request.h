@@ -18,6 +18,7 @@
 namespace tsb {
 
 class Server;
+class ServerHandle;
 struct RequestState;
 
 // The live requests of one server: created and not yet finished. Before the
@@ -47,13 +48,25 @@ class InflightRequests {
 
 // Shared by the Python handle and, while in flight, by Triton's callbacks.
 struct RequestState : std::enable_shared_from_this<RequestState> {
+  RequestState() noexcept;
   ~RequestState();
-  // Deletes the core request if it was never submitted. Never throws.
+  // Deletes the core request if it was never submitted. Never throws. Waits
+  // for a setter or submit() in progress (build_mutex).
   void discard() noexcept;
+  // The same, with build_mutex held by the caller.
+  void discard_locked() noexcept;
 
-  std::mutex mutex;  // guards `handle` against cancel() racing release
+  // Held by whoever passes `handle` to the core to build or submit the
+  // request (the setters, submit() across ServerInferAsync) and by
+  // discard(): stop() cannot delete the handle under them. Triton's
+  // callbacks never take it (they may run during ServerInferAsync).
+  std::mutex build_mutex;
+  // Guards `handle` and the self references against the callbacks: taken
+  // by them, by cancel(), and briefly by the holders of build_mutex.
+  std::mutex mutex;
   TRITONSERVER_InferenceRequest* handle = nullptr;
-  bool submitted = false;
+  const uint64_t fork_generation;  // see fork.h
+  std::atomic<bool> submitted{false};
   AllocationPolicy policy;
   ResponseQueue queue;
   uint64_t dispatch_token = 0;  // nonzero: also feed the user's queue
@@ -66,7 +79,7 @@ struct RequestState : std::enable_shared_from_this<RequestState> {
   RequestState* inflight_prev = nullptr;
   RequestState* inflight_next = nullptr;
   bool inflight_listed = false;
-  std::vector<nanobind::object> owners;  // input memory owners
+  std::vector<nanobind::object> owners;  // input memory owners (build_mutex)
   // Self references held on Triton's behalf until the release callback and
   // the final response callback.
   std::shared_ptr<RequestState> held_for_release;
@@ -128,9 +141,15 @@ class Request {
   }
 
  private:
+  // The core request, to be built on: call with state_->build_mutex held.
   TRITONSERVER_InferenceRequest* live_handle();
+  // Applies a core setter to the live request, build_mutex held.
+  template <typename... Args, typename... Values>
+  void set(TRITONSERVER_Error* (*setter)(TRITONSERVER_InferenceRequest*,
+                                         Args...),
+           Values... values);
 
-  TRITONSERVER_Server* server_;
+  std::shared_ptr<ServerHandle> server_;
   std::shared_ptr<InflightRequests> inflight_;
   std::shared_ptr<RequestState> state_;
   std::atomic<bool> waiting_{false};
