@@ -4,7 +4,8 @@
 // locks possibly held, and none of the threads. So, in a child:
 //   - a server (and every request) of the parent is unusable: each use
 //     raises UNAVAILABLE at once, naming fork(), instead of waiting forever
-//     for a thread that is not there; dropping one leaks it, on purpose;
+//     for a thread that is not there; stopping or dropping one does nothing
+//     (it is the parent's to stop), leaking its memory in the child;
 //   - when its parent had created a server, the process ends with _exit()
 //     right after Python finalized (the exit status kept, stdio flushed):
 //     the core's static destructors would join threads that do not exist in

@@ -314,9 +314,9 @@ bool Server::stop_closed(TRITONSERVER_Server* server, bool& failed,
 }
 
 void Server::stop() {
-  if (handle_->inherited()) {
-    raise(TRITONSERVER_ERROR_UNAVAILABLE, kForkedMessage);
-  }
+  // In a child of fork() the server is the parent's, not this process's to
+  // stop: nothing to do (see fork.h).
+  if (handle_->inherited()) return;
   // Waits for the calls into the core in progress (a request being built
   // or submitted among them); none can start after this.
   TRITONSERVER_Server* server = handle_->close();

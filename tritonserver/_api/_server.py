@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import sys
 import time
 import weakref
@@ -100,7 +101,11 @@ class Server:
         Raises InternalError ("Exit timeout expired") if requests outlive the
         exit timeout; the server then finishes stopping in the background:
         those requests complete and reach their waiters, the models unload,
-        and the server is deleted (interpreter exit waits for this)."""
+        and the server is deleted (interpreter exit waits for this).
+
+        In a child process of ``fork()``, a server started by the parent is
+        the parent's: stop() only forgets it there, and every other use
+        raises UnavailableError."""
         server = self._started()
         self._server = None
         _running.discard(self)
@@ -255,6 +260,9 @@ class Server:
 # Servers still running at interpreter exit are stopped while Python is fully
 # alive (not during teardown, when the core's threads could outlive it).
 _running: "weakref.WeakSet[Server]" = weakref.WeakSet()
+# A child process of fork() does not stop its parent's servers at exit (the
+# core's threads stayed in the parent; see cpp/fork.h).
+os.register_at_fork(after_in_child=_running.clear)
 
 
 @atexit.register
