@@ -7,6 +7,7 @@ import atexit
 import json
 import os
 import sys
+import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -60,6 +61,8 @@ class Server:
             options = Options(**kwargs)
         self.options = options
         self._server: Optional[_core.Server] = None
+        # Serializes load() and unload(): see load().
+        self._model_control = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------
     def start(
@@ -170,19 +173,45 @@ class Server:
         ``parameters`` may hold ``"config"`` (a JSON string, or a dict that is
         serialized for you) and ``"file:<path>"`` entries with file contents
         (bytes), to load a model from memory.
+
+        A model that is still unloading (an unload() whose requests in
+        flight have not all finished) is waited for first, at most
+        ``Options.exit_timeout`` seconds (UnavailableError past it): the
+        Triton 2.51 core can crash when a model is loaded while the previous
+        instance of the same model is being destroyed (see
+        docs/hostile_inputs.md).
         """
         params = {}
         for key, value in (parameters or {}).items():
             if key == "config" and isinstance(value, dict):
                 value = json.dumps(value)
             params[key] = value
-        try:
-            self._started().load_model(model_name, params)
-        except TritonError as e:
-            _triton_core.explain_model_load_error(e)
-            raise
+        with self._model_control:
+            self._wait_while_unloading(model_name)
+            try:
+                self._started().load_model(model_name, params)
+            except TritonError as e:
+                _triton_core.explain_model_load_error(e)
+                raise
         self._refuse_unusable_python_models([model_name])
         return self.model(model_name)
+
+    def _wait_while_unloading(self, model_name: str) -> None:
+        """Wait until no version of `model_name` is UNLOADING (its model
+        object destroyed), at most Options.exit_timeout seconds."""
+        server = self._started()
+        timeout = float(self.options.exit_timeout)
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        while any(entry.get("name") == model_name and entry.get("state") == "UNLOADING"
+                  for entry in json.loads(server.model_index(0))):
+            if time.monotonic() >= deadline:
+                raise UnavailableError(
+                    f"model '{model_name}' is still unloading after {timeout:g} s (Options.exit_timeout): its "
+                    "requests in flight have not finished; load it again once they have (loading it while "
+                    "the previous instance is destroyed can crash the Triton core)")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
     def unload(
         self,
@@ -197,7 +226,8 @@ class Server:
         ``timeout`` seconds."""
         server = self._started()
         name = model.name if isinstance(model, Model) else model
-        server.unload_model(name, unload_dependents)
+        with self._model_control:
+            server.unload_model(name, unload_dependents)
         if not wait_until_unloaded:
             return
         deadline = None if timeout is None else time.monotonic() + timeout
