@@ -11,6 +11,7 @@ namespace tsb {
 namespace {
 
 std::atomic<uint64_t> g_generation{0};
+std::atomic<bool> g_watching{false};
 
 // Runs at exit() in a child, before the exit handlers registered earlier
 // (those of libtritonserver among them: exit handlers run in reverse
@@ -20,11 +21,9 @@ void end_child(int status, void*) {
   _exit(status);
 }
 
-void on_fork_in_child() {
-  g_generation.fetch_add(1);
-  // glibc's on_exit() passes exit()'s status on, which atexit() would not.
-  on_exit(end_child, nullptr);
-}
+// Only an atomic increment: this also runs in the children that native
+// code forks and execs at once (the python backend's stubs).
+void on_fork_in_child() { g_generation.fetch_add(1); }
 
 }  // namespace
 
@@ -40,7 +39,13 @@ void watch_forks() noexcept {
   static const bool watching = [] {
     return pthread_atfork(nullptr, nullptr, on_fork_in_child) == 0;
   }();
-  (void)watching;
+  g_watching.store(watching);
+}
+
+void end_child_at_exit() noexcept {
+  if (!g_watching.load() || fork_generation() == 0) return;
+  // glibc's on_exit() passes exit()'s status on, which atexit() would not.
+  on_exit(end_child, nullptr);
 }
 
 }  // namespace tsb

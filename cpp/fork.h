@@ -6,8 +6,8 @@
 //     raises UNAVAILABLE at once, naming fork(), instead of waiting forever
 //     for a thread that is not there; stopping or dropping one does nothing
 //     (it is the parent's to stop), leaking its memory in the child;
-//   - when its parent had created a server, the process ends with _exit()
-//     right after Python finalized (the exit status kept, stdio flushed):
+//   - when its parent had created a server, a child forked by Python ends
+//     with _exit() right after Python finalized (the exit status kept, stdio flushed):
 //     the core's static destructors would join threads that do not exist in
 //     the child (std::system_error -> SIGABRT).
 #pragma once
@@ -28,8 +28,14 @@ inline bool inherited_from_parent(uint64_t generation) noexcept {
 }
 
 // Starts watching fork() (once per process); call when a server is
-// created. From then on a child process ends as described above.
+// created.
 void watch_forks() noexcept;
+
+// In a child of fork() of a process that watched forks: makes exit() end
+// the process with _exit() as described above. Called from Python's
+// after-fork hook (os.register_at_fork), so only for Python's os.fork(), not
+// for the children that native code forks and execs at once.
+void end_child_at_exit() noexcept;
 
 // The message of the UNAVAILABLE error raised in a child.
 extern const char* const kForkedMessage;

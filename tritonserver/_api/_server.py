@@ -290,9 +290,17 @@ class Server:
 # Servers still running at interpreter exit are stopped while Python is fully
 # alive (not during teardown, when the core's threads could outlive it).
 _running: "weakref.WeakSet[Server]" = weakref.WeakSet()
-# A child process of fork() does not stop its parent's servers at exit (the
-# core's threads stayed in the parent; see cpp/fork.h).
-os.register_at_fork(after_in_child=_running.clear)
+
+
+def _after_fork_in_child() -> None:
+    """A child process of fork() does not stop its parent's servers at exit,
+    and ends without the core's exit handlers (the core's threads stayed in
+    the parent; see cpp/fork.h)."""
+    _running.clear()
+    _core.end_child_at_exit()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
