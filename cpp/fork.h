@@ -7,9 +7,9 @@
 //     for a thread that is not there; stopping or dropping one does nothing
 //     (it is the parent's to stop), leaking its memory in the child;
 //   - when its parent had created a server, a child forked by Python ends
-//     with _exit() right after Python finalized (the exit status kept, stdio flushed):
-//     the core's static destructors would join threads that do not exist in
-//     the child (std::system_error -> SIGABRT).
+//     with _exit() right after Python finalized (the exit status kept,
+//     stdio flushed): the core's static destructors would join threads
+//     that do not exist in the child (std::system_error -> SIGABRT).
 #pragma once
 
 #include <cstdint>

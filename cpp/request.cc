@@ -128,7 +128,8 @@ void InflightRequests::fail_all(const std::string& message) {
   }
 }
 
-RequestState::RequestState() noexcept : fork_generation(::tsb::fork_generation()) {}
+RequestState::RequestState() noexcept
+    : fork_generation(::tsb::fork_generation()) {}
 
 RequestState::~RequestState() {
   // In a child of fork(), the parent's request is left alone: its locks may

@@ -362,7 +362,8 @@ std::string Server::model_index(uint32_t flags) {
 
 bool Server::model_is_ready(const std::string& name, int64_t version) {
   bool ready = false;
-  check(triton().ServerModelIsReady(use().get(), name.c_str(), version, &ready));
+  check(triton().ServerModelIsReady(use().get(), name.c_str(), version,
+                                    &ready));
   return ready;
 }
 
@@ -422,8 +423,8 @@ void Server::load_model(const std::string& name,
       list.add(api.ParameterBytesNew(key, bytes.data(), bytes.size()));
     }
   }
-  check(api.ServerLoadModelWithParameters(use().get(), name.c_str(), list.data(),
-                                          list.size()));
+  check(api.ServerLoadModelWithParameters(use().get(), name.c_str(),
+                                          list.data(), list.size()));
 }
 
 void Server::unload_model(const std::string& name, bool unload_dependents) {
@@ -444,7 +445,8 @@ void Server::register_model_repository(
                               model.c_str()));
   }
   check(api.ServerRegisterModelRepository(
-      use().get(), path.c_str(), list.data(), static_cast<uint32_t>(list.size())));
+      use().get(), path.c_str(), list.data(),
+      static_cast<uint32_t>(list.size())));
 }
 
 void Server::unregister_model_repository(const std::string& path) {

@@ -109,8 +109,9 @@ class Server {
   // ServerDelete once it succeeded. Waits at most the exit timeout; past it,
   // raises INTERNAL ("Exit timeout expired") and lets the core's stop run on
   // in the background. UNAVAILABLE when already stopped; nothing in a child
-  // process of fork() (the server is its parent's). The destructor stops a running server the same way,
-  // without raising, and without the GIL when called with it.
+  // process of fork() (the server is its parent's). The destructor stops a
+  // running server the same way, without raising, and without the GIL when
+  // called with it.
   void stop();
   bool is_live();
   bool is_ready();
