@@ -1,5 +1,7 @@
 #include "request.h"
 
+#include <chrono>
+
 #include "deferred_release.h"
 #include "errors.h"
 #include "fork.h"
@@ -60,14 +62,18 @@ void on_response(TRITONSERVER_InferenceResponse* response,
 
 }  // namespace
 
-void InflightRequests::add(RequestState* state) noexcept {
+bool InflightRequests::add(RequestState* state) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (state->inflight_listed) return;
+  for (const std::string& model : draining_) {
+    if (model == state->model_name) return false;
+  }
+  if (state->inflight_listed) return true;
   state->inflight_prev = nullptr;
   state->inflight_next = head_;
   if (head_ != nullptr) head_->inflight_prev = state;
   head_ = state;
   state->inflight_listed = true;
+  return true;
 }
 
 void InflightRequests::unlink_locked(RequestState* state) noexcept {
@@ -82,6 +88,7 @@ void InflightRequests::unlink_locked(RequestState* state) noexcept {
   }
   state->inflight_prev = state->inflight_next = nullptr;
   state->inflight_listed = false;
+  removed_.notify_all();
 }
 
 void InflightRequests::remove(RequestState* state) noexcept {
@@ -106,6 +113,42 @@ void InflightRequests::discard_unsubmitted() noexcept {
     return;  // out of memory: the server's stop reports what is left
   }
   for (const auto& state : live) state->discard();
+}
+
+bool InflightRequests::drain(const std::string& model, double timeout_s) {
+  std::vector<std::shared_ptr<RequestState>> unsubmitted;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    draining_.push_back(model);
+    for (RequestState* s = head_; s != nullptr; s = s->inflight_next) {
+      if (s->model_name != model || s->submitted) continue;
+      if (auto state = s->weak_from_this().lock()) {
+        unsubmitted.push_back(std::move(state));
+      }
+    }
+  }
+  // A submit() in progress finishes first (discard waits for it); the
+  // request is then in flight, and waited for below.
+  for (const auto& state : unsubmitted) state->discard();
+  unsubmitted.clear();  // outside the lock: a last reference unlinks
+  std::unique_lock<std::mutex> lock(mutex_);
+  return removed_.wait_for(
+      lock, std::chrono::duration<double>(timeout_s), [&] {
+        for (RequestState* s = head_; s != nullptr; s = s->inflight_next) {
+          if (s->model_name == model && s->submitted) return false;
+        }
+        return true;
+      });
+}
+
+void InflightRequests::end_drain(const std::string& model) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = draining_.begin(); it != draining_.end(); ++it) {
+    if (*it == model) {
+      draining_.erase(it);
+      return;
+    }
+  }
 }
 
 void InflightRequests::fail_all(const std::string& message) {
@@ -169,7 +212,11 @@ Request::Request(Server& server, const std::string& model_name,
   check(triton().InferenceRequestNew(&state_->handle, use.get(),
                                      model_name.c_str(), model_version));
   state_->inflight = inflight_;
-  inflight_->add(state_.get());
+  state_->model_name = model_name;
+  if (!inflight_->add(state_.get())) {
+    raise(TRITONSERVER_ERROR_UNAVAILABLE,
+          "model '" + model_name + "' is being unloaded");
+  }
 }
 
 TRITONSERVER_InferenceRequest* Request::live_handle() {
@@ -182,8 +229,8 @@ TRITONSERVER_InferenceRequest* Request::live_handle() {
   }
   if (state_->handle == nullptr) {
     raise(TRITONSERVER_ERROR_UNAVAILABLE,
-          "this request was discarded (its server stopped, or building it "
-          "failed); create a new one");
+          "this request was discarded (its server stopped, its model was "
+          "unloaded, or building it failed); create a new one");
   }
   return state_->handle;
 }

@@ -5,6 +5,7 @@
 #include <nanobind/nanobind.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -31,10 +32,21 @@ struct RequestState;
 // allocates nothing (this runs for every request).
 class InflightRequests {
  public:
-  void add(RequestState* state) noexcept;
+  // False, adding nothing, while the state's model is being drained.
+  bool add(RequestState* state) noexcept;
   void remove(RequestState* state) noexcept;
   void discard_unsubmitted() noexcept;
   void fail_all(const std::string& message);
+
+  // Before a model is unloaded: refuses its new requests (add() is false),
+  // discards those not submitted, and waits at most `timeout_s` for those
+  // in flight to finish; false when some were still in flight. The 2.51
+  // core can crash when a model is destroyed by the end of its last
+  // request (SIGSEGV in StopBackendThread, on its ModelDeleter thread);
+  // drained, the model is destroyed by the unload itself, idle. Call
+  // end_drain() afterwards (see ModelDrain).
+  bool drain(const std::string& model, double timeout_s);
+  void end_drain(const std::string& model) noexcept;
 
  private:
   // Strong references to the listed states still alive (a state being
@@ -43,7 +55,26 @@ class InflightRequests {
   void unlink_locked(RequestState* state) noexcept;
 
   std::mutex mutex_;
+  std::condition_variable removed_;  // a state left the list
   RequestState* head_ = nullptr;
+  std::vector<std::string> draining_;  // models being drained
+};
+
+// InflightRequests::drain() for the lifetime of this object.
+class ModelDrain {
+ public:
+  ModelDrain(InflightRequests& inflight, std::string model, double timeout_s)
+      : inflight_(inflight), model_(std::move(model)),
+        drained_(inflight.drain(model_, timeout_s)) {}
+  ~ModelDrain() { inflight_.end_drain(model_); }
+  ModelDrain(const ModelDrain&) = delete;
+  ModelDrain& operator=(const ModelDrain&) = delete;
+  bool drained() const noexcept { return drained_; }
+
+ private:
+  InflightRequests& inflight_;
+  std::string model_;
+  bool drained_;
 };
 
 // Shared by the Python handle and, while in flight, by Triton's callbacks.
@@ -75,6 +106,7 @@ struct RequestState : std::enable_shared_from_this<RequestState> {
   // The request stays registered as live until both have run.
   std::atomic<int> pending_callbacks{0};
   std::shared_ptr<InflightRequests> inflight;
+  std::string model_name;  // set before it is listed
   // Links of the inflight list (guarded by its mutex).
   RequestState* inflight_prev = nullptr;
   RequestState* inflight_next = nullptr;

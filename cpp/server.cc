@@ -428,6 +428,10 @@ void Server::load_model(const std::string& name,
 }
 
 void Server::unload_model(const std::string& name, bool unload_dependents) {
+  use();  // stopped: refused before anything else
+  // The model's requests end first (at most exit_timeout; past it, the
+  // unload goes on as the core does it): see InflightRequests::drain().
+  ModelDrain drain(*inflight_, name, exit_timeout_s_);
   if (unload_dependents) {
     check(triton().ServerUnloadModelAndDependents(use().get(), name.c_str()));
   } else {

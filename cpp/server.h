@@ -127,6 +127,8 @@ class Server {
                            uint32_t config_version);
   void load_model(const std::string& name,
                   const std::vector<LoadParameter>& parameters);
+  // Drains the model's requests first (InflightRequests::drain(), at most
+  // the exit timeout), then unloads it.
   void unload_model(const std::string& name, bool unload_dependents);
   void register_model_repository(
       const std::string& path,
