@@ -432,6 +432,10 @@ void Server::unload_model(const std::string& name, bool unload_dependents) {
   // The model's requests end first (at most exit_timeout; past it, the
   // unload goes on as the core does it): see InflightRequests::drain().
   ModelDrain drain(*inflight_, name, exit_timeout_s_);
+  // A heuristic grace: the backend thread that released the last request
+  // may still be finishing that execution; the model should not be
+  // destroyed under it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (unload_dependents) {
     check(triton().ServerUnloadModelAndDependents(use().get(), name.c_str()));
   } else {
