@@ -13,6 +13,7 @@
 #include "deferred_release.h"
 #include "dlpack.h"
 #include "errors.h"
+#include "fork.h"
 #include "host_pool.h"
 #include "log_callback.h"
 #include "request.h"
@@ -375,7 +376,11 @@ NB_MODULE(_core, m) {
            nb::call_guard<nb::gil_scoped_release>())
       .def("handle_address",
            [](const Server& s) {
-             return reinterpret_cast<uintptr_t>(s.handle());
+             TRITONSERVER_Server* h = s.handle()->peek();
+             if (h == nullptr) {
+               raise(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
+             }
+             return reinterpret_cast<uintptr_t>(h);
            })
       .def("stop",
            [](Server& s) {
@@ -446,6 +451,9 @@ NB_MODULE(_core, m) {
            nb::call_guard<nb::gil_scoped_release>())
       .def_static("reap_stopped", &Server::reap_stopped, "timeout_s"_a,
                   nb::call_guard<nb::gil_scoped_release>());
+  m.def("end_child_at_exit", &end_child_at_exit,
+        "In a child of fork(): end with _exit() once Python finalized, when "
+        "the parent had created a server (see cpp/fork.h).");
 
   // --- requests and responses -------------------------------------------
   nb::class_<ResponseHandle>(m, "Response")

@@ -1,7 +1,10 @@
 #include "request.h"
 
+#include <chrono>
+
 #include "deferred_release.h"
 #include "errors.h"
+#include "fork.h"
 #include "server.h"
 #include "triton_library.h"
 
@@ -59,14 +62,18 @@ void on_response(TRITONSERVER_InferenceResponse* response,
 
 }  // namespace
 
-void InflightRequests::add(RequestState* state) noexcept {
+bool InflightRequests::add(RequestState* state) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (state->inflight_listed) return;
+  for (const std::string& model : draining_) {
+    if (model == state->model_name) return false;
+  }
+  if (state->inflight_listed) return true;
   state->inflight_prev = nullptr;
   state->inflight_next = head_;
   if (head_ != nullptr) head_->inflight_prev = state;
   head_ = state;
   state->inflight_listed = true;
+  return true;
 }
 
 void InflightRequests::unlink_locked(RequestState* state) noexcept {
@@ -81,6 +88,7 @@ void InflightRequests::unlink_locked(RequestState* state) noexcept {
   }
   state->inflight_prev = state->inflight_next = nullptr;
   state->inflight_listed = false;
+  removed_.notify_all();
 }
 
 void InflightRequests::remove(RequestState* state) noexcept {
@@ -107,6 +115,42 @@ void InflightRequests::discard_unsubmitted() noexcept {
   for (const auto& state : live) state->discard();
 }
 
+bool InflightRequests::drain(const std::string& model, double timeout_s) {
+  std::vector<std::shared_ptr<RequestState>> unsubmitted;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    draining_.push_back(model);
+    for (RequestState* s = head_; s != nullptr; s = s->inflight_next) {
+      if (s->model_name != model || s->submitted) continue;
+      if (auto state = s->weak_from_this().lock()) {
+        unsubmitted.push_back(std::move(state));
+      }
+    }
+  }
+  // A submit() in progress finishes first (discard waits for it); the
+  // request is then in flight, and waited for below.
+  for (const auto& state : unsubmitted) state->discard();
+  unsubmitted.clear();  // outside the lock: a last reference unlinks
+  std::unique_lock<std::mutex> lock(mutex_);
+  return removed_.wait_for(
+      lock, std::chrono::duration<double>(timeout_s), [&] {
+        for (RequestState* s = head_; s != nullptr; s = s->inflight_next) {
+          if (s->model_name == model && s->submitted) return false;
+        }
+        return true;
+      });
+}
+
+void InflightRequests::end_drain(const std::string& model) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = draining_.begin(); it != draining_.end(); ++it) {
+    if (*it == model) {
+      draining_.erase(it);
+      return;
+    }
+  }
+}
+
 void InflightRequests::fail_all(const std::string& message) {
   // Declared outside the lock: dropping the last reference to a state
   // removes it from this list, which takes the lock.
@@ -127,18 +171,34 @@ void InflightRequests::fail_all(const std::string& message) {
   }
 }
 
+RequestState::RequestState() noexcept
+    : fork_generation(::tsb::fork_generation()) {}
+
 RequestState::~RequestState() {
+  // In a child of fork(), the parent's request is left alone: its locks may
+  // have been held by the parent's threads (see fork.h).
+  if (inherited_from_parent(fork_generation)) return;
   discard();
   if (inflight) inflight->remove(this);
 }
 
 void RequestState::discard() noexcept {
-  std::lock_guard<std::mutex> lock(mutex);
-  if (submitted || handle == nullptr) return;
-  if (TRITONSERVER_Error* err = triton().InferenceRequestDelete(handle)) {
+  if (inherited_from_parent(fork_generation)) return;
+  std::lock_guard<std::mutex> build(build_mutex);
+  discard_locked();
+}
+
+void RequestState::discard_locked() noexcept {
+  TRITONSERVER_InferenceRequest* h = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (submitted || handle == nullptr) return;
+    h = handle;
+    handle = nullptr;
+  }
+  if (TRITONSERVER_Error* err = triton().InferenceRequestDelete(h)) {
     triton().ErrorDelete(err);
   }
-  handle = nullptr;
   defer_release(std::move(owners));
 }
 
@@ -147,61 +207,72 @@ Request::Request(Server& server, const std::string& model_name,
     : server_(server.handle()),
       inflight_(server.inflight()),
       state_(std::make_shared<RequestState>()) {
-  check(triton().InferenceRequestNew(&state_->handle, server_,
+  // Listed before the server can close: its stop() discards it.
+  ServerHandle::Use use(*server_);
+  check(triton().InferenceRequestNew(&state_->handle, use.get(),
                                      model_name.c_str(), model_version));
   state_->inflight = inflight_;
-  inflight_->add(state_.get());
+  state_->model_name = model_name;
+  if (!inflight_->add(state_.get())) {
+    raise(TRITONSERVER_ERROR_UNAVAILABLE,
+          "model '" + model_name + "' is being unloaded");
+  }
 }
 
 TRITONSERVER_InferenceRequest* Request::live_handle() {
+  if (inherited_from_parent(state_->fork_generation)) {
+    raise(TRITONSERVER_ERROR_UNAVAILABLE, kForkedMessage);
+  }
   if (state_->submitted) {
     raise(TRITONSERVER_ERROR_INVALID_ARG,
           "this request was already submitted; create a new one");
   }
   if (state_->handle == nullptr) {
     raise(TRITONSERVER_ERROR_UNAVAILABLE,
-          "this request was discarded (its server stopped, or building it "
-          "failed); create a new one");
+          "this request was discarded (its server stopped, its model was "
+          "unloaded, or building it failed); create a new one");
   }
   return state_->handle;
 }
 
+template <typename... Args, typename... Values>
+void Request::set(TRITONSERVER_Error* (*setter)(TRITONSERVER_InferenceRequest*,
+                                                Args...),
+                  Values... values) {
+  std::lock_guard<std::mutex> build(state_->build_mutex);
+  check(setter(live_handle(), static_cast<Args>(values)...));
+}
+
 void Request::set_id(const std::string& id) {
-  check(triton().InferenceRequestSetId(live_handle(), id.c_str()));
+  set(triton().InferenceRequestSetId, id.c_str());
 }
 void Request::set_flags(uint32_t flags) {
-  check(triton().InferenceRequestSetFlags(live_handle(), flags));
+  set(triton().InferenceRequestSetFlags, flags);
 }
 void Request::set_correlation_id(uint64_t id) {
-  check(triton().InferenceRequestSetCorrelationId(live_handle(), id));
+  set(triton().InferenceRequestSetCorrelationId, id);
 }
 void Request::set_correlation_id_string(const std::string& id) {
-  check(triton().InferenceRequestSetCorrelationIdString(live_handle(),
-                                                        id.c_str()));
+  set(triton().InferenceRequestSetCorrelationIdString, id.c_str());
 }
 void Request::set_priority(uint64_t priority) {
-  check(triton().InferenceRequestSetPriorityUInt64(live_handle(), priority));
+  set(triton().InferenceRequestSetPriorityUInt64, priority);
 }
 void Request::set_timeout_us(uint64_t timeout_us) {
-  check(triton().InferenceRequestSetTimeoutMicroseconds(live_handle(),
-                                                        timeout_us));
+  set(triton().InferenceRequestSetTimeoutMicroseconds, timeout_us);
 }
 void Request::set_string_parameter(const std::string& key,
                                    const std::string& v) {
-  check(triton().InferenceRequestSetStringParameter(live_handle(),
-                                                    key.c_str(), v.c_str()));
+  set(triton().InferenceRequestSetStringParameter, key.c_str(), v.c_str());
 }
 void Request::set_int_parameter(const std::string& key, int64_t v) {
-  check(triton().InferenceRequestSetIntParameter(live_handle(), key.c_str(),
-                                                 v));
+  set(triton().InferenceRequestSetIntParameter, key.c_str(), v);
 }
 void Request::set_bool_parameter(const std::string& key, bool v) {
-  check(triton().InferenceRequestSetBoolParameter(live_handle(), key.c_str(),
-                                                  v));
+  set(triton().InferenceRequestSetBoolParameter, key.c_str(), v);
 }
 void Request::set_double_parameter(const std::string& key, double v) {
-  check(TRITON_NEED(InferenceRequestSetDoubleParameter)(live_handle(),
-                                                         key.c_str(), v));
+  set(TRITON_NEED(InferenceRequestSetDoubleParameter), key.c_str(), v);
 }
 
 void Request::add_input_dims(const std::string& name, int datatype,
@@ -209,6 +280,7 @@ void Request::add_input_dims(const std::string& name, int datatype,
                              uintptr_t data_ptr, size_t byte_size,
                              int memory_type, int64_t memory_type_id,
                              nb::object owner) {
+  std::lock_guard<std::mutex> build(state_->build_mutex);
   TRITONSERVER_InferenceRequest* h = live_handle();
   const TritonApi& api = triton();
   // The error context is built only on failure (this runs per request).
@@ -296,22 +368,27 @@ bool Request::add_host_array(const std::string& name, nb::handle array) {
 }
 
 void Request::add_requested_output(const std::string& name) {
-  check(triton().InferenceRequestAddRequestedOutput(live_handle(),
-                                                    name.c_str()));
+  set(triton().InferenceRequestAddRequestedOutput, name.c_str());
 }
 
 void Request::set_output_memory(int memory_type, int64_t memory_type_id) {
+  std::lock_guard<std::mutex> build(state_->build_mutex);
   live_handle();
   state_->policy = make_policy(
       static_cast<TRITONSERVER_MemoryType>(memory_type), memory_type_id);
 }
 
 void Request::set_dispatch_token(uint64_t token) {
+  std::lock_guard<std::mutex> build(state_->build_mutex);
   live_handle();
   state_->dispatch_token = token;
 }
 
 void Request::submit() {
+  // Lock order: the server's use, then build_mutex (stop() closes the
+  // server, waiting for its uses, before it discards requests).
+  ServerHandle::Use use(*server_);
+  std::lock_guard<std::mutex> build(state_->build_mutex);
   TRITONSERVER_InferenceRequest* h = live_handle();
   const TritonApi& api = triton();
   RequestState* raw = state_.get();
@@ -326,7 +403,9 @@ void Request::submit() {
     raw->submitted = true;
     raw->pending_callbacks.store(2);
   }
-  TRITONSERVER_Error* err = api.ServerInferAsync(server_, h, nullptr);
+  // Triton's callbacks may run before this returns, on its threads: they
+  // take raw->mutex, not build_mutex.
+  TRITONSERVER_Error* err = api.ServerInferAsync(use.get(), h, nullptr);
   if (err != nullptr) {
     // Triton did not take the request: no callback will come. Delete it
     // now, so that nothing (an exception kept by the caller, say) holds the
@@ -338,7 +417,7 @@ void Request::submit() {
       for_response = std::move(raw->held_for_response);
       raw->submitted = false;
     }
-    raw->discard();
+    raw->discard_locked();
     check(err);
   }
 }

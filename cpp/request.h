@@ -5,6 +5,7 @@
 #include <nanobind/nanobind.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 namespace tsb {
 
 class Server;
+class ServerHandle;
 struct RequestState;
 
 // The live requests of one server: created and not yet finished. Before the
@@ -30,10 +32,21 @@ struct RequestState;
 // allocates nothing (this runs for every request).
 class InflightRequests {
  public:
-  void add(RequestState* state) noexcept;
+  // False, adding nothing, while the state's model is being drained.
+  bool add(RequestState* state) noexcept;
   void remove(RequestState* state) noexcept;
   void discard_unsubmitted() noexcept;
   void fail_all(const std::string& message);
+
+  // Before a model is unloaded: refuses its new requests (add() is false),
+  // discards those not submitted, and waits at most `timeout_s` for those
+  // in flight to finish; false when some were still in flight. The 2.51
+  // core can crash when a model is destroyed by the end of its last
+  // request (SIGSEGV in StopBackendThread, on its ModelDeleter thread);
+  // drained, the model is destroyed by the unload itself, idle. Call
+  // end_drain() afterwards (see ModelDrain).
+  bool drain(const std::string& model, double timeout_s);
+  void end_drain(const std::string& model) noexcept;
 
  private:
   // Strong references to the listed states still alive (a state being
@@ -42,18 +55,49 @@ class InflightRequests {
   void unlink_locked(RequestState* state) noexcept;
 
   std::mutex mutex_;
+  std::condition_variable removed_;  // a state left the list
   RequestState* head_ = nullptr;
+  std::vector<std::string> draining_;  // models being drained
+};
+
+// InflightRequests::drain() for the lifetime of this object.
+class ModelDrain {
+ public:
+  ModelDrain(InflightRequests& inflight, std::string model, double timeout_s)
+      : inflight_(inflight), model_(std::move(model)),
+        drained_(inflight.drain(model_, timeout_s)) {}
+  ~ModelDrain() { inflight_.end_drain(model_); }
+  ModelDrain(const ModelDrain&) = delete;
+  ModelDrain& operator=(const ModelDrain&) = delete;
+  bool drained() const noexcept { return drained_; }
+
+ private:
+  InflightRequests& inflight_;
+  std::string model_;
+  bool drained_;
 };
 
 // Shared by the Python handle and, while in flight, by Triton's callbacks.
 struct RequestState : std::enable_shared_from_this<RequestState> {
+  RequestState() noexcept;
   ~RequestState();
-  // Deletes the core request if it was never submitted. Never throws.
+  // Deletes the core request if it was never submitted. Never throws. Waits
+  // for a setter or submit() in progress (build_mutex).
   void discard() noexcept;
+  // The same, with build_mutex held by the caller.
+  void discard_locked() noexcept;
 
-  std::mutex mutex;  // guards `handle` against cancel() racing release
+  // Held by whoever passes `handle` to the core to build or submit the
+  // request (the setters, submit() across ServerInferAsync) and by
+  // discard(): stop() cannot delete the handle under them. Triton's
+  // callbacks never take it (they may run during ServerInferAsync).
+  std::mutex build_mutex;
+  // Guards `handle` and the self references against the callbacks: taken
+  // by them, by cancel(), and briefly by the holders of build_mutex.
+  std::mutex mutex;
   TRITONSERVER_InferenceRequest* handle = nullptr;
-  bool submitted = false;
+  const uint64_t fork_generation;  // see fork.h
+  std::atomic<bool> submitted{false};
   AllocationPolicy policy;
   ResponseQueue queue;
   uint64_t dispatch_token = 0;  // nonzero: also feed the user's queue
@@ -62,11 +106,12 @@ struct RequestState : std::enable_shared_from_this<RequestState> {
   // The request stays registered as live until both have run.
   std::atomic<int> pending_callbacks{0};
   std::shared_ptr<InflightRequests> inflight;
+  std::string model_name;  // set before it is listed
   // Links of the inflight list (guarded by its mutex).
   RequestState* inflight_prev = nullptr;
   RequestState* inflight_next = nullptr;
   bool inflight_listed = false;
-  std::vector<nanobind::object> owners;  // input memory owners
+  std::vector<nanobind::object> owners;  // input memory owners (build_mutex)
   // Self references held on Triton's behalf until the release callback and
   // the final response callback.
   std::shared_ptr<RequestState> held_for_release;
@@ -128,9 +173,15 @@ class Request {
   }
 
  private:
+  // The core request, to be built on: call with state_->build_mutex held.
   TRITONSERVER_InferenceRequest* live_handle();
+  // Applies a core setter to the live request, build_mutex held.
+  template <typename... Args, typename... Values>
+  void set(TRITONSERVER_Error* (*setter)(TRITONSERVER_InferenceRequest*,
+                                         Args...),
+           Values... values);
 
-  TRITONSERVER_Server* server_;
+  std::shared_ptr<ServerHandle> server_;
   std::shared_ptr<InflightRequests> inflight_;
   std::shared_ptr<RequestState> state_;
   std::atomic<bool> waiting_{false};

@@ -5,10 +5,15 @@
 #include <condition_variable>
 #include <limits>
 #include <mutex>
+#include <pthread.h>
 #include <system_error>
 #include <thread>
 
+#include <nanobind/nanobind.h>
+
+#include "deferred_release.h"
 #include "errors.h"
+#include "fork.h"
 #include "request.h"
 #include "triton_library.h"
 
@@ -127,10 +132,40 @@ struct BackgroundStops {
   std::vector<std::shared_ptr<BackgroundStop>> running;
 };
 
-BackgroundStops& background_stops() {
-  static BackgroundStops* stops = new BackgroundStops();
-  return *stops;
+// A child of fork() starts with none: its parent's stop threads are not
+// there, and the list's lock may have been held by one of them.
+BackgroundStops*& background_stops_pointer() {
+  static BackgroundStops* stops = [] {
+    pthread_atfork(nullptr, nullptr,
+                   [] { background_stops_pointer() = new BackgroundStops(); });
+    return new BackgroundStops();
+  }();
+  return stops;
 }
+
+BackgroundStops& background_stops() { return *background_stops_pointer(); }
+
+// Releases the GIL, when the calling thread holds it, for its lifetime (the
+// destructor of a Server runs in Python's deallocation, with the GIL).
+class GilReleasedIfHeld {
+ public:
+  GilReleasedIfHeld() noexcept
+      : saved_(Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread()
+                                                         : nullptr) {}
+  ~GilReleasedIfHeld() {
+    if (saved_ == nullptr) return;
+    PyEval_RestoreThread(saved_);
+    try {
+      drain_deferred();  // the inputs of the requests stop() discarded
+    } catch (...) {
+    }
+  }
+  GilReleasedIfHeld(const GilReleasedIfHeld&) = delete;
+  GilReleasedIfHeld& operator=(const GilReleasedIfHeld&) = delete;
+
+ private:
+  PyThreadState* saved_;
+};
 
 }  // namespace
 
@@ -187,35 +222,75 @@ ServerOptions::~ServerOptions() {
   }
 }
 
-Server::Server(ServerOptions& options)
-    : inflight_(std::make_shared<InflightRequests>()),
-      exit_timeout_s_(options.exit_timeout()) {
-  check(triton().ServerNew(&server_, options.get()));
+ServerHandle::ServerHandle(TRITONSERVER_Server* server) noexcept
+    : server_(server), fork_generation_(fork_generation()) {}
+
+bool ServerHandle::inherited() const noexcept {
+  return inherited_from_parent(fork_generation_);
 }
 
-Server::~Server() {
-  // ServerDelete stops the server first and deletes it only if that stop
-  // succeeded: a server that cannot stop is left alone, never freed under
-  // its models (see BackgroundStop).
-  if (server_ != nullptr) {
-    if (TRITONSERVER_Error* e = triton().ServerDelete(server_)) {
-      triton().ErrorDelete(e);
-    }
-  }
-}
-
-TRITONSERVER_Server* Server::handle() const {
-  if (server_ == nullptr) {
+ServerHandle::Use::Use(ServerHandle& owner) : owner_(owner) {
+  // Checked before the lock: in a child, a thread of the parent may have
+  // held it.
+  if (owner.inherited()) raise(TRITONSERVER_ERROR_UNAVAILABLE, kForkedMessage);
+  std::lock_guard<std::mutex> lock(owner.mutex_);
+  if (owner.server_ == nullptr) {
     raise(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
   }
+  server_ = owner.server_;
+  ++owner.uses_;
+}
+
+ServerHandle::Use::~Use() {
+  std::lock_guard<std::mutex> lock(owner_.mutex_);
+  if (--owner_.uses_ == 0) owner_.idle_.notify_all();
+}
+
+TRITONSERVER_Server* ServerHandle::close() noexcept {
+  std::unique_lock<std::mutex> lock(mutex_);
+  TRITONSERVER_Server* server = server_;
+  server_ = nullptr;
+  idle_.wait(lock, [this] { return uses_ == 0; });
+  return server;
+}
+
+TRITONSERVER_Server* ServerHandle::peek() noexcept {
+  if (inherited()) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
   return server_;
 }
 
-void Server::stop() {
-  TRITONSERVER_Server* s = handle();
-  server_ = nullptr;
+Server::Server(ServerOptions& options)
+    : inflight_(std::make_shared<InflightRequests>()),
+      exit_timeout_s_(options.exit_timeout()) {
+  watch_forks();
+  TRITONSERVER_Server* server = nullptr;
+  check(triton().ServerNew(&server, options.get()));
+  handle_ = std::make_shared<ServerHandle>(server);
+}
+
+Server::~Server() {
+  // A server dropped while running stops as stop() does (never deleted
+  // under its models, see BackgroundStop), without the GIL: other Python
+  // threads go on meanwhile. A child of fork() leaves its parent's server
+  // alone (see fork.h).
+  if (!handle_ || handle_->inherited()) return;
+  GilReleasedIfHeld unlocked;
+  TRITONSERVER_Server* server = handle_->close();
+  if (server == nullptr) return;
+  bool failed = false;
+  TRITONSERVER_Error_Code code = TRITONSERVER_ERROR_INTERNAL;
+  std::string message;
+  try {
+    stop_closed(server, failed, code, message);
+  } catch (...) {
+  }
+}
+
+bool Server::stop_closed(TRITONSERVER_Server* server, bool& failed,
+                         TRITONSERVER_Error_Code& code, std::string& message) {
   inflight_->discard_unsubmitted();
-  auto stop = std::make_shared<BackgroundStop>(s, inflight_);
+  auto stop = std::make_shared<BackgroundStop>(server, inflight_);
   try {
     std::thread([stop] { stop->run(); }).detach();
   } catch (const std::system_error&) {
@@ -226,48 +301,69 @@ void Server::stop() {
     // (the requests complete and reach their waiters, then the models
     // unload and the server is deleted); reap_stopped() waits for it at
     // interpreter exit.
-    {
-      BackgroundStops& stops = background_stops();
-      std::lock_guard<std::mutex> lock(stops.mutex);
-      stops.running.push_back(stop);
-    }
+    BackgroundStops& stops = background_stops();
+    std::lock_guard<std::mutex> lock(stops.mutex);
+    stops.running.push_back(stop);
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(stop->mutex);
+  failed = stop->failed;
+  code = stop->code;
+  message = stop->message;
+  return true;
+}
+
+void Server::stop() {
+  // In a child of fork() the server is the parent's, not this process's to
+  // stop: nothing to do (see fork.h).
+  if (handle_->inherited()) return;
+  // Waits for the calls into the core in progress (a request being built
+  // or submitted among them); none can start after this.
+  TRITONSERVER_Server* server = handle_->close();
+  if (server == nullptr) {
+    raise(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
+  }
+  bool failed = false;
+  TRITONSERVER_Error_Code code = TRITONSERVER_ERROR_INTERNAL;
+  std::string message;
+  if (!stop_closed(server, failed, code, message)) {
     raise(TRITONSERVER_ERROR_INTERNAL,
           "Exit timeout expired: the server did not stop within exit_timeout "
           "(" + std::to_string(exit_timeout_s_) +
               " s), requests still running or models still unloading; it "
               "finishes stopping in the background");
   }
-  std::lock_guard<std::mutex> lock(stop->mutex);
-  if (stop->failed) raise(stop->code, stop->message);
+  if (failed) raise(code, message);
 }
 
 bool Server::is_live() {
   bool live = false;
-  check(triton().ServerIsLive(handle(), &live));
+  check(triton().ServerIsLive(use().get(), &live));
   return live;
 }
 
 bool Server::is_ready() {
   bool ready = false;
-  check(triton().ServerIsReady(handle(), &ready));
+  check(triton().ServerIsReady(use().get(), &ready));
   return ready;
 }
 
 std::string Server::metadata() {
   TRITONSERVER_Message* m = nullptr;
-  check(triton().ServerMetadata(handle(), &m));
+  check(triton().ServerMetadata(use().get(), &m));
   return take_json(m);
 }
 
 std::string Server::model_index(uint32_t flags) {
   TRITONSERVER_Message* m = nullptr;
-  check(triton().ServerModelIndex(handle(), flags, &m));
+  check(triton().ServerModelIndex(use().get(), flags, &m));
   return take_json(m);
 }
 
 bool Server::model_is_ready(const std::string& name, int64_t version) {
   bool ready = false;
-  check(triton().ServerModelIsReady(handle(), name.c_str(), version, &ready));
+  check(triton().ServerModelIsReady(use().get(), name.c_str(), version,
+                                    &ready));
   return ready;
 }
 
@@ -275,7 +371,7 @@ uint32_t Server::model_batch_properties(const std::string& name,
                                         int64_t version) {
   uint32_t flags = 0;
   void* voidp = nullptr;
-  check(triton().ServerModelBatchProperties(handle(), name.c_str(), version,
+  check(triton().ServerModelBatchProperties(use().get(), name.c_str(), version,
                                             &flags, &voidp));
   return flags;
 }
@@ -284,28 +380,28 @@ uint32_t Server::model_transaction_properties(const std::string& name,
                                               int64_t version) {
   uint32_t flags = 0;
   void* voidp = nullptr;
-  check(triton().ServerModelTransactionProperties(handle(), name.c_str(),
+  check(triton().ServerModelTransactionProperties(use().get(), name.c_str(),
                                                   version, &flags, &voidp));
   return flags;
 }
 
 std::string Server::model_metadata(const std::string& name, int64_t version) {
   TRITONSERVER_Message* m = nullptr;
-  check(triton().ServerModelMetadata(handle(), name.c_str(), version, &m));
+  check(triton().ServerModelMetadata(use().get(), name.c_str(), version, &m));
   return take_json(m);
 }
 
 std::string Server::model_statistics(const std::string& name,
                                      int64_t version) {
   TRITONSERVER_Message* m = nullptr;
-  check(triton().ServerModelStatistics(handle(), name.c_str(), version, &m));
+  check(triton().ServerModelStatistics(use().get(), name.c_str(), version, &m));
   return take_json(m);
 }
 
 std::string Server::model_config(const std::string& name, int64_t version,
                                  uint32_t config_version) {
   TRITONSERVER_Message* m = nullptr;
-  check(triton().ServerModelConfig(handle(), name.c_str(), version,
+  check(triton().ServerModelConfig(use().get(), name.c_str(), version,
                                    config_version, &m));
   return take_json(m);
 }
@@ -327,15 +423,23 @@ void Server::load_model(const std::string& name,
       list.add(api.ParameterBytesNew(key, bytes.data(), bytes.size()));
     }
   }
-  check(api.ServerLoadModelWithParameters(handle(), name.c_str(), list.data(),
-                                          list.size()));
+  check(api.ServerLoadModelWithParameters(use().get(), name.c_str(),
+                                          list.data(), list.size()));
 }
 
 void Server::unload_model(const std::string& name, bool unload_dependents) {
+  use();  // stopped: refused before anything else
+  // The model's requests end first (at most exit_timeout; past it, the
+  // unload goes on as the core does it): see InflightRequests::drain().
+  ModelDrain drain(*inflight_, name, exit_timeout_s_);
+  // A heuristic grace: the backend thread that released the last request
+  // may still be finishing that execution; the model should not be
+  // destroyed under it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (unload_dependents) {
-    check(triton().ServerUnloadModelAndDependents(handle(), name.c_str()));
+    check(triton().ServerUnloadModelAndDependents(use().get(), name.c_str()));
   } else {
-    check(triton().ServerUnloadModel(handle(), name.c_str()));
+    check(triton().ServerUnloadModel(use().get(), name.c_str()));
   }
 }
 
@@ -349,21 +453,22 @@ void Server::register_model_repository(
                               model.c_str()));
   }
   check(api.ServerRegisterModelRepository(
-      handle(), path.c_str(), list.data(), static_cast<uint32_t>(list.size())));
+      use().get(), path.c_str(), list.data(),
+      static_cast<uint32_t>(list.size())));
 }
 
 void Server::unregister_model_repository(const std::string& path) {
-  check(triton().ServerUnregisterModelRepository(handle(), path.c_str()));
+  check(triton().ServerUnregisterModelRepository(use().get(), path.c_str()));
 }
 
 void Server::poll_model_repository() {
-  check(triton().ServerPollModelRepository(handle()));
+  check(triton().ServerPollModelRepository(use().get()));
 }
 
 std::string Server::metrics(int format) {
   const TritonApi& api = triton();
   TRITONSERVER_Metrics* metrics = nullptr;
-  check(api.ServerMetrics(handle(), &metrics));
+  check(api.ServerMetrics(use().get(), &metrics));
   const char* base = nullptr;
   size_t size = 0;
   TRITONSERVER_Error* err = api.MetricsFormatted(

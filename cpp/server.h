@@ -3,8 +3,10 @@
 // that can block is made by module.cc with the GIL released.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,6 +18,49 @@
 namespace tsb {
 
 class InflightRequests;
+
+// The core's server handle, shared by a Server and its requests. Every call
+// that passes it to the core holds a Use; close() (Server::stop()) waits for
+// the uses in progress and then hands the handle over to be stopped and
+// deleted, so no call can reach a server being deleted: later uses raise
+// UNAVAILABLE. In a child process of fork() every use raises UNAVAILABLE
+// (see fork.h).
+class ServerHandle {
+ public:
+  explicit ServerHandle(TRITONSERVER_Server* server) noexcept;
+  ServerHandle(const ServerHandle&) = delete;
+  ServerHandle& operator=(const ServerHandle&) = delete;
+
+  // Keeps the handle open while it lives.
+  class Use {
+   public:
+    explicit Use(ServerHandle& owner);  // throws UNAVAILABLE when closed
+    ~Use();
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+    TRITONSERVER_Server* get() const noexcept { return server_; }
+
+   private:
+    ServerHandle& owner_;
+    TRITONSERVER_Server* server_;
+  };
+  Use use() { return Use(*this); }
+
+  // Refuses new uses, waits for those in progress, and returns the handle
+  // (null when already closed). Never throws.
+  TRITONSERVER_Server* close() noexcept;
+  // The handle, or null once closed (an address for tritonfrontend).
+  TRITONSERVER_Server* peek() noexcept;
+  // Whether this handle belongs to the parent of this process (fork()).
+  bool inherited() const noexcept;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  TRITONSERVER_Server* server_;
+  unsigned long uses_ = 0;
+  const uint64_t fork_generation_;
+};
 
 class ServerOptions {
  public:
@@ -56,10 +101,17 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  TRITONSERVER_Server* handle() const;  // throws UNAVAILABLE after stop()
-  // Stops the server: ServerStop, then ServerDelete once it succeeded. Waits
-  // at most the exit timeout; past it, raises INTERNAL ("Exit timeout
-  // expired") and lets the core's stop run on in the background.
+  // The core's handle, shared with requests.
+  const std::shared_ptr<ServerHandle>& handle() const noexcept {
+    return handle_;
+  }
+  // Stops the server: discards the requests not submitted, ServerStop, then
+  // ServerDelete once it succeeded. Waits at most the exit timeout; past it,
+  // raises INTERNAL ("Exit timeout expired") and lets the core's stop run on
+  // in the background. UNAVAILABLE when already stopped; nothing in a child
+  // process of fork() (the server is its parent's). The destructor stops a
+  // running server the same way, without raising, and without the GIL when
+  // called with it.
   void stop();
   bool is_live();
   bool is_ready();
@@ -75,6 +127,8 @@ class Server {
                            uint32_t config_version);
   void load_model(const std::string& name,
                   const std::vector<LoadParameter>& parameters);
+  // Drains the model's requests first (InflightRequests::drain(), at most
+  // the exit timeout), then unloads it.
   void unload_model(const std::string& name, bool unload_dependents);
   void register_model_repository(
       const std::string& path,
@@ -92,7 +146,15 @@ class Server {
   const std::shared_ptr<InflightRequests>& inflight() const { return inflight_; }
 
  private:
-  TRITONSERVER_Server* server_ = nullptr;
+  // Runs the stop of `server` (closed) and waits for it: false when the
+  // exit timeout expired (it goes on in the background), else its error,
+  // if any, is left in `code` / `message`.
+  bool stop_closed(TRITONSERVER_Server* server, bool& failed,
+                   TRITONSERVER_Error_Code& code, std::string& message);
+
+  ServerHandle::Use use() const { return handle_->use(); }
+
+  std::shared_ptr<ServerHandle> handle_;
   std::shared_ptr<InflightRequests> inflight_;
   unsigned int exit_timeout_s_;
 };

@@ -5,6 +5,7 @@ may then fail, but only with a TritonError, and nothing may hang or crash)."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import threading
 import time
@@ -224,3 +225,74 @@ def test_eight_threads_while_the_model_reloads_stress(reload_server):
     check_reload_outcome(tally, 300, reload_errors)
     del tally
     assert_no_live_buffers()
+
+
+# -- unload + load in a tight loop under heavy traffic, in a fresh interpreter ------
+# The Triton 2.51 core crashed (SIGSEGV in ~TritonModelInstance ->
+# StopBackendThread, on its ModelDeleter thread) when a model was loaded
+# while the previous instance of the same model, unloaded with requests in
+# flight, was being destroyed. Server.load() now waits for that first. In a
+# subprocess: a crash is a failed test, not a crashed pytest.
+CHURN_SCRIPT = """
+import threading, time, numpy, tritonserver
+from conftest import make_options
+server = tritonserver.Server(make_options({backend_directory!r}, server_id="churn", exit_timeout=10,
+                                          log_error=False))
+server.start(wait_until_ready=True, timeout=60)
+model = server.load("identity_fp32")
+data = numpy.arange(256, dtype=numpy.float32)
+done = threading.Event()
+lock = threading.Lock()
+counts = {{"served": 0, "refused": 0, "cycles": 0}}
+bad = []
+
+def worker():
+    while not done.is_set():
+        try:
+            [response] = model.infer(inputs={{"INPUT0": data}})
+            assert numpy.array_equal(numpy.from_dlpack(response.outputs["OUTPUT0"]), data)
+            kind = "served"
+        except tritonserver.TritonError:
+            kind = "refused"  # the model was unloaded
+        except BaseException as e:
+            bad.append(repr(e))
+            return
+        with lock:
+            counts[kind] += 1
+
+threads = [threading.Thread(target=worker) for _ in range(8)]
+for thread in threads:
+    thread.start()
+end = time.monotonic() + {seconds}
+while time.monotonic() < end:
+    server.unload("identity_fp32")  # returns at once: its requests in flight go on
+    server.load("identity_fp32")
+    counts["cycles"] += 1
+done.set()
+for thread in threads:
+    thread.join(60)
+print("CHURN", counts, bad[:3], flush=True)
+server.stop()
+"""
+
+
+def run_churn(backend_directory, tmp_path, seconds: float) -> None:
+    from test_shutdown import run_script
+
+    rc, out, err = run_script(CHURN_SCRIPT.format(backend_directory=backend_directory, seconds=seconds),
+                              tmp_path, timeout=seconds + HANG_S)
+    print(out)
+    assert rc == 0, f"rc={rc} (-11: the core crashed) {out[-1000:]} {err[-3000:]}"
+    line = next(line for line in out.splitlines() if line.startswith("CHURN"))
+    assert line.endswith("[]"), line  # only results or TritonErrors
+    counts = ast.literal_eval(line.split(" ", 1)[1].rsplit(" [", 1)[0])
+    assert counts["cycles"] > 0 and counts["served"] > 0, line
+
+
+def test_unload_and_load_in_a_loop_under_heavy_traffic(backend_directory, tmp_path):
+    run_churn(backend_directory, tmp_path, seconds=10)
+
+
+@pytest.mark.stress
+def test_unload_and_load_in_a_loop_under_heavy_traffic_stress(backend_directory, tmp_path):
+    run_churn(backend_directory, tmp_path, seconds=120)

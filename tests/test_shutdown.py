@@ -7,6 +7,7 @@ nothing may crash, and every output buffer must be freed afterwards."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 import signal
@@ -45,14 +46,16 @@ def outcome_of(error: BaseException) -> tuple[str, type, str]:
     return ("error", type(error), str(error))
 
 
-def run_script(code: str, tmp_path, timeout: float) -> tuple[int, str, str]:
-    """Run `code` in a fresh interpreter (cwd tests/, so conftest imports).
-    Output goes to files, not pipes: python backend stubs that outlive a
-    crashed parent would hold pipes open. Returns (rc, stdout, stderr)."""
+def run_script(code: str, tmp_path, timeout: float, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """Run `code` in a fresh interpreter (cwd tests/, so conftest imports),
+    with `env` added to the environment. Output goes to files, not pipes:
+    python backend stubs that outlive a crashed parent would hold pipes
+    open. Returns (rc, stdout, stderr)."""
     out_path, err_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     with open(out_path, "w") as out, open(err_path, "w") as err:
         process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT / "tests",
-                                   stdout=out, stderr=err, start_new_session=True)
+                                   stdout=out, stderr=err, start_new_session=True,
+                                   env=None if env is None else {**os.environ, **env})
         try:
             rc = process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -240,6 +243,82 @@ def test_stop_with_64_requests_in_flight_stress(loaded_server, round_):
     # ~1 s of stream: well within the exit timeout, see the next test).
     stop_under_load(loaded_server, stream_count=20 + (7 * round_) % 100, stream_delay_ms=1 + round_ % 9)
     assert_no_live_buffers()
+
+
+# -- stop() while threads build and submit requests ----------------------------------
+# Each round: a fresh server, 8 threads calling infer() in a loop (half with
+# 64 inputs, which the model refuses at submission), stop() after 0.05 to
+# 0.3 s. Every thread must end with a TritonError (the server stopped)
+# after serving or being refused cleanly: stop() discards the requests not
+# yet submitted while the threads are adding inputs to them or submitting
+# them. MALLOC_PERTURB_ fills freed memory, so a use of a freed core
+# request crashes instead of passing unnoticed.
+STOP_RACE_SCRIPT = """
+import sys, threading, time, numpy, tritonserver
+from conftest import make_options
+rounds = {rounds}
+data = numpy.arange(16, dtype=numpy.float32)
+many = {{"INPUT0": data, **{{f"EXTRA{{k}}": data for k in range(63)}}}}
+kinds = {{}}
+started = time.monotonic()
+for r in range(rounds):
+    server = tritonserver.Server(make_options({backend_directory!r}, server_id=f"race-{{r}}", exit_timeout=10,
+                                              log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    model = server.load("identity_fp32")
+    stopped = threading.Event()
+    outcomes = []
+
+    def worker(t):
+        inputs = many if t % 2 else {{"INPUT0": data}}
+        while True:
+            try:
+                for response in model.infer(inputs=inputs):
+                    pass
+            except tritonserver.TritonError as e:
+                if stopped.is_set():
+                    outcomes.append(type(e).__name__)
+                    return
+            except BaseException as e:
+                outcomes.append(f"BAD {{type(e).__name__}}: {{e}}")
+                return
+
+    threads = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.05 + 0.025 * ((r * 7) % 11))
+    server.stop()
+    stopped.set()
+    for thread in threads:
+        thread.join(60)
+    if any(thread.is_alive() for thread in threads) or len(outcomes) != 8:
+        print("HUNG round", r, outcomes, flush=True)
+        sys.exit(3)
+    for kind in outcomes:
+        kinds[kind] = kinds.get(kind, 0) + 1
+print("ROUNDS", rounds, "in", round(time.monotonic() - started), "s, outcomes", kinds, flush=True)
+"""
+
+
+def run_stop_race(backend_directory, tmp_path, rounds: int) -> None:
+    code = STOP_RACE_SCRIPT.format(backend_directory=backend_directory, rounds=rounds)
+    rc, out, err = run_script(code, tmp_path, timeout=60 + 10 * rounds, env={"MALLOC_PERTURB_": "165"})
+    print(out)
+    assert rc == 0, f"rc={rc} (-11: a use of freed memory) {out[-1000:]} {err[-3000:]}"
+    summary = next(line for line in out.splitlines() if line.startswith("ROUNDS"))
+    # Every thread ended with a clean refusal: the stopped server
+    # (InvalidArgumentError "Server not started", UnavailableError).
+    assert "BAD" not in summary, summary
+    assert set(ast.literal_eval(summary.split("outcomes", 1)[1])) <= {"InvalidArgumentError", "UnavailableError"}, summary
+
+
+def test_stop_while_threads_build_and_submit_requests(backend_directory, tmp_path):
+    run_stop_race(backend_directory, tmp_path, rounds=20)
+
+
+@pytest.mark.stress
+def test_stop_while_threads_build_and_submit_requests_stress(backend_directory, tmp_path):
+    run_stop_race(backend_directory, tmp_path, rounds=300)
 
 
 OUTLIVE_SCRIPT = """

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import sys
+import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -59,6 +61,8 @@ class Server:
             options = Options(**kwargs)
         self.options = options
         self._server: Optional[_core.Server] = None
+        # Serializes load() and unload(): see load().
+        self._model_control = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------
     def start(
@@ -100,7 +104,11 @@ class Server:
         Raises InternalError ("Exit timeout expired") if requests outlive the
         exit timeout; the server then finishes stopping in the background:
         those requests complete and reach their waiters, the models unload,
-        and the server is deleted (interpreter exit waits for this)."""
+        and the server is deleted (interpreter exit waits for this).
+
+        In a child process of ``fork()``, a server started by the parent is
+        the parent's: stop() only forgets it there, and every other use
+        raises UnavailableError."""
         server = self._started()
         self._server = None
         _running.discard(self)
@@ -165,19 +173,45 @@ class Server:
         ``parameters`` may hold ``"config"`` (a JSON string, or a dict that is
         serialized for you) and ``"file:<path>"`` entries with file contents
         (bytes), to load a model from memory.
+
+        A model that is still unloading (an unload() whose requests in
+        flight have not all finished) is waited for first, at most
+        ``Options.exit_timeout`` seconds (UnavailableError past it): the
+        Triton 2.51 core can crash when a model is loaded while the previous
+        instance of the same model is being destroyed (see
+        docs/hostile_inputs.md).
         """
         params = {}
         for key, value in (parameters or {}).items():
             if key == "config" and isinstance(value, dict):
                 value = json.dumps(value)
             params[key] = value
-        try:
-            self._started().load_model(model_name, params)
-        except TritonError as e:
-            _triton_core.explain_model_load_error(e)
-            raise
+        with self._model_control:
+            self._wait_while_unloading(model_name)
+            try:
+                self._started().load_model(model_name, params)
+            except TritonError as e:
+                _triton_core.explain_model_load_error(e)
+                raise
         self._refuse_unusable_python_models([model_name])
         return self.model(model_name)
+
+    def _wait_while_unloading(self, model_name: str) -> None:
+        """Wait until no version of `model_name` is UNLOADING (its model
+        object destroyed), at most Options.exit_timeout seconds."""
+        server = self._started()
+        timeout = float(self.options.exit_timeout)
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        while any(entry.get("name") == model_name and entry.get("state") == "UNLOADING"
+                  for entry in json.loads(server.model_index(0))):
+            if time.monotonic() >= deadline:
+                raise UnavailableError(
+                    f"model '{model_name}' is still unloading after {timeout:g} s (Options.exit_timeout): its "
+                    "requests in flight have not finished; load it again once they have (loading it while "
+                    "the previous instance is destroyed can crash the Triton core)")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
     def unload(
         self,
@@ -192,7 +226,8 @@ class Server:
         ``timeout`` seconds."""
         server = self._started()
         name = model.name if isinstance(model, Model) else model
-        server.unload_model(name, unload_dependents)
+        with self._model_control:
+            server.unload_model(name, unload_dependents)
         if not wait_until_unloaded:
             return
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -255,6 +290,17 @@ class Server:
 # Servers still running at interpreter exit are stopped while Python is fully
 # alive (not during teardown, when the core's threads could outlive it).
 _running: "weakref.WeakSet[Server]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A child process of fork() does not stop its parent's servers at exit,
+    and ends without the core's exit handlers (the core's threads stayed in
+    the parent; see cpp/fork.h)."""
+    _running.clear()
+    _core.end_child_at_exit()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
