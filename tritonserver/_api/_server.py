@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import json
 import sys
+import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from .. import _core
 from . import _logging, _triton_core
 from ._enums import MetricFormat, ModelIndexFlag
-from ._errors import InvalidArgumentError, TritonError, UnavailableError, UnsupportedError
+from ._errors import InvalidArgumentError, NotFoundError, TritonError, UnavailableError, UnsupportedError
 from ._model import Model, _json_object
 from ._options import Options, OptionsKwargs, build_core_options
 
@@ -57,8 +58,25 @@ class Server:
     def __init__(self, options: Optional[Options] = None, **kwargs: Unpack[OptionsKwargs]) -> None:
         if options is None:
             options = Options(**kwargs)
+        elif not isinstance(options, Options):
+            hint = f"Server(model_repository={options!r})" if isinstance(options, (str, list)) else (
+                "Server(model_repository=...)")
+            raise TypeError(
+                f"Server() takes an Options object or keyword arguments, not "
+                f"{type(options).__name__}: write {hint}"
+            )
+        elif kwargs:
+            raise TypeError(
+                f"Server() takes an Options object or keyword arguments, not both "
+                f"(got Options and {', '.join(sorted(kwargs))}): set them on the Options, "
+                "e.g. dataclasses.replace(options, ...)"
+            )
         self.options = options
         self._server: Optional[_core.Server] = None
+        # Set while a start() is creating the core server: a concurrent
+        # start() is refused like a second one.
+        self._starting = False
+        self._lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------
     def start(
@@ -73,10 +91,18 @@ class Server:
         ``timeout`` seconds pass (UnavailableError; the server is stopped
         again, so start() may be retried).
         """
-        if self._server is not None:
-            raise InvalidArgumentError("Server already started")
-        core_options = build_core_options(self.options)
-        self._server = _core.Server(core_options)
+        with self._lock:
+            if self._server is not None or self._starting:
+                raise InvalidArgumentError(
+                    "Server already started" if self._server is not None
+                    else "Server already started (another thread is starting it)"
+                )
+            self._starting = True
+        try:
+            core_options = build_core_options(self.options)
+            self._server = _core.Server(core_options)
+        finally:
+            self._starting = False
         _running.add(self)
         try:
             # Models loaded at start (POLL/NONE mode, startup_models).
@@ -100,11 +126,18 @@ class Server:
         Raises InternalError ("Exit timeout expired") if requests outlive the
         exit timeout; the server then finishes stopping in the background:
         those requests complete and reach their waiters, the models unload,
-        and the server is deleted (interpreter exit waits for this)."""
+        and the server is deleted (interpreter exit waits for this).
+
+        Host memory kept for reuse by output buffers already freed (up to
+        256 MiB, shared by all servers of the process) is returned to the
+        system here too; buffers still alive are not affected."""
         server = self._started()
         self._server = None
         _running.discard(self)
-        server.stop()
+        try:
+            server.stop()
+        finally:
+            _core.host_pool_trim()
 
     def __enter__(self) -> "Server":
         """Start the server (unless started) for the ``with`` block."""
@@ -192,6 +225,11 @@ class Server:
         ``timeout`` seconds."""
         server = self._started()
         name = model.name if isinstance(model, Model) else model
+        if not isinstance(name, str):
+            raise TypeError(f"unload() takes a model name (str) or a Model, not {type(model).__name__}")
+        # The core accepts any name silently: a misspelt one would look unloaded.
+        if not any(key[0] == name for key in self.models()):
+            raise NotFoundError(f"unload(): no model named {name!r} in the model repository")
         server.unload_model(name, unload_dependents)
         if not wait_until_unloaded:
             return
