@@ -111,6 +111,8 @@ class Model:
     ) -> AsyncResponseIterator:
         """Like infer(), for asyncio: ``async for response in ...``. Call it
         with an event loop running in this thread."""
+        if inference_request is not None:
+            inference_request = _given_request(inference_request, kwargs)
         wakeup = async_wakeup()
         loop = wakeup.running_loop()
         waiters = wakeup.waker(loop)
@@ -118,8 +120,6 @@ class Model:
         if inference_request is None:
             cast("dict[str, Any]", kwargs).pop("model", None)
             inference_request = InferenceRequest(self, **kwargs)
-        else:
-            inference_request = _given_request(inference_request, kwargs)
         if inference_request.response_queue is None:
             core_request = inference_request._create_core_request()
             waiters.submit(core_request)  # attach and submit, one call
