@@ -164,7 +164,7 @@ def test_bf16_output_to_numpy_names_the_alternative(model) -> None:
 
 # -- model repository ------------------------------------------------------------
 def test_unload_of_an_unknown_model_is_not_found(server) -> None:
-    with refused(NotFoundError, r"no model named 'no_such_model'"):
+    with refused(NotFoundError, r"no model named 'no_such_model' is in the model repository or loaded"):
         server.unload("no_such_model")
     with refused(TypeError, r"model name \(str\) or a Model"):
         server.unload(42)  # type: ignore[arg-type]

@@ -227,9 +227,11 @@ class Server:
         name = model.name if isinstance(model, Model) else model
         if not isinstance(name, str):
             raise TypeError(f"unload() takes a model name (str) or a Model, not {type(model).__name__}")
-        # The core accepts any name silently: a misspelt one would look unloaded.
-        if not any(key[0] == name for key in self.models()):
-            raise NotFoundError(f"unload(): no model named {name!r} in the model repository")
+        # The core accepts any name silently: a misspelt one would look
+        # unloaded. Known: in the repository index, or loaded (a model
+        # loaded from in-memory files is not in the index).
+        if not any(key[0] == name for key in self.models()) and not self._is_ready(name):
+            raise NotFoundError(f"unload(): no model named {name!r} is in the model repository or loaded")
         server.unload_model(name, unload_dependents)
         if not wait_until_unloaded:
             return
@@ -241,6 +243,14 @@ class Server:
             if deadline is not None and time.monotonic() >= deadline:
                 raise UnavailableError(f"Timeout before model '{name}' was unloaded")
             time.sleep(polling_interval)
+
+    def _is_ready(self, name: str) -> bool:
+        """Whether a model of this name is loaded and ready (False for an
+        unknown name)."""
+        try:
+            return self._started().model_is_ready(name, -1)
+        except (NotFoundError, InvalidArgumentError):
+            return False
 
     def register_model_repository(
         self, repository_path: str, name_mapping: Optional[dict[str, str]] = None
