@@ -1,9 +1,6 @@
 #include "host_pool.h"
 
 #include <cstdlib>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -83,11 +80,6 @@ void host_pool_trim() noexcept {
   }
   p.free_blocks.clear();
   p.cached = 0;
-#if defined(__GLIBC__)
-  // glibc keeps freed blocks below its (adaptive, up to 32 MiB) mmap
-  // threshold in its heap: hand the free pages back to the system too.
-  malloc_trim(0);
-#endif
 }
 
 }  // namespace tsb
