@@ -76,7 +76,7 @@ class Server:
         # Set while a start() is creating the core server: a concurrent
         # start() is refused like a second one.
         self._starting = False
-        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------
     def start(
@@ -91,7 +91,7 @@ class Server:
         ``timeout`` seconds pass (UnavailableError; the server is stopped
         again, so start() may be retried).
         """
-        with self._lock:
+        with self._start_lock:
             if self._server is not None or self._starting:
                 raise InvalidArgumentError(
                     "Server already started" if self._server is not None
