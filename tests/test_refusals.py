@@ -86,7 +86,7 @@ def test_refused_request_keeps_no_tensor(model, kind: str) -> None:
     for _ in range(3):
         _refuse(multi, kind)
     # Counted at once: the inputs must be gone when infer() has raised.
-    assert live_tensors() == before
+    assert live_tensors() <= before  # earlier tests' may go meanwhile
     _serve(multi)
 
 
@@ -103,7 +103,7 @@ def test_refusals_leave_rss_flat(model, kind: str) -> None:
     grown = rss_bytes() - before
     # A leak of the inputs would be ~1 GiB (1,000 x 1 MiB); allow noise.
     assert grown < 128 << 20, f"RSS grew by {grown >> 20} MiB over 1,000 refusals"
-    assert live_tensors() == tensors
+    assert live_tensors() <= tensors
 
 
 def test_refused_async_request_keeps_no_tensor(model) -> None:
@@ -124,4 +124,4 @@ def test_refused_async_request_keeps_no_tensor(model) -> None:
             del inputs, arguments
 
     asyncio.run(main())
-    assert live_tensors() == before
+    assert live_tensors() <= before  # earlier tests' may go meanwhile
