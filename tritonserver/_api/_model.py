@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from ._enums import ModelBatchFlag, ModelTxnPropertyFlag
@@ -31,7 +32,7 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-def _given_request(request: Any, kwargs: dict[str, Any]) -> InferenceRequest:
+def _given_request(request: Any, kwargs: Mapping[str, object]) -> InferenceRequest:
     """The InferenceRequest passed to infer(), checked: a dict of inputs in
     its place, or keyword arguments that would be ignored, are refused."""
     if not isinstance(request, InferenceRequest):
