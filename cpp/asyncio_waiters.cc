@@ -42,8 +42,13 @@ void AsyncioWaiters::submit(Request& request) {
   const std::shared_ptr<RequestState>& state = request.state();
   state->queue.set_notifier(notifier_, token(state.get()));
   drain_deferred();
-  nb::gil_scoped_release release;
-  request.submit();
+  try {
+    nb::gil_scoped_release release;
+    request.submit();
+  } catch (...) {
+    drain_deferred();  // a refused request's inputs go now
+    throw;
+  }
 }
 
 nb::object AsyncioWaiters::next(Request& request, nb::handle loop) {

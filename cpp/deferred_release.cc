@@ -1,32 +1,125 @@
 #include "deferred_release.h"
 
+#include <pthread.h>
+
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 
 namespace tsb {
 namespace {
 
-std::mutex g_mutex;
+// How long parked references wait for Python's own drains (at the next
+// submit or response wait, which cost nothing extra) before the releaser
+// thread takes the GIL to drop them. Bounds how long an input outlives its
+// request in a program that does nothing more.
+constexpr auto kGrace = std::chrono::milliseconds(20);
+
+struct State {
+  std::mutex mutex;
+  std::condition_variable wake;    // something parked, or stopping
+  std::condition_variable exited;  // the releaser thread has ended
+  std::vector<nanobind::object> parked;
+  bool running = false;   // a releaser thread exists in this process
+  bool stopping = false;  // the interpreter is about to finalize
+};
+
 // Heap-allocated and never freed: parked references must not be released by
-// a static destructor after the interpreter is gone.
-auto* g_parked = new std::vector<nanobind::object>();
+// a static destructor after the interpreter is gone. Replaced (the old one
+// leaked) only in a forked child, where no other thread exists.
+State* g_state = new State();
+
+// The releaser: waits for parked references, gives Python's own drains a
+// short grace, then drops whatever is left with the GIL. It never runs
+// Python once stop_deferred_releaser() has begun (the interpreter may then
+// finalize, and a thread taking the GIL then would be killed mid-frame).
+void releaser_main(State* s) {
+  std::unique_lock<std::mutex> lock(s->mutex);
+  for (;;) {
+    s->wake.wait(lock, [s] { return s->stopping || !s->parked.empty(); });
+    if (s->stopping) break;
+    s->wake.wait_for(lock, kGrace, [s] { return s->stopping; });
+    if (s->stopping) break;
+    if (s->parked.empty()) continue;  // a drain in Python took them
+    lock.unlock();
+    PyGILState_STATE gil = PyGILState_Ensure();
+    {
+      std::vector<nanobind::object> doomed;
+      {
+        std::lock_guard<std::mutex> relock(s->mutex);
+        doomed.swap(s->parked);
+      }
+      // `doomed` is released here, with the GIL.
+    }
+    PyGILState_Release(gil);
+    lock.lock();
+  }
+  s->running = false;
+  s->exited.notify_all();
+}
+
+// fork(): only the forking thread goes on in the child. The state is locked
+// across the fork (so the child's copy of `parked` is consistent), and the
+// child starts from a fresh state holding the same parked references and no
+// releaser thread (one is started on the next park).
+void before_fork() { g_state->mutex.lock(); }
+void after_fork_parent() { g_state->mutex.unlock(); }
+void after_fork_child() {
+  State* old = g_state;
+  auto* fresh = new State();
+  fresh->parked.swap(old->parked);
+  fresh->stopping = old->stopping;
+  g_state = fresh;  // `old` (its mutex held by the parent's thread) leaks
+}
+[[maybe_unused]] const int g_atfork_installed =
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 
 }  // namespace
 
 void defer_release(std::vector<nanobind::object>&& objects) noexcept {
   if (objects.empty()) return;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  for (auto& o : objects) g_parked->push_back(std::move(o));  // steals refs
+  State* s = g_state;
+  std::lock_guard<std::mutex> lock(s->mutex);
+  const bool was_empty = s->parked.empty();
+  for (auto& o : objects) s->parked.push_back(std::move(o));  // steals refs
   objects.clear();  // only moved-from (null) handles remain
+  if (s->stopping) return;  // drained by the next drain_deferred(), if any
+  if (!s->running) {
+    try {
+      std::thread(releaser_main, s).detach();
+      s->running = true;
+    } catch (...) {
+      // No thread: the references wait for the next drain in Python.
+    }
+  } else if (was_empty) {
+    s->wake.notify_one();
+  }
 }
 
 void drain_deferred() {
   std::vector<nanobind::object> doomed;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    if (g_parked->empty()) return;
-    doomed.swap(*g_parked);
+    State* s = g_state;
+    std::lock_guard<std::mutex> lock(s->mutex);
+    if (s->parked.empty()) return;
+    doomed.swap(s->parked);
   }
   // `doomed` goes out of scope here, with the GIL held by our caller.
+}
+
+void stop_deferred_releaser() {
+  {
+    nanobind::gil_scoped_release release;  // the releaser may wait for it
+    State* s = g_state;
+    std::unique_lock<std::mutex> lock(s->mutex);
+    s->stopping = true;
+    s->wake.notify_all();
+    // Bounded: a finalizer run by the releaser could block on anything.
+    s->exited.wait_for(lock, std::chrono::seconds(5),
+                       [s] { return !s->running; });
+  }
+  drain_deferred();
 }
 
 }  // namespace tsb

@@ -1,6 +1,8 @@
 // The one path by which Python references are dropped from threads that do
 // not hold the GIL (Triton's callback threads): they are parked here and
-// released the next time Python code calls into the core.
+// released the next time Python code calls into the core, or, at the
+// latest, by the releaser thread shortly after they were parked (so that a
+// program that only idles, or waits elsewhere, does not keep them).
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -14,5 +16,10 @@ void defer_release(std::vector<nanobind::object>&& objects) noexcept;
 
 // Drops every parked reference. Call with the GIL held.
 void drain_deferred();
+
+// Stops the releaser thread for good and drops what is parked. Call with
+// the GIL held, before the interpreter finalizes (an atexit hook): after
+// this, parked references wait for the next drain_deferred(), if any.
+void stop_deferred_releaser();
 
 }  // namespace tsb

@@ -4,6 +4,8 @@
 
 #include <cstring>
 #include <functional>
+#include <limits>
+#include <string>
 
 #include "errors.h"
 
@@ -98,10 +100,63 @@ void versioned_capsule_destructor(PyObject* capsule) noexcept {
 
 }  // namespace
 
-nb::object export_dlpack(nb::handle owner, uintptr_t data,
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+// Bytes the shape needs at `bits` per element; ValueError for a negative
+// dimension or a size past 2^64.
+uint64_t required_bytes(const std::vector<int64_t>& shape, uint8_t bits) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  uint64_t elements = 1;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      throw nb::value_error(("cannot export a tensor of shape " +
+                             shape_text(shape) + ": negative dimension")
+                                .c_str());
+    }
+    const auto n = static_cast<uint64_t>(d);
+    if (n != 0 && elements > kMax / n) {
+      elements = kMax;  // only the comparison below matters
+      break;
+    }
+    elements *= n;
+  }
+  const uint64_t item = (static_cast<uint64_t>(bits) + 7) / 8;
+  return elements > kMax / item ? kMax : elements * item;
+}
+
+}  // namespace
+
+nb::object export_dlpack(nb::handle owner, uintptr_t data, size_t nbytes,
                          const std::vector<int64_t>& shape, uint8_t code,
                          uint8_t bits, int32_t device_type, int32_t device_id,
                          bool versioned, bool read_only) {
+  const uint64_t needed = required_bytes(shape, bits);
+  if (needed > nbytes) {
+    throw nb::value_error(
+        ("cannot export a tensor of shape " + shape_text(shape) + " with " +
+         std::to_string(bits) + "-bit elements: it needs " +
+         (needed == std::numeric_limits<uint64_t>::max()
+              ? std::string("more than 2^64")
+              : std::to_string(needed)) +
+         " bytes, its buffer holds " + std::to_string(nbytes) +
+         " (were the Tensor's shape or data_type changed?)")
+            .c_str());
+  }
+  if (data == 0 && needed > 0) {
+    throw nb::value_error(
+        ("cannot export a tensor of shape " + shape_text(shape) +
+         ": its data pointer is null")
+            .c_str());
+  }
   auto* e = new Export();
   e->owner = owner.ptr();
   Py_INCREF(e->owner);

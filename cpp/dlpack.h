@@ -23,8 +23,11 @@ enum DLDeviceTypeCode : int32_t {
 
 // Returns a "dltensor" (or "dltensor_versioned") capsule describing
 // contiguous memory at `data`. The capsule holds a reference to `owner`
-// until the consumer's deleter runs.
+// until the consumer's deleter runs. Raises ValueError, exporting nothing,
+// when the shape does not fit in the `nbytes` bytes at `data` or `data` is
+// null (a consumer would read past the buffer, or at address 0).
 nanobind::object export_dlpack(nanobind::handle owner, uintptr_t data,
+                               size_t nbytes,
                                const std::vector<int64_t>& shape,
                                uint8_t code, uint8_t bits,
                                int32_t device_type, int32_t device_id,

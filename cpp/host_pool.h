@@ -15,7 +15,8 @@ void host_free(void* block, size_t capacity) noexcept;
 
 // Bytes held for reuse (not in use by any buffer).
 size_t host_pool_cached_bytes() noexcept;
-// Returns every cached block to the system.
+// Returns every cached block to the system (free()). Buffers in use are not
+// affected. Server.stop() calls it.
 void host_pool_trim() noexcept;
 
 }  // namespace tsb

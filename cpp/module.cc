@@ -183,6 +183,12 @@ NB_MODULE(_core, m) {
   // warnings to catch real leaks of the binding.
   nb::set_leak_warnings(false);
 #endif
+  // The releaser thread of deferred references must end before the
+  // interpreter finalizes. Registered at import, so it runs after the
+  // atexit hooks of the Python modules (they stop servers, which releases
+  // their requests).
+  nb::module_::import_("atexit").attr("register")(
+      nb::cpp_function(&stop_deferred_releaser));
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
@@ -243,7 +249,8 @@ NB_MODULE(_core, m) {
   m.def("live_buffer_addresses", &live_buffer_addresses);
   m.def("drain_deferred", &drain_deferred);
   m.def("host_pool_cached_bytes", &host_pool_cached_bytes);
-  m.def("host_pool_trim", &host_pool_trim);
+  m.def("host_pool_trim", &host_pool_trim,
+        nb::call_guard<nb::gil_scoped_release>());
 
   nb::class_<BufferHandle>(m, "Buffer")
       .def_prop_ro("data_ptr", [](const BufferHandle& b) { return b.data_ptr; })
@@ -270,7 +277,8 @@ NB_MODULE(_core, m) {
       },
       "src"_a, "size"_a, "src_type"_a, "memory_type"_a, "memory_type_id"_a);
 
-  m.def("export_dlpack", &export_dlpack, "owner"_a, "data_ptr"_a, "shape"_a,
+  m.def("export_dlpack", &export_dlpack, "owner"_a, "data_ptr"_a, "nbytes"_a,
+        "shape"_a,
         "code"_a, "bits"_a, "device_type"_a, "device_id"_a, "versioned"_a,
         "read_only"_a = false);
 
@@ -507,8 +515,13 @@ NB_MODULE(_core, m) {
       .def("submit",
            [](Request& r) {
              drain_deferred();
-             nb::gil_scoped_release release;
-             r.submit();
+             try {
+               nb::gil_scoped_release release;
+               r.submit();
+             } catch (...) {
+               drain_deferred();  // a refused request's inputs go now
+               throw;
+             }
            })
       .def(
           "next",
@@ -544,7 +557,10 @@ NB_MODULE(_core, m) {
           "timeout_s"_a = -1.0,
           nb::sig("def next(self, timeout_s: float = -1.0) -> Response | None"))
       .def("cancel", &Request::cancel)
-      .def("discard", &Request::discard);
+      .def("discard", [](Request& r) {
+        r.discard();
+        drain_deferred();  // its inputs are released now, not later
+      });
 
   // A response already queued, awaited as one turn of the loop (fairness).
   nb::class_<QueuedResponse>(m, "QueuedResponse", nb::type_slots(queued_slots));

@@ -277,7 +277,7 @@ server.stop()
 
 
 def run_churn(backend_directory, tmp_path, seconds: float) -> None:
-    from test_shutdown import run_script
+    from common import run_script
 
     rc, out, err = run_script(CHURN_SCRIPT.format(backend_directory=backend_directory, seconds=seconds),
                               tmp_path, timeout=seconds + HANG_S)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_shutdown import run_script
+from common import run_script
 
 FORK_SCRIPT = """
 import os, sys, time, numpy, tritonserver

@@ -31,6 +31,7 @@ from tritonserver import (
     TritonError,
     UnsupportedError,
 )
+from common import refused
 from conftest import (
     ROOT,
     address,
@@ -43,39 +44,6 @@ from conftest import (
 )
 
 HANG_S = 60  # generous: only there so a bug cannot hang the suite
-
-
-class refused:
-    """Like pytest.raises (class, optional regex searched in the message),
-    but first clears the locals of the finished frames of the traceback.
-
-    A TritonError or TypeError raised by infer() keeps, through its
-    traceback, the native request that infer() was building; while it is
-    alive the request pins its model (Server.stop() then waits the whole
-    exit timeout) and freeing it after stop() corrupts the heap (see
-    docs/hostile_inputs.md, "Bugs"). pytest keeps the traceback of every
-    failed test until the session ends, after the shared server stopped."""
-
-    def __init__(self, expected, match: str | None = None) -> None:
-        self.expected = expected
-        self.pattern = match
-        self.kind: type | None = None
-        self.message = ""
-
-    def __enter__(self) -> "refused":
-        return self
-
-    def __exit__(self, kind, value, tb) -> bool:
-        if tb is not None:
-            traceback.clear_frames(tb)
-        if kind is None:
-            raise AssertionError(f"accepted; expected {self.expected}")
-        self.kind, self.message = kind, str(value)
-        if not issubclass(kind, self.expected):
-            raise AssertionError(f"expected {self.expected}, got {kind.__name__}: {self.message}")
-        if self.pattern is not None and not re.search(self.pattern, self.message):
-            raise AssertionError(f"{kind.__name__} message {self.message!r} does not match {self.pattern!r}")
-        return True
 
 
 def answer(request_fn):

@@ -9,11 +9,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import os
-import signal
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 import traceback
@@ -23,7 +18,8 @@ import pytest
 
 import tritonserver
 from tritonserver import TritonError
-from conftest import ROOT, as_numpy, assert_no_live_buffers, call_with_deadline, dedicated_server, make_options
+from conftest import as_numpy, assert_no_live_buffers, call_with_deadline, dedicated_server, make_options
+from common import run_script
 
 EXIT_TIMEOUT = 5
 DEADLINE = EXIT_TIMEOUT + 30  # "no hang", never a speed assertion
@@ -44,26 +40,6 @@ def outcome_of(error: BaseException) -> tuple[str, type, str]:
     if error.__traceback__ is not None:
         traceback.clear_frames(error.__traceback__)
     return ("error", type(error), str(error))
-
-
-def run_script(code: str, tmp_path, timeout: float, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """Run `code` in a fresh interpreter (cwd tests/, so conftest imports),
-    with `env` added to the environment. Output goes to files, not pipes:
-    python backend stubs that outlive a crashed parent would hold pipes
-    open. Returns (rc, stdout, stderr)."""
-    out_path, err_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
-    with open(out_path, "w") as out, open(err_path, "w") as err:
-        process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT / "tests",
-                                   stdout=out, stderr=err, start_new_session=True,
-                                   env=None if env is None else {**os.environ, **env})
-        try:
-            rc = process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            raise AssertionError(f"the interpreter did not exit within {timeout} s (hang): "
-                                 f"{out_path.read_text()} {err_path.read_text()[-2000:]}") from None
-    return rc, out_path.read_text(), err_path.read_text()
 
 
 def stop_outcome(srv: tritonserver.Server) -> tuple[str, type | None, str]:

@@ -153,6 +153,10 @@ def parse_device_or_memory_type(value: DeviceOrMemoryType) -> tuple[MemoryType, 
     )
 
 
+# The largest BYTES element: its length is a 4-byte unsigned prefix.
+_MAX_BYTES_ELEMENT = 2**32 - 1
+
+
 def serialize_bytes_array(array: numpy.ndarray[Any, Any]) -> numpy.ndarray[Any, Any]:
     """Triton's BYTES wire format: per element (C order) a 4-byte
     little-endian length, then the bytes. str elements are UTF-8 encoded."""
@@ -164,6 +168,12 @@ def serialize_bytes_array(array: numpy.ndarray[Any, Any]) -> numpy.ndarray[Any, 
             item = item.encode("utf-8")
         elif not isinstance(item, (bytes, bytearray)):
             item = str(item).encode("utf-8")
+        if len(item) > _MAX_BYTES_ELEMENT:
+            raise InvalidArgumentError(
+                f"a BYTES element of {len(item)} bytes is too large: Triton's BYTES format "
+                f"stores each element's length in 4 bytes (at most {_MAX_BYTES_ELEMENT} bytes); "
+                "split it, or send it as a UINT8 tensor"
+            )
         chunks.append(struct.pack("<I", len(item)))
         chunks.append(item)
     return numpy.frombuffer(b"".join(chunks), dtype=numpy.uint8)

@@ -4,7 +4,7 @@ keeps the memory alive."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from .. import _core
 from ._datautils import dlpack_device_to_memory_type
@@ -38,6 +38,43 @@ class MemoryBuffer:
         if not view.c_contiguous:
             raise InvalidArgumentError("Only contiguous memory is supported")
         return _from_view(view, owner)
+
+    def _problem(self) -> Optional[str]:
+        """Why this buffer cannot be read as described (a field set to a bad
+        value, or memory its owner does not hold), or None. Checked before
+        any pointer is handed on: to Triton as an input, to a DLPack
+        consumer as an export."""
+        pointer, size = self.data_ptr, self.size
+        for field, value in (("data_ptr", pointer), ("size", size), ("memory_type_id", self.memory_type_id)):
+            if type(value) is not int:
+                return f"MemoryBuffer.{field} must be an int, not {type(value).__name__}"
+            if value < 0:
+                return f"MemoryBuffer.{field} must not be negative (it is {value})"
+        if pointer == 0 and size > 0:
+            return f"MemoryBuffer.data_ptr is null for a buffer of {size} bytes"
+        extent = _owner_extent(self.owner)
+        if extent is not None:
+            start, held = extent
+            if not (start <= pointer and pointer + size <= start + held):
+                return (
+                    f"the MemoryBuffer ({size} bytes at {pointer:#x}) lies outside "
+                    f"the memory of its owner ({held} bytes at {start:#x})"
+                )
+        return None
+
+
+def _owner_extent(owner: Any) -> Optional[tuple[int, int]]:
+    """(address, size) of the memory an owner object holds, when known."""
+    if isinstance(owner, _core.Buffer):
+        return owner.data_ptr, owner.size
+    if isinstance(owner, _core.DLPackView):
+        return owner.data_ptr, owner.nbytes
+    interface = getattr(owner, "__array_interface__", None)
+    if isinstance(interface, dict) and "data" in interface:
+        nbytes = getattr(owner, "nbytes", None)
+        if isinstance(nbytes, int):
+            return int(interface["data"][0]), nbytes
+    return None
 
 
 def import_dlpack(obj: Any) -> "_core.DLPackView":

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from ._enums import ModelBatchFlag, ModelTxnPropertyFlag
-from ._request import InferenceRequest, InferenceRequestKwargs
+from ._request import InferenceRequest, InferenceRequestKwargs, _model_version
 from ._response import AsyncResponseIterator, ResponseIterator, async_wakeup
 from ._response_queue import register_user_queue, unregister_user_queue
 
@@ -31,6 +32,22 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
+def _given_request(request: Any, kwargs: Mapping[str, object]) -> InferenceRequest:
+    """The InferenceRequest passed to infer(), checked: a dict of inputs in
+    its place, or keyword arguments that would be ignored, are refused."""
+    if not isinstance(request, InferenceRequest):
+        hint = " (pass inputs by keyword: infer(inputs={...}))" if isinstance(request, dict) else ""
+        raise TypeError(
+            f"the first argument of infer() is an InferenceRequest, not {type(request).__name__}{hint}"
+        )
+    if kwargs:
+        raise TypeError(
+            f"infer() takes an InferenceRequest or keyword arguments, not both "
+            f"(got an InferenceRequest and {', '.join(sorted(kwargs))})"
+        )
+    return request
+
+
 class Model:
     """A model served by a Server (a snapshot of its index entry).
 
@@ -49,9 +66,11 @@ class Model:
         reason: Optional[str] = None,
     ) -> None:
         server._started()
+        if not isinstance(name, str):
+            raise TypeError(f"model name must be a str, not {type(name).__name__}")
         self._server = server
         self.name = name
-        self.version = version
+        self.version = _model_version(version)
         self.state = state
         self.reason = reason
 
@@ -78,7 +97,10 @@ class Model:
         parameter, GPU output without CUDA) raise here, before anything is
         queued. Keyword arguments build the request when none is given.
         """
-        request = inference_request or self.create_request(**kwargs)
+        if inference_request is None:
+            request = self.create_request(**kwargs)
+        else:
+            request = _given_request(inference_request, kwargs)
         core_request = self._submit(request)
         return ResponseIterator(self, core_request, request, raise_on_error)
 
@@ -90,6 +112,8 @@ class Model:
     ) -> AsyncResponseIterator:
         """Like infer(), for asyncio: ``async for response in ...``. Call it
         with an event loop running in this thread."""
+        if inference_request is not None:
+            inference_request = _given_request(inference_request, kwargs)
         wakeup = async_wakeup()
         loop = wakeup.running_loop()
         waiters = wakeup.waker(loop)
@@ -111,9 +135,9 @@ class Model:
         on `loop`)."""
         core_request = request._create_core_request()
         token = None
-        if request.response_queue is not None:
-            token = register_user_queue(core_request, request.response_queue, self, request, loop)
         try:
+            if request.response_queue is not None:
+                token = register_user_queue(core_request, request.response_queue, self, request, loop)
             if waiters is not None:
                 waiters.submit(core_request)  # attach and submit, one call
             else:
@@ -121,6 +145,7 @@ class Model:
         except BaseException:
             if token is not None:
                 unregister_user_queue(token)
+            core_request.discard()  # its inputs go now (a no-op once submitted)
             raise
         return core_request
 

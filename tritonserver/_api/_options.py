@@ -159,6 +159,20 @@ def _uint(name: str, value: Any) -> int:
     return int(value)
 
 
+def _exit_timeout(value: Any) -> int:
+    """exit_timeout, at least 1 s: stop() waits that long for in-flight
+    requests and for the models to unload, and unloading takes time even on
+    an idle server, so 0 would make every stop() fail."""
+    seconds = _uint("exit_timeout", value)
+    if seconds == 0:
+        raise ValueError(
+            "Options.exit_timeout must be at least 1 second: stop() waits that long for "
+            "in-flight requests and for the models to unload (which takes time even when "
+            "the server is idle), so with 0 every stop() would fail with 'Exit timeout expired'"
+        )
+    return seconds
+
+
 def _number(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _fail(name, "a number", value)
@@ -278,7 +292,7 @@ def build_core_options(options: Options) -> "_core.ServerOptions":
         _number("min_supported_compute_capability", o.min_supported_compute_capability))
     c.set_exit_on_error(_bool("exit_on_error", o.exit_on_error))
     c.set_strict_readiness(_bool("strict_readiness", o.strict_readiness))
-    c.set_exit_timeout(_uint("exit_timeout", o.exit_timeout))
+    c.set_exit_timeout(_exit_timeout(o.exit_timeout))
     c.set_buffer_manager_thread_count(_uint("buffer_manager_thread_count", o.buffer_manager_thread_count))
     c.set_model_load_thread_count(_uint("model_load_thread_count", o.model_load_thread_count))
     c.set_model_load_retry_count(_uint("model_load_retry_count", o.model_load_retry_count))

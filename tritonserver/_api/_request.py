@@ -74,10 +74,22 @@ class InferenceRequest:
         the helpers below.
         """
         model = self.model
-        model_name = model.name
+        try:
+            model_name = model.name
+            server = model._server._started()
+        except AttributeError:
+            raise TypeError(
+                f"InferenceRequest.model must be a Model (server.model(name)), not {type(model).__name__}"
+            ) from None
         if type(model_name) is not str or "\x00" in model_name:
             model_name = _text("model name", model_name)
-        request = _core.Request(model._server._started(), model_name, model.version)
+        version = model.version
+        if type(version) is not int or not -1 <= version < 2**63:
+            version = _model_version(version)
+        inputs: dict[str, Any] = self.inputs  # values of any kind, checked below
+        if type(inputs) is not dict:
+            inputs = _mapping("inputs", inputs)
+        request = _core.Request(server, model_name, version)
         try:
             if (self.request_id is not None or self.flags or self.correlation_id is not None
                     or self.priority or self.timeout):
@@ -86,7 +98,6 @@ class InferenceRequest:
             if parameters or type(parameters) is not dict:
                 _set_parameters(request, parameters)
             ndarray = _ndarray or _find_ndarray()
-            inputs: dict[str, Any] = self.inputs  # values of any kind, checked below
             for name, item in inputs.items():
                 if type(name) is not str or "\x00" in name:
                     name = _text("input name", name)
@@ -103,6 +114,11 @@ class InferenceRequest:
                     tensor.size, int(tensor.memory_type), tensor.memory_type_id, tensor,
                 )
             if self.output_names:
+                if isinstance(self.output_names, (str, bytes)):
+                    raise TypeError(
+                        f"InferenceRequest.output_names must be a list of names, not a "
+                        f"{type(self.output_names).__name__}: write output_names=[{self.output_names!r}]"
+                    )
                 for name in self.output_names:
                     request.add_requested_output(_text("output name", name))
             if self.output_memory_type is not None:
@@ -147,7 +163,7 @@ def _find_ndarray() -> Optional[type]:
 
 
 def _set_parameters(request: "_core.Request", parameters: dict[str, Any]) -> None:
-    for key, value in parameters.items():
+    for key, value in _mapping("parameters", parameters).items():
         setter = _PARAMETER_SETTERS.get(type(value))
         if setter is None:
             raise InvalidArgumentError(
@@ -160,6 +176,26 @@ def _set_parameters(request: "_core.Request", parameters: dict[str, Any]) -> Non
         if type(value) is str:
             _text(f"parameter {key!r}", value)
         getattr(request, setter)(key, value)
+
+
+def _mapping(field: str, value: Any) -> dict[Any, Any]:
+    """InferenceRequest.inputs or .parameters: a dict (name -> value)."""
+    if not isinstance(value, dict):
+        raise TypeError(
+            f"InferenceRequest.{field} must be a dict (name -> value), not {type(value).__name__}"
+            + (f"; for none, leave it out or pass {field}={{}}" if value is None else "")
+        )
+    return value
+
+
+def _model_version(version: Any) -> int:
+    """A model version, checked: an int in Triton's range (-1: the server's
+    choice)."""
+    if type(version) is not int:
+        raise TypeError(f"model version must be an int (-1 for the server's choice), not {type(version).__name__}")
+    if not -1 <= version < 2**63:
+        raise InvalidArgumentError(f"model version {version} is out of range (-1 to 2**63 - 1)")
+    return version
 
 
 def _text(field: str, value: Any) -> str:
@@ -180,32 +216,12 @@ def _unsigned(field: str, value: Any, bits: int) -> int:
 
 
 def _check_extent(name: str, tensor: Tensor) -> None:
-    """Refuse a tensor whose buffer claims memory its owner does not hold:
-    Triton would read past it. (Triton itself checks the byte size against
-    the shape.)"""
-    owner = tensor.memory_buffer.owner
-    extent = _owner_extent(owner)
-    if extent is not None:
-        start, size = extent
-        if not (start <= tensor.data_ptr and tensor.data_ptr + tensor.size <= start + size):
-            raise InvalidArgumentError(
-                f"input {name!r}: its MemoryBuffer ({tensor.size} bytes at {tensor.data_ptr:#x}) "
-                f"lies outside the memory of its owner ({size} bytes at {start:#x})"
-            )
-
-
-def _owner_extent(owner: Any) -> Optional[tuple[int, int]]:
-    """(address, size) of the memory an owner object holds, when known."""
-    if isinstance(owner, (_core.Buffer,)):
-        return owner.data_ptr, owner.size
-    if isinstance(owner, _core.DLPackView):
-        return owner.data_ptr, owner.nbytes
-    interface = getattr(owner, "__array_interface__", None)
-    if isinstance(interface, dict) and "data" in interface:
-        nbytes = getattr(owner, "nbytes", None)
-        if isinstance(nbytes, int):
-            return int(interface["data"][0]), nbytes
-    return None
+    """Refuse a tensor whose buffer claims memory its owner does not hold, or
+    whose fields were set to values no memory has: Triton would read past
+    it. (Triton itself checks the byte size against the shape.)"""
+    problem = tensor.memory_buffer._problem()
+    if problem is not None:
+        raise InvalidArgumentError(f"input {name!r}: {problem}")
 
 
 def _typed(name: str, value: Any, kind: type) -> Any:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from .. import _core
 from . import _logging, _triton_core
 from ._enums import MetricFormat, ModelIndexFlag
-from ._errors import InvalidArgumentError, TritonError, UnavailableError, UnsupportedError
+from ._errors import InvalidArgumentError, NotFoundError, TritonError, UnavailableError, UnsupportedError
 from ._model import Model, _json_object
 from ._options import Options, OptionsKwargs, build_core_options
 
@@ -59,10 +59,27 @@ class Server:
     def __init__(self, options: Optional[Options] = None, **kwargs: Unpack[OptionsKwargs]) -> None:
         if options is None:
             options = Options(**kwargs)
+        elif not isinstance(options, Options):
+            hint = f"Server(model_repository={options!r})" if isinstance(options, (str, list)) else (
+                "Server(model_repository=...)")
+            raise TypeError(
+                f"Server() takes an Options object or keyword arguments, not "
+                f"{type(options).__name__}: write {hint}"
+            )
+        elif kwargs:
+            raise TypeError(
+                f"Server() takes an Options object or keyword arguments, not both "
+                f"(got Options and {', '.join(sorted(kwargs))}): set them on the Options, "
+                "e.g. dataclasses.replace(options, ...)"
+            )
         self.options = options
         self._server: Optional[_core.Server] = None
         # Serializes load() and unload(): see load().
         self._model_control = threading.Lock()
+        # Set while a start() is creating the core server: a concurrent
+        # start() is refused like a second one.
+        self._starting = False
+        self._start_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------
     def start(
@@ -77,10 +94,18 @@ class Server:
         ``timeout`` seconds pass (UnavailableError; the server is stopped
         again, so start() may be retried).
         """
-        if self._server is not None:
-            raise InvalidArgumentError("Server already started")
-        core_options = build_core_options(self.options)
-        self._server = _core.Server(core_options)
+        with self._start_lock:
+            if self._server is not None or self._starting:
+                raise InvalidArgumentError(
+                    "Server already started" if self._server is not None
+                    else "Server already started (another thread is starting it)"
+                )
+            self._starting = True
+        try:
+            core_options = build_core_options(self.options)
+            self._server = _core.Server(core_options)
+        finally:
+            self._starting = False
         _running.add(self)
         try:
             # Models loaded at start (POLL/NONE mode, startup_models).
@@ -108,11 +133,18 @@ class Server:
 
         In a child process of ``fork()``, a server started by the parent is
         the parent's: stop() only forgets it there, and every other use
-        raises UnavailableError."""
+        raises UnavailableError.
+
+        Host memory kept for reuse by output buffers already freed (up to
+        256 MiB, shared by all servers of the process) is returned to the
+        system here too; buffers still alive are not affected."""
         server = self._started()
         self._server = None
         _running.discard(self)
-        server.stop()
+        try:
+            server.stop()
+        finally:
+            _core.host_pool_trim()
 
     def __enter__(self) -> "Server":
         """Start the server (unless started) for the ``with`` block."""
@@ -226,6 +258,13 @@ class Server:
         ``timeout`` seconds."""
         server = self._started()
         name = model.name if isinstance(model, Model) else model
+        if not isinstance(name, str):
+            raise TypeError(f"unload() takes a model name (str) or a Model, not {type(model).__name__}")
+        # The core accepts any name silently: a misspelt one would look
+        # unloaded. Known: in the repository index, or loaded (a model
+        # loaded from in-memory files is not in the index).
+        if not any(key[0] == name for key in self.models()) and not self._is_ready(name):
+            raise NotFoundError(f"unload(): no model named {name!r} is in the model repository or loaded")
         with self._model_control:
             server.unload_model(name, unload_dependents)
         if not wait_until_unloaded:
@@ -238,6 +277,14 @@ class Server:
             if deadline is not None and time.monotonic() >= deadline:
                 raise UnavailableError(f"Timeout before model '{name}' was unloaded")
             time.sleep(polling_interval)
+
+    def _is_ready(self, name: str) -> bool:
+        """Whether a model of this name is loaded and ready (False for an
+        unknown name)."""
+        try:
+            return self._started().model_is_ready(name, -1)
+        except (NotFoundError, InvalidArgumentError):
+            return False
 
     def register_model_repository(
         self, repository_path: str, name_mapping: Optional[dict[str, str]] = None

@@ -113,8 +113,13 @@ class Tensor:
         if stream is not None and stream > 2:
             _core.cuda_stream_wait_default(device[1], stream)
         versioned = max_version is not None and tuple(max_version)[0] >= 1
+        problem = self.memory_buffer._problem()
+        if problem is not None:
+            raise ValueError(f"cannot export this Tensor: {problem}")
+        # The native export checks that the shape fits in the buffer (a
+        # changed shape or data_type would make the consumer read past it).
         return _core.export_dlpack(
-            self, self.data_ptr, [int(d) for d in self.shape], code, bits,
+            self, self.data_ptr, self.size, [int(d) for d in self.shape], code, bits,
             device[0], device[1], versioned,
         )
 
@@ -129,6 +134,11 @@ class Tensor:
         """NumPy view of host memory (no copy); BYTES decode to an object array."""
         if self.memory_type == MemoryType.GPU:
             raise TypeError("a GPU tensor cannot be viewed as a NumPy array; call to_host() first")
+        if self.data_type == DataType.BF16:
+            raise TypeError(
+                "NumPy has no bfloat16 type, so a BF16 tensor cannot be viewed as a NumPy array: "
+                "use a DLPack consumer that has one, e.g. torch.from_dlpack(tensor)"
+            )
         import numpy
 
         if self.data_type == DataType.BYTES:
@@ -222,6 +232,9 @@ class Tensor:
             )
         import numpy
 
+        problem = self.memory_buffer._problem()
+        if problem is not None:
+            raise ValueError(f"cannot read this BYTES Tensor: {problem}")
         host = self.to_host()
         raw = ctypes.string_at(host.data_ptr, host.size) if host.size else b""
         count = math.prod(int(d) for d in self.shape)
