@@ -2,7 +2,6 @@
 
 #include <utility>
 
-#include "deferred_release.h"
 #include "errors.h"
 
 namespace nb = nanobind;
@@ -41,14 +40,7 @@ AsyncioWaiters::AsyncioWaiters(nb::object future_type)
 void AsyncioWaiters::submit(Request& request) {
   const std::shared_ptr<RequestState>& state = request.state();
   state->queue.set_notifier(notifier_, token(state.get()));
-  drain_deferred();
-  try {
-    nb::gil_scoped_release release;
-    request.submit();
-  } catch (...) {
-    drain_deferred();  // a refused request's inputs go now
-    throw;
-  }
+  request.submit_from_python();
 }
 
 nb::object AsyncioWaiters::next(Request& request, nb::handle loop) {

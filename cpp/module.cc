@@ -512,17 +512,7 @@ NB_MODULE(_core, m) {
       .def("add_requested_output", &Request::add_requested_output)
       .def("set_output_memory", &Request::set_output_memory)
       .def("set_dispatch_token", &Request::set_dispatch_token)
-      .def("submit",
-           [](Request& r) {
-             drain_deferred();
-             try {
-               nb::gil_scoped_release release;
-               r.submit();
-             } catch (...) {
-               drain_deferred();  // a refused request's inputs go now
-               throw;
-             }
-           })
+      .def("submit", &Request::submit_from_python)
       .def(
           "next",
           [](Request& r, double timeout_s) {

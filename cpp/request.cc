@@ -422,6 +422,17 @@ void Request::submit() {
   }
 }
 
+void Request::submit_from_python() {
+  drain_deferred();
+  try {
+    nb::gil_scoped_release release;
+    submit();
+  } catch (...) {
+    drain_deferred();  // a refused request's inputs go now
+    throw;
+  }
+}
+
 ResponsePtr Request::next(double timeout_s) {
   if (!state_->submitted) {
     raise(TRITONSERVER_ERROR_INVALID_ARG, "the request was not submitted");

@@ -161,6 +161,10 @@ class Request {
 
   // Hands the request to Triton (call without the GIL).
   void submit();
+  // The same from Python (call with the GIL): drops parked references
+  // first, submits without the GIL, and on refusal drops this request's
+  // inputs before the exception reaches the caller.
+  void submit_from_python();
   // Next response; blocks without the GIL. Null on timeout.
   ResponsePtr next(double timeout_s);
   // Asks Triton to cancel; a no-op once the request is released.
