@@ -1,7 +1,9 @@
-"""Test helpers shared by several test files (fixtures are in conftest.py)."""
+"""Test helpers and constants shared by the test files (tests import them
+`from common import ...`); conftest.py holds only fixtures and hooks."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import pathlib
@@ -10,11 +12,205 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import traceback
 
+import numpy
+import pytest
+
 import tritonserver
+from tritonserver import _core
+from tritonserver._api import _triton_core
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+MODELS = ROOT / "tests" / "models"
+# TRITONSERVER_TEST_IDENTITY_LIBRARY: a prebuilt one (the GPU check's bundle).
+IDENTITY_LIBRARY = pathlib.Path(os.environ.get("TRITONSERVER_TEST_IDENTITY_LIBRARY")
+                                or ROOT / "build" / "identity" / "libtriton_identity.so")
+
+
+def has_gpu() -> bool:
+    _triton_core.load_core()
+    return _core.cuda_device_count() > 0
+
+
+# -- numpy 2 (make test-numpy2, tests/run_numpy2.sh) ---------------------------
+# The python backend stub of the Triton 2.51 core (nvidia-pytriton 0.7.0) is
+# built against numpy 1.x: under numpy 2 the package refuses python-backend
+# models with UnsupportedError (tests/test_python_backend_numpy.py checks
+# that). Every other test that needs a python-backend model is skipped
+# there, in two ways:
+#   - at run time, by the `model` fixture and dedicated_server()
+#     (skip_if_python_backend_unusable);
+#   - at collection time (conftest.py), for tests marked `python_backend`:
+#     those that load or run one by another path (their own server, an
+#     in-memory config, a fresh interpreter, a fixture of their module).
+NUMPY2_SKIP_REASON = "the python backend stub of this Triton core needs numpy<2"
+NUMPY2 = int(numpy.__version__.split(".")[0]) >= 2
+_PYTHON_BACKEND = re.compile(r'(?m)^\s*backend:\s*"python"')
+
+
+def is_python_backend_model(name: str) -> bool:
+    """True when tests/models/<name>/config.pbtxt says backend "python"."""
+    config = MODELS / name / "config.pbtxt"
+    return config.is_file() and _PYTHON_BACKEND.search(config.read_text()) is not None
+
+
+def skip_if_python_backend_unusable(name: str) -> None:
+    if NUMPY2 and is_python_backend_model(name):
+        pytest.skip(NUMPY2_SKIP_REASON)
+
+
+
+def make_options(backend_directory: str, **overrides) -> tritonserver.Options:
+    settings = dict(
+        model_repository=str(MODELS),
+        model_control_mode=tritonserver.ModelControlMode.EXPLICIT,
+        backend_directory=backend_directory,
+        exit_timeout=10,
+        log_error=True,
+        metrics=True,
+    )
+    settings.update(overrides)
+    return tritonserver.Options(**settings)
+
+
+@contextlib.contextmanager
+def dedicated_server(backend_directory: str, server_id: str, models: list[str], exit_timeout: int = 10,
+                     stop_errors_ok: bool = False):
+    """A server of the test's own with `models` loaded. The test may stop it;
+    otherwise it is stopped at the end (within exit_timeout + 30 s: a hang
+    detector), its TritonError ignored only with `stop_errors_ok`. Under
+    numpy 2 a test whose `models` include a python-backend model is skipped
+    (loading one there raises UnsupportedError)."""
+    for name in models:
+        skip_if_python_backend_unusable(name)
+    srv = tritonserver.Server(make_options(backend_directory, server_id=server_id, exit_timeout=exit_timeout,
+                                           log_error=False))
+    srv.start(wait_until_ready=True, timeout=60)
+    try:
+        for name in models:
+            srv.load(name)
+        yield srv
+    finally:
+        if srv._server is not None:
+            try:
+                call_with_deadline(srv.stop, exit_timeout + 30)
+            except tritonserver.TritonError:
+                if not stop_errors_ok:
+                    raise
+
+
+def assert_no_live_buffers(timeout: float = 5.0) -> None:
+    """Every output buffer the allocator handed out has been freed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        gc.collect()
+        _core.drain_deferred()
+        if _core.live_buffer_count() == 0:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{_core.live_buffer_count()} output buffers still alive")
+        time.sleep(0.01)
+
+
+def settle(trim_host_pool: bool = False) -> None:
+    """Collect garbage (three passes: cycles freed by one pass may hold
+    more), run the Python releases deferred from Triton's threads and, with
+    `trim_host_pool`, return the host pool's idle blocks."""
+    for _ in range(3):
+        gc.collect()
+    _core.drain_deferred()
+    if trim_host_pool:
+        _core.host_pool_trim()
+
+
+class DLPackOnly:
+    """An object that speaks DLPack and nothing else (wraps an array)."""
+
+    def __init__(self, array) -> None:
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def address(array) -> int:
+    """Address of a NumPy array's first byte."""
+    return array.__array_interface__["data"][0]
+
+
+def wait_for(predicate, seconds: float = 10.0) -> bool:
+    """Poll `predicate` until true or `seconds` pass; returns its last value."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def call_with_deadline(fn, seconds: float = 60.0):
+    """Run fn() in a daemon thread; fail (instead of hanging the suite) if it
+    does not return within `seconds`. Returns fn's result or re-raises."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = fn()
+        except BaseException as e:  # re-raised in the caller
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"call did not return within {seconds} s (hang)"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def run_loops_in_threads(make_main, count: int, seconds: float = 60.0) -> dict:
+    """asyncio.run(make_main(t)) in `count` threads at once (one event loop
+    each); their results by thread index. Fails on a hang or an exception."""
+    import asyncio
+
+    results: dict = {}
+    errors: list[BaseException] = []
+
+    def thread_main(t: int) -> None:
+        try:
+            results[t] = asyncio.run(make_main(t))
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=thread_main, args=(t,)) for t in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(seconds)
+    assert not any(thread.is_alive() for thread in threads), "an event loop hung"
+    assert not errors, errors
+    assert sorted(results) == list(range(count))
+    return results
+
+
+def single(iterator) -> tritonserver.InferenceResponse:
+    """The one response of a non-decoupled request."""
+    responses = list(iterator)
+    assert len(responses) == 1, responses
+    assert responses[0].final
+    return responses[0]
+
+
+def as_numpy(tensor: tritonserver.Tensor) -> numpy.ndarray:
+    return numpy.from_dlpack(tensor)
+
+
 
 
 class refused:
@@ -64,7 +260,7 @@ def rss_bytes() -> int:
 
 
 def run_script(code: str, tmp_path, timeout: float, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """Run `code` in a fresh interpreter (cwd tests/, so conftest imports),
+    """Run `code` in a fresh interpreter (cwd tests/, so `from common import` works),
     with `env` added to the environment. Output goes to files, not pipes:
     python backend stubs that outlive a crashed parent would hold pipes
     open. Returns (rc, stdout, stderr)."""

@@ -14,7 +14,7 @@ import pytest
 
 from tritonserver import _core
 from tritonserver._api import _async_wakeup
-from conftest import as_numpy, call_with_deadline
+from common import as_numpy, call_with_deadline
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
 INPUTS = {"INPUT0": numpy.ones(16, dtype=numpy.float32)}

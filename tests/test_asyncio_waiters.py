@@ -14,7 +14,7 @@ import pytest
 
 from tritonserver import CancelledError, _core
 from tritonserver._api import _async_wakeup
-from conftest import as_numpy, call_with_deadline, run_loops_in_threads
+from common import as_numpy, call_with_deadline, run_loops_in_threads
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
 

@@ -16,7 +16,7 @@ import pytest
 
 import tritonserver
 from tritonserver import TritonError
-from conftest import as_numpy, assert_no_live_buffers, call_with_deadline, make_options
+from common import as_numpy, assert_no_live_buffers, call_with_deadline, dedicated_server
 
 THREADS = 8
 HANG_S = 120  # generous: only there so a bug cannot hang the suite
@@ -154,13 +154,8 @@ def test_eight_threads_mixed_stress(model):
 # -- while the model is unloaded and reloaded -----------------------------------------
 @pytest.fixture
 def reload_server(backend_directory, request):
-    srv = tritonserver.Server(make_options(backend_directory, server_id=f"concurrency-{request.node.name}",
-                                           log_error=False, exit_timeout=10))
-    srv.start(wait_until_ready=True, timeout=60)
-    srv.load("identity_fp32")
-    yield srv
-    if srv._server is not None:
-        call_with_deadline(srv.stop, 10 + 30)
+    with dedicated_server(backend_directory, f"concurrency-{request.node.name}", ["identity_fp32"]) as srv:
+        yield srv
 
 
 def reload_while_serving(srv: tritonserver.Server, cycles: int) -> tuple[Tally, list]:
@@ -235,7 +230,7 @@ def test_eight_threads_while_the_model_reloads_stress(reload_server):
 # subprocess: a crash is a failed test, not a crashed pytest.
 CHURN_SCRIPT = """
 import threading, time, numpy, tritonserver
-from conftest import make_options
+from common import make_options
 server = tritonserver.Server(make_options({backend_directory!r}, server_id="churn", exit_timeout=10,
                                           log_error=False))
 server.start(wait_until_ready=True, timeout=60)

@@ -17,7 +17,7 @@ import pytest
 import tritonserver
 from tritonserver import _core
 from tritonserver._api import _triton_core
-from conftest import MODELS
+from common import MODELS
 
 NGC_CORE = "/opt/tritonserver/lib/libtritonserver.so"
 INSTALL_HINT = "pip install --no-deps nvidia-pytriton==0.7.0"
@@ -227,6 +227,7 @@ def test_python_m_tritonserver_reports_the_core_it_would_use(tmp_path):
     assert "python, linked for Python" in out
 
 
+@pytest.mark.python_backend
 def test_python_backend_without_a_stub_for_this_python_is_refused_clearly(tmp_path):
     """A core whose wheel has no stub for the running Python (nvidia-pytriton
     0.5.0 and 0.4.2 stop at 3.11): loading a python model raises

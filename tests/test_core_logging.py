@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 import tritonserver
-from conftest import make_options, wait_for
+from common import make_options, wait_for
 from tritonserver._api._logging import parse_line
 
 BROKEN_CONFIG = textwrap.dedent("""

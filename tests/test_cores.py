@@ -23,7 +23,7 @@ import pytest
 import tritonserver
 from tritonserver import _core
 from tritonserver._api import _triton_core
-from conftest import as_numpy, make_options, single, skip_if_python_backend_unusable
+from common import as_numpy, make_options, single, skip_if_python_backend_unusable
 
 EXPECTED_VERSION = os.environ.get("TRITON_CORE_VERSION", "2.51.0")
 

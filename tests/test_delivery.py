@@ -19,7 +19,7 @@ import pytest
 import tritonserver
 from tritonserver import CancelledError, InferenceResponse
 from tritonserver import _core
-from conftest import MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, run_loops_in_threads, single
+from common import MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, run_loops_in_threads, single
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
 
@@ -498,6 +498,7 @@ def sleep_queued(server):
 
 
 @pytest.mark.parametrize("raise_on_error", [False, True])
+@pytest.mark.python_backend
 def test_request_timeout_in_queue(sleep_queued, raise_on_error):
     seconds = lambda s: {"SECONDS": numpy.array([[s]], dtype=numpy.float32)}  # noqa: E731
     blocker = sleep_queued.infer(inputs=seconds(0.5))
@@ -523,6 +524,7 @@ def test_request_timeout_in_queue(sleep_queued, raise_on_error):
     assert as_numpy(done.outputs["OUT"]).tolist() == [[0.5]]
 
 
+@pytest.mark.python_backend
 def test_timeout_does_not_affect_a_fast_request(sleep_queued):
     response = single(sleep_queued.infer(inputs={"SECONDS": numpy.array([[0.0]], numpy.float32)}, timeout=30_000_000))
     assert response.error is None

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, has_gpu
+from common import ROOT, has_gpu
 
 GUIDE = ROOT / "docs" / "user_guide.md"
 
@@ -24,6 +24,7 @@ def test_the_guide_has_code():
     assert len(python_blocks(GUIDE)) >= 6
 
 
+@pytest.mark.python_backend
 def test_user_guide_blocks_run(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     namespace: dict = {"__name__": "__guide__"}

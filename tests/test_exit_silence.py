@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from conftest import NUMPY2, NUMPY2_SKIP_REASON, ROOT
+from common import NUMPY2, NUMPY2_SKIP_REASON, ROOT
 
 SCRIPT = """
 import asyncio, numpy, tritonserver
-from conftest import make_options
+from common import make_options
 server = tritonserver.Server(make_options({backend_directory!r}, server_id="exit-state", log_error=False))
 server.start(wait_until_ready=True, timeout=60)
 model = server.load({model!r})

@@ -13,7 +13,7 @@ from common import run_script
 
 FORK_SCRIPT = """
 import os, sys, time, numpy, tritonserver
-from conftest import make_options
+from common import make_options
 server = tritonserver.Server(make_options({backend_directory!r}, server_id="fork", log_error=False))
 server.start(wait_until_ready=True, timeout=60)
 model = server.load("identity_fp32")

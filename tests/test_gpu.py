@@ -11,7 +11,6 @@ to_device(), and that every GPU buffer is freed once the last view goes.
 from __future__ import annotations
 
 import asyncio
-import gc
 import threading
 import time
 
@@ -21,21 +20,11 @@ import pytest
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
 from tritonserver import _core
-from conftest import as_numpy, assert_no_live_buffers, single
+from common import address, as_numpy, assert_no_live_buffers, settle, single
 
 pytestmark = pytest.mark.gpu
 
 GPU_SPECS = ["gpu", "gpu:0", (MemoryType.GPU, 0), (tritonserver.DLDeviceType.kDLCUDA, 0)]
-
-
-def settle() -> None:
-    for _ in range(3):
-        gc.collect()
-    _core.drain_deferred()
-
-
-def address(array: numpy.ndarray) -> int:
-    return array.__array_interface__["data"][0]
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import numpy
 
-from conftest import as_numpy, assert_no_live_buffers, single
+from common import as_numpy, assert_no_live_buffers, single
 from tritonserver import _core
 
 MiB = 1 << 20

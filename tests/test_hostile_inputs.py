@@ -11,8 +11,6 @@ import asyncio
 import json
 import re
 import struct
-import subprocess
-import sys
 import textwrap
 import traceback
 
@@ -31,9 +29,8 @@ from tritonserver import (
     TritonError,
     UnsupportedError,
 )
-from common import refused
-from conftest import (
-    ROOT,
+from common import DLPackOnly, refused, run_script
+from common import (
     address,
     as_numpy,
     call_with_deadline,
@@ -90,12 +87,6 @@ def identity(m: tritonserver.Model, data) -> numpy.ndarray:
     response = answer(lambda: m.infer(inputs={"INPUT0": data}))
     assert response.error is None
     return as_numpy(response.outputs["OUTPUT0"])
-
-
-def run_script(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run `code` in a fresh interpreter (cwd: tests/, so conftest imports)."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT / "tests",
-                          capture_output=True, text=True, timeout=timeout)
 
 
 # -- which model, which version ------------------------------------------------------
@@ -227,7 +218,7 @@ def test_tensor_claiming_2gib_over_a_16_byte_buffer(model):
     assert_serves(m)
 
 
-def test_memory_buffer_overstating_its_owner_is_refused(backend_directory):
+def test_memory_buffer_overstating_its_owner_is_refused(backend_directory, tmp_path):
     # A MemoryBuffer whose size (2 GiB + 8) exceeds what its owner, a
     # 16-byte NumPy array, holds; shape and size agree, so Triton would read
     # 2 GiB from a 16-byte allocation. The library knows the owner's extent
@@ -235,7 +226,7 @@ def test_memory_buffer_overstating_its_owner_is_refused(backend_directory):
     # this read out of bounds and killed the process (SIGSEGV).
     code = f"""
         import numpy, tritonserver
-        from conftest import make_options
+        from common import make_options
         from tritonserver import DataType, MemoryBuffer, MemoryType, Tensor
         server = tritonserver.Server(make_options({backend_directory!r}, server_id="hostile-overstate",
                                                   log_error=False, exit_timeout=5))
@@ -254,11 +245,11 @@ def test_memory_buffer_overstating_its_owner_is_refused(backend_directory):
         print("GOOD", numpy.from_dlpack(good[0].outputs["OUTPUT0"]).tolist())
         server.stop()
     """
-    done = run_script(code)
-    assert done.returncode == 0, f"process died (rc {done.returncode}): {done.stderr[-1500:]}"
-    assert "OUTCOME InvalidArgumentError" in done.stdout, done.stdout
-    assert "lies outside the memory of its owner" in done.stdout, done.stdout
-    assert "GOOD [0.0, 1.0, 2.0]" in done.stdout, done.stdout
+    rc, out, err = run_script(code, tmp_path, timeout=120)
+    assert rc == 0, f"process died (rc {rc}): {err[-1500:]}"
+    assert "OUTCOME InvalidArgumentError" in out, out
+    assert "lies outside the memory of its owner" in out, out
+    assert "GOOD [0.0, 1.0, 2.0]" in out, out
 
 
 @pytest.mark.parametrize(
@@ -308,16 +299,6 @@ def test_non_contiguous_is_accepted_with_one_copy(model, make):
 
 
 def test_negative_stride_dlpack_object_is_accepted_with_one_copy(model):
-    class DLPackOnly:
-        def __init__(self, array):
-            self.array = array
-
-        def __dlpack__(self, **kwargs):
-            return self.array.__dlpack__(**kwargs)
-
-        def __dlpack_device__(self):
-            return self.array.__dlpack_device__()
-
     m = model("identity_fp32")
     view = numpy.arange(30, dtype=numpy.float32)[::-3]
     tensor = Tensor._from_object(DLPackOnly(view))
@@ -582,6 +563,7 @@ def crash_server(backend_directory):
 
 
 @pytest.mark.parametrize("name", ["crash_exit", "crash_kill"])
+@pytest.mark.python_backend
 def test_python_stub_crash_ends_the_request_with_a_triton_error(crash_server, name):
     data = numpy.ones(2, numpy.float32)
     for attempt in range(2):  # the first request kills the stub; the second finds it dead
@@ -640,6 +622,7 @@ def stream_server(backend_directory):
         yield srv
 
 
+@pytest.mark.python_backend
 def test_iterators_used_after_their_server_stopped(stream_server):
     srv = stream_server
     count = 20

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import tritonserver
 from tritonserver import Tensor
-from conftest import as_numpy, call_with_deadline, single
+from common import DLPackOnly, as_numpy, call_with_deadline, single
 
 HANG_S = 60
 
@@ -68,19 +68,6 @@ def identity_model(server: tritonserver.Server, triton_type: str, rank: int) -> 
         # A version folder must exist; the identity backend reads no file.
         _models[name] = server.load(name, {"config": json.dumps(config), "file:1/unused": b""})
     return _models[name]
-
-
-class DLPackOnly:
-    """An object that speaks DLPack and nothing else."""
-
-    def __init__(self, array: numpy.ndarray) -> None:
-        self.array = array
-
-    def __dlpack__(self, **kwargs):
-        return self.array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self.array.__dlpack_device__()
 
 
 def raw_array(data, dtype, shape) -> numpy.ndarray:

@@ -14,7 +14,7 @@ import pytest
 
 import tritonserver
 from tritonserver import DataType, MemoryBuffer, MemoryType, Tensor
-from conftest import as_numpy, single
+from common import as_numpy, single
 from test_tensor_dlpack import address, describe_capsule
 
 NUMERIC = {

@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from conftest import NUMPY2, NUMPY2_SKIP_REASON, ROOT, wait_for
+from common import NUMPY2, NUMPY2_SKIP_REASON, ROOT, wait_for
 
 SCRIPT = """
 import time, numpy, tritonserver
-from conftest import make_options
+from common import make_options
 server = tritonserver.Server(make_options({backend_directory!r}, server_id="interrupt", exit_timeout=10,
                                           log_error=False))
 server.start(wait_until_ready=True, timeout=60)

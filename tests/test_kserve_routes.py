@@ -16,7 +16,7 @@ import tritonclient.http as httpclient
 import tritonserver
 from tritonserver._kserve.routes import HEADER_LENGTH, KServeRoutes, Reply
 
-from conftest import make_options, skip_if_python_backend_unusable
+from common import make_options, skip_if_python_backend_unusable
 
 # One sample per JSON datatype of echo_all_types (IN_<T> -> OUT_<T>).
 SAMPLES = {

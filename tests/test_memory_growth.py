@@ -10,42 +10,28 @@ numbers are in docs/hostile_inputs.md, "Memory"."""
 from __future__ import annotations
 
 import gc
-import os
 
 import numpy
 import pytest
 
 import tritonserver
 from tritonserver import _core
-from conftest import as_numpy, assert_no_live_buffers, single
+from common import as_numpy, assert_no_live_buffers, rss_bytes, settle, single
 
 MiB = 1 << 20
 BOUND = 1 * MiB
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def rss() -> int:
-    """Resident set size in bytes (second field of /proc/self/statm)."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * PAGE
-
-
-def settle() -> None:
-    gc.collect()
-    _core.drain_deferred()
-    _core.host_pool_trim()
 
 
 def growth(name: str, request, warmup: int, count: int) -> int:
     """RSS growth over `count` calls of `request` after `warmup` calls."""
     for _ in range(warmup):
         request()
-    settle()
-    before = rss()
+    settle(trim_host_pool=True)
+    before = rss_bytes()
     for _ in range(count):
         request()
-    settle()
-    grown = rss() - before
+    settle(trim_host_pool=True)
+    grown = rss_bytes() - before
     print(f"\n{name}: {count} requests after {warmup} warm-up: RSS growth {grown} B "
           f"({grown / count:.2f} B/request)")
     return grown

@@ -11,7 +11,7 @@ import numpy
 import pytest
 
 import tritonserver
-from conftest import MODELS, make_options, single, wait_for
+from common import MODELS, make_options, single, wait_for
 
 
 def unique(prefix: str) -> str:

@@ -14,7 +14,7 @@ import tritonserver
 from tritonserver import DataType, InferenceRequest, InvalidArgumentError, MemoryBuffer, NotFoundError, Tensor
 from tritonserver import _core
 from common import refused
-from conftest import make_options
+from common import make_options
 
 X = numpy.arange(4, dtype=numpy.float32)
 

@@ -11,7 +11,7 @@ import numpy
 import pytest
 
 import tritonserver
-from conftest import MODELS, as_numpy, make_options, single, wait_for
+from common import MODELS, as_numpy, dedicated_server, make_options, single, wait_for
 
 
 def copy_model(name: str, destination, new_name: str | None = None):
@@ -32,10 +32,8 @@ def copy_model(name: str, destination, new_name: str | None = None):
 def repo_server(backend_directory):
     """A private EXPLICIT-mode server over tests/models: these tests load,
     reload and unload models, which must not disturb the shared server."""
-    srv = tritonserver.Server(make_options(backend_directory, server_id="repository-tests"))
-    srv.start(wait_until_ready=True, timeout=60)
-    yield srv
-    srv.stop()
+    with dedicated_server(backend_directory, "repository-tests", []) as srv:
+        yield srv
 
 
 # -- explicit load / unload ----------------------------------------------------
@@ -115,6 +113,7 @@ def test_load_parameter_of_unsupported_type(repo_server):
         repo_server.load("identity_fp32", {"config": 1.5})
 
 
+@pytest.mark.python_backend
 def test_load_from_in_memory_files(repo_server):
     name = "in_memory_add_sub"
     assert name not in {key[0] for key in repo_server.models()}

@@ -15,7 +15,7 @@ import pytest
 
 import tritonserver
 from tritonserver import InstanceGroupKind, ModelLoadDeviceLimit, RateLimiterResource
-from conftest import MODELS, as_numpy, make_options, single
+from common import MODELS, as_numpy, make_options, single
 
 # (overrides, field name expected in the TypeError message)
 BAD_TYPES = [

@@ -7,9 +7,8 @@ UnsupportedError; a numpy<2 environment named by
 TRITONSERVER_PYTHON_BACKEND_ENV makes them work.
 
 These tests run in both environments (make test: numpy<2; make
-test-numpy2: numpy 2) and check the branch that applies. Model names are
-held in variables: conftest's numpy-2 skip (which scans test sources for
-python-model loads) must not skip them."""
+test-numpy2: numpy 2) and check the branch that applies: they are not
+marked `python_backend` (the marker skips a test under numpy 2)."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ import pytest
 
 import tritonserver
 from tritonserver._api import _triton_core
-from conftest import MODELS, NUMPY2, ROOT, as_numpy, call_with_deadline, make_options, single
+from common import MODELS, NUMPY2, ROOT, as_numpy, call_with_deadline, make_options, single
 
 PYTHON_MODEL = "add_sub"
 BYTES_MODEL = "echo_all_types"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from common import ROOT
 
 pytestmark = pytest.mark.ray
 

@@ -21,7 +21,7 @@ import time
 import numpy
 import pytest
 
-from conftest import MODELS
+from common import MODELS
 
 pytestmark = pytest.mark.ray
 
@@ -316,7 +316,7 @@ def test_the_ray_page_blocks_run(cluster, monkeypatch):
     """docs/ray.md's Python blocks, in order, against this cluster."""
     from ray import serve
 
-    from conftest import ROOT
+    from common import ROOT
     from test_docs import python_blocks
 
     monkeypatch.chdir(ROOT)

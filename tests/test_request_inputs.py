@@ -14,7 +14,7 @@ import pytest
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
 from tritonserver import _core
-from conftest import address, as_numpy, assert_no_live_buffers, single
+from common import DLPackOnly, address, as_numpy, assert_no_live_buffers, single
 
 
 
@@ -189,22 +189,9 @@ def test_identity_output_tensor_as_input(model):
     assert_no_live_buffers()
 
 
-class _DLPackOnly:
-    """An object that speaks DLPack and nothing else."""
-
-    def __init__(self, array):
-        self._array = array
-
-    def __dlpack__(self, **kwargs):
-        return self._array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._array.__dlpack_device__()
-
-
 def test_identity_any_dlpack_object_as_input(model):
     data = numpy.arange(10, dtype=numpy.float32) * 3
-    source = _DLPackOnly(data)
+    source = DLPackOnly(data)
     tensor = Tensor._from_object(source)
     assert tensor.data_ptr == address(data)
     numpy.testing.assert_array_equal(identity(model, source), data)

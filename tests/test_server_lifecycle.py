@@ -8,7 +8,7 @@ import numpy
 import pytest
 
 import tritonserver
-from conftest import MODELS, as_numpy, call_with_deadline, make_options, single
+from common import MODELS, as_numpy, call_with_deadline, make_options, single
 
 REPOSITORY_MODELS = sorted(p.name for p in MODELS.iterdir() if (p / "config.pbtxt").is_file())
 
@@ -107,6 +107,7 @@ def test_server_can_start_again_after_stop(backend_directory):
     assert isinstance(first, int) and first != 0
 
 
+@pytest.mark.python_backend
 def test_stop_with_several_models_loaded_returns_promptly(backend_directory):
     # exit_timeout well above the deadline: a stop that waits for the exit
     # timeout (requests or responses never released) fails the test.
@@ -319,8 +320,7 @@ print("OK", len(kept))
     assert "OK 1" in done.stdout
 
 
-@pytest.mark.skipif(int(numpy.__version__.split(".")[0]) >= 2,
-                    reason="the python backend stub of this Triton core needs numpy<2")
+@pytest.mark.python_backend
 def test_dropping_a_running_server_lets_other_threads_run_while_it_stops(backend_directory):
     """`del server` on a started server stops it in the destructor, as
     stop() does (waiting for the requests in flight), without the GIL: other

@@ -18,15 +18,15 @@ import pytest
 
 import tritonserver
 from tritonserver import TritonError
-from conftest import as_numpy, assert_no_live_buffers, call_with_deadline, dedicated_server, make_options
+from common import as_numpy, assert_no_live_buffers, call_with_deadline, dedicated_server, make_options
 from common import run_script
 
 EXIT_TIMEOUT = 5
 DEADLINE = EXIT_TIMEOUT + 30  # "no hang", never a speed assertion
-# The python backend stub of this Triton core needs numpy<2 (see conftest);
+# The python backend stub of this Triton core needs numpy<2 (conftest skips
+# tests marked python_backend under numpy 2);
 # the subprocess scripts below run python-backend models.
-needs_python_backend = pytest.mark.skipif(int(numpy.__version__.split(".")[0]) >= 2,
-                                          reason="the python backend stub of this Triton core needs numpy<2")
+needs_python_backend = pytest.mark.python_backend
 
 
 def fp32(*values) -> numpy.ndarray:
@@ -231,7 +231,7 @@ def test_stop_with_64_requests_in_flight_stress(loaded_server, round_):
 # request crashes instead of passing unnoticed.
 STOP_RACE_SCRIPT = """
 import sys, threading, time, numpy, tritonserver
-from conftest import make_options
+from common import make_options
 rounds = {rounds}
 data = numpy.arange(16, dtype=numpy.float32)
 many = {{"INPUT0": data, **{{f"EXTRA{{k}}": data for k in range(63)}}}}
@@ -299,7 +299,7 @@ def test_stop_while_threads_build_and_submit_requests_stress(backend_directory, 
 
 OUTLIVE_SCRIPT = """
 import time, numpy, tritonserver
-from conftest import make_options
+from common import make_options
 server = tritonserver.Server(make_options({backend_directory!r}, server_id="shutdown-outlive", exit_timeout=1,
                                           log_error=False))
 server.start(wait_until_ready=True, timeout=60)
@@ -349,7 +349,7 @@ def test_stop_while_a_request_outlives_the_exit_timeout(backend_directory, tmp_p
 
 STUCK_SCRIPT = """
 import json, time, numpy, tritonserver
-from conftest import make_options
+from common import make_options
 server = tritonserver.Server(make_options({backend_directory!r}, server_id="shutdown-stuck", exit_timeout=1,
                                           log_error=False))
 server.start(wait_until_ready=True, timeout=60)
@@ -388,7 +388,7 @@ def test_stop_when_a_model_cannot_unload_leaves_the_server_and_exits_cleanly(bac
 
 KEPT_SCRIPT = """
 import gc, numpy, tritonserver
-from conftest import make_options
+from common import make_options
 server = tritonserver.Server(make_options({backend_directory!r}, server_id="shutdown-kept", exit_timeout=3,
                                           log_error=False))
 server.start(wait_until_ready=True, timeout=60)
@@ -423,6 +423,7 @@ def test_kept_infer_exceptions_neither_stall_stop_nor_crash(backend_directory, t
     assert rc == 0 and "DROPPED" in out, f"rc {rc}: {out} {err[-1500:]}"
 
 
+@pytest.mark.python_backend
 def test_with_block_exit_with_requests_in_flight(backend_directory):
     def run_block():
         options = make_options(backend_directory, server_id="shutdown-with", exit_timeout=EXIT_TIMEOUT,
@@ -466,7 +467,7 @@ def test_with_block_exit_with_requests_in_flight(backend_directory):
 # -- interpreter exit -------------------------------------------------------------------
 EXIT_SCRIPT = """
 import asyncio, threading, numpy, tritonserver
-from conftest import make_options
+from common import make_options
 server = tritonserver.Server(make_options({backend_directory!r}, server_id="shutdown-exit",
                                           exit_timeout={exit_timeout}, log_error=False))
 server.start(wait_until_ready=True, timeout=60)

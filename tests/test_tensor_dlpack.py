@@ -16,7 +16,7 @@ import pytest
 
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
-from conftest import address, assert_no_live_buffers, has_gpu, single
+from common import address, assert_no_live_buffers, has_gpu, single
 
 
 # -- reading a capsule with ctypes ---------------------------------------------

@@ -66,6 +66,7 @@ def _core_available() -> bool:
 
 
 @pytest.mark.skipif(not _core_available(), reason="no Triton core installed (cibuildwheel container)")
+@pytest.mark.python_backend
 def test_start_and_one_inference():
     models = os.path.join(os.path.dirname(HERE), "examples", "models")
     with tritonserver.Server(model_repository=models) as server:

@@ -15,7 +15,7 @@ import pytest
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
 from tritonserver import _core
-from conftest import address, as_numpy, assert_no_live_buffers, has_gpu, single
+from common import address, as_numpy, assert_no_live_buffers, has_gpu, single
 
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy
 import pytest
 
-from conftest import single
+from common import single
 
 jax = pytest.importorskip("jax", reason="jax is not installed (pip install jax)")
 jnp = pytest.importorskip("jax.numpy")

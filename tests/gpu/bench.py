@@ -23,7 +23,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import tritonserver  # noqa: E402
 from tritonserver import _core  # noqa: E402
-from conftest import IDENTITY_LIBRARY, make_options, single  # noqa: E402
+from common import IDENTITY_LIBRARY, make_options, single  # noqa: E402
 
 SIZE = 64 * 2**20
 RUNS = 15

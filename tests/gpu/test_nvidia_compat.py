@@ -13,7 +13,7 @@ import pytest
 
 import tritonserver
 from tritonserver import MemoryBuffer, MemoryType, Tensor
-from conftest import assert_no_live_buffers, single
+from common import assert_no_live_buffers, single
 
 pytestmark = pytest.mark.gpu
 
