@@ -4,7 +4,6 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-CORE_WHEEL := nvidia-pytriton==0.7.0
 IDENTITY := build/identity/libtriton_identity.so
 
 .PHONY: demo test build venv clean bench stress test-asan test-numpy2 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
@@ -13,14 +12,16 @@ $(VENV)/.ready:
 	@echo "== [1/5] creating $(VENV), a virtual environment for everything below"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	@echo "== [2/5] installing numpy<2 (the 2.51 core's python backend stub needs it), pytest, hypothesis, mypy"
-	@echo "         (tests) and nanobind, scikit-build-core, setuptools-scm, cmake, ninja (to build the extension)"
-	$(PY) -m pip install -q "numpy<2" pytest hypothesis nanobind scikit-build-core setuptools-scm cmake ninja mypy
+	@echo "== [2/5] installing numpy<2 (the 2.51 core's python backend stub needs it), the dependency group test"
+	@echo "         of pyproject.toml (pytest, hypothesis), mypy, and nanobind, scikit-build-core, setuptools-scm,"
+	@echo "         cmake, ninja (to build the extension)"
+	$(PY) -m pip install -q "numpy<2" --group test nanobind scikit-build-core setuptools-scm cmake ninja mypy
 	@echo "== [3/5] installing tritonclient[http]: its HTTP codec checks our KServe routes in the tests"
 	$(PY) -m pip install -q "tritonclient[http]==2.51.0"
-	@echo "== [4/5] installing the Triton core: $(CORE_WHEEL) (a 55 MB download, 145 MB installed; glibc >= 2.35), --no-deps:"
-	@echo "         only its libtritonserver and backends are used (pip check lists its Python deps as missing)"
-	$(PY) -m pip install -q --no-deps $(CORE_WHEEL)
+	@echo "== [4/5] installing the Triton core: pyproject.toml's dependency group core (nvidia-pytriton; a 55 MB"
+	@echo "         download, 145 MB installed; glibc >= 2.35), --no-deps: only its libtritonserver and backends"
+	@echo "         are used (pip check lists its Python deps as missing)"
+	$(PY) -m pip install -q --no-deps --group core
 	touch $@
 
 venv: $(VENV)/.ready

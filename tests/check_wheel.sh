@@ -24,12 +24,13 @@ fi
 
 echo "== fresh virtualenv, no Triton core"
 "$PY" -m venv "$WORK/venv"
-"$WORK/venv/bin/pip" install -q "$WHEEL" "numpy<2" pytest
+"$WORK/venv/bin/pip" install -q --upgrade pip  # --group needs pip >= 25.1
+"$WORK/venv/bin/pip" install -q "$WHEEL" "numpy<2" --group test
 cp -r tests/test_wheel_smoke.py examples "$WORK/"
 mkdir -p "$WORK/tests" && mv "$WORK/test_wheel_smoke.py" "$WORK/tests/"
 (cd "$WORK/tests" && ../venv/bin/python -m pytest -q -p no:cacheprovider test_wheel_smoke.py)
 
 echo "== with the nvidia-pytriton core"
-"$WORK/venv/bin/pip" install -q --no-deps nvidia-pytriton==0.7.0
+"$WORK/venv/bin/pip" install -q --no-deps --group core
 (cd "$WORK/tests" && ../venv/bin/python -m pytest -q -p no:cacheprovider -rs test_wheel_smoke.py)
 echo "wheel OK: $WHEEL"

@@ -7,7 +7,7 @@
 #   - builds the extension with -fsanitize=address,undefined into
 #     build/asan and installs it into .venv-asan,
 #   - builds the identity test backend if build/identity has none (it is
-#     not instrumented: it is test code, and conftest.py loads it from there),
+#     not instrumented: it is test code, and the tests load it from there),
 #   - runs the whole suite (tests/, every test_*.py) in one pytest process
 #     with libasan preloaded, PYTHONMALLOC=malloc (so ASan sees Python
 #     object memory too), leak detection on (at the exit of every process,
@@ -38,7 +38,6 @@ ROOT=$(pwd)
 PYTHON=${PYTHON:-python3}
 VENV=.venv-asan
 PY=$VENV/bin/python
-CORE_WHEEL=nvidia-pytriton==0.7.0
 IDENTITY=build/identity/libtriton_identity.so
 BUILD_DIR=build/asan
 LOGS=$ROOT/$BUILD_DIR/logs
@@ -61,8 +60,8 @@ if [ ! -f "$VENV/.ready" ]; then
   "$PYTHON" -m venv "$VENV"
   "$PY" -m pip install -q --upgrade pip
   # numpy<2: the python backend stub of the 2.51 core needs it.
-  "$PY" -m pip install -q "numpy<2" pytest hypothesis nanobind scikit-build-core cmake ninja
-  "$PY" -m pip install -q --no-deps "$CORE_WHEEL"
+  "$PY" -m pip install -q "numpy<2" --group test nanobind scikit-build-core cmake ninja
+  "$PY" -m pip install -q --no-deps --group core  # pyproject.toml: the core pin
   touch "$VENV/.ready"
 fi
 

@@ -22,7 +22,6 @@ ROOT=$(pwd)
 PYTHON=${PYTHON:-python3}
 VENV=.venv-numpy2
 PY=$VENV/bin/python
-CORE_WHEEL=nvidia-pytriton==0.7.0
 IDENTITY=build/identity/libtriton_identity.so
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
@@ -32,8 +31,8 @@ if [ ! -f "$VENV/.ready" ]; then
   rm -rf "$VENV"
   "$PYTHON" -m venv "$VENV"
   "$PY" -m pip install -q --upgrade pip
-  "$PY" -m pip install -q "numpy>=2" pytest hypothesis nanobind scikit-build-core cmake ninja
-  "$PY" -m pip install -q --no-deps "$CORE_WHEEL"
+  "$PY" -m pip install -q "numpy>=2" --group test nanobind scikit-build-core cmake ninja
+  "$PY" -m pip install -q --no-deps --group core  # pyproject.toml: the core pin
   touch "$VENV/.ready"
 fi
 # for test_kserve_routes.py; tritonclient 2.51 pins numpy<2, later ones do not

@@ -24,7 +24,6 @@ ROOT=$(pwd)
 BUNDLE=build/gpu-bundle
 VENV=.venv-gpu-build
 LIMIT_MIB=60
-CORE_WHEEL=nvidia-pytriton==0.7.0
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 
@@ -57,8 +56,8 @@ echo "== building the identity test backend"
 "$VENV/bin/cmake" --build build/gpu-identity
 cp build/gpu-identity/libtriton_identity.so "$BUNDLE/identity/"
 
-echo "== fetching $CORE_WHEEL (pip's cache when present)"
-"$PY" -m pip download -q --no-deps --only-binary :all: -d "$BUNDLE" "$CORE_WHEEL"
+echo "== fetching the Triton core, pyproject.toml's dependency group core (pip's cache when present)"
+"$PY" -m pip download -q --no-deps --only-binary :all: -d "$BUNDLE" --group core
 
 bash tests/gpu/source_hash.sh > "$BUNDLE/SOURCE_HASH"
 
