@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo test build venv clean bench stress test-asan test-numpy2 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
+.PHONY: demo test build develop venv clean bench stress test-asan test-numpy2 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
 
 $(VENV)/.ready:
 	@echo "== [1/5] creating $(VENV), a virtual environment for everything below"
@@ -32,6 +32,13 @@ build: venv
 	$(VENV)/bin/cmake -S tests/backends/identity -B build/identity -G Ninja \
 	  -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 	$(VENV)/bin/cmake --build build/identity
+
+# An editable install into $(VENV) (scikit-build-core's redirect mode): the
+# source tree's Python files with the extension built in build/editable, so
+# `import tritonserver` and `python -m tritonserver` work from the repository
+# root too. Rerun after C++ changes; `make build` restores a regular install.
+develop: venv
+	$(PY) -m pip install -q --no-build-isolation --no-deps -e . -C build-dir=build/editable
 
 demo: build
 	@echo "== running examples/demo.py: a server on examples/models, a few requests"

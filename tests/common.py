@@ -259,14 +259,16 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def run_script(code: str, tmp_path, timeout: float, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """Run `code` in a fresh interpreter (cwd tests/, so `from common import` works),
-    with `env` added to the environment. Output goes to files, not pipes:
+def run_script(code: str, tmp_path, timeout: float, env: dict[str, str] | None = None,
+               cwd: pathlib.Path | None = None) -> tuple[int, str, str]:
+    """Run `code` in a fresh interpreter (in `cwd`, by default tests/, so
+    `from common import` works and the installed package is imported), with
+    `env` added to the environment. Output goes to files, not pipes:
     python backend stubs that outlive a crashed parent would hold pipes
     open. Returns (rc, stdout, stderr)."""
     out_path, err_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     with open(out_path, "w") as out, open(err_path, "w") as err:
-        process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT / "tests",
+        process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd or ROOT / "tests",
                                    stdout=out, stderr=err, start_new_session=True,
                                    env=None if env is None else {**os.environ, **env})
         try:

@@ -7,6 +7,37 @@ Example:
     ...         print(response.outputs["OUTPUT0"].to_host())
 """
 
+
+
+def _source_tree_without_extension() -> "str | None":
+    """When this package is a source tree without the compiled extension
+    (Python started in the repository root, whose tritonserver/ folder hides
+    the installed package), the message that says what to do; else None."""
+    import importlib.machinery
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    if any(os.path.exists(os.path.join(here, "_core" + suffix)) for suffix in importlib.machinery.EXTENSION_SUFFIXES):
+        return None  # built here: the extension itself failed to load
+    root = os.path.dirname(here)
+    elsewhere = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != root]
+    spec = importlib.machinery.PathFinder.find_spec("tritonserver", elsewhere)
+    installed = (f" (the installed package is at {os.path.dirname(spec.origin)})"
+                 if spec is not None and spec.origin else " (after `make build`)")
+    return (f"you are importing the source tree at {here}, which has no built extension (tritonserver._core): "
+            f"run Python from another folder{installed}, e.g. `cd tests`, or install this tree in editable "
+            f"mode with `make develop` (docs/development.md), which imports it with its built extension")
+
+
+try:
+    from . import _core as _core
+except ImportError:
+    _message = _source_tree_without_extension()
+    if _message is None:
+        raise
+    raise ImportError(_message) from None
+
 from ._api._dlpack import DLDeviceType as DLDeviceType
 from ._api._enums import DataType as DataType
 from ._api._enums import InstanceGroupKind as InstanceGroupKind
