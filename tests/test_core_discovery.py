@@ -17,7 +17,7 @@ import pytest
 import tritonserver
 from tritonserver import _core
 from tritonserver._api import _triton_core
-from common import MODELS
+from common import MODELS, ROOT
 
 NGC_CORE = "/opt/tritonserver/lib/libtritonserver.so"
 INSTALL_HINT = "pip install --no-deps nvidia-pytriton==0.7.0"
@@ -265,3 +265,13 @@ def test_python_backend_without_a_stub_for_this_python_is_refused_clearly(tmp_pa
     assert name == "UnsupportedError"
     assert f"has stubs for Python {other} only, not for this Python {version}" in message
     assert "triton_python_backend_stub is not found" in message  # the core's own words, kept
+
+
+def test_the_install_hint_names_the_pinned_core():
+    # The core pin is said once, in pyproject.toml's dependency group
+    # `core` (read by the Makefile and the runner scripts); the hint the
+    # package prints when no core is found must name that same wheel.
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        (pin,) = tomllib.load(f)["dependency-groups"]["core"]
+    assert _triton_core.INSTALL_HINT == f"pip install --no-deps {pin}" == INSTALL_HINT
