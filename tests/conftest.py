@@ -93,3 +93,17 @@ def model(server):
 
 
 os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+
+
+# GPU consumers (tests marked `gpu`; skipped cleanly where absent).
+@pytest.fixture
+def cupy():
+    return pytest.importorskip("cupy")
+
+
+@pytest.fixture
+def torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    return torch

@@ -27,19 +27,6 @@ pytestmark = pytest.mark.gpu
 GPU_SPECS = ["gpu", "gpu:0", (MemoryType.GPU, 0), (tritonserver.DLDeviceType.kDLCUDA, 0)]
 
 
-@pytest.fixture
-def cupy():
-    return pytest.importorskip("cupy")
-
-
-@pytest.fixture
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch without CUDA")
-    return torch
-
-
 def infer_one(model, model_name, data, **kwargs) -> tritonserver.InferenceResponse:
     response = single(model(model_name).infer(inputs={"INPUT0": data}, **kwargs))
     assert response.error is None, response.error

@@ -18,19 +18,6 @@ from common import assert_no_live_buffers, single
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture
-def cupy():
-    return pytest.importorskip("cupy")
-
-
-@pytest.fixture
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch without CUDA")
-    return torch
-
-
 def test_request_object_with_cupy_input_and_gpu_output(model, cupy):
     # The official pattern: a request made by the model, inputs set by name,
     # output memory chosen on the request.
