@@ -516,33 +516,7 @@ NB_MODULE(_core, m) {
       .def(
           "next",
           [](Request& r, double timeout_s) {
-            // A long wait runs in slices; between them the GIL is taken
-            // back and Python's signal handlers run, so Ctrl-C interrupts
-            // a wait for a model that never answers. A queued response, or
-            // a wait shorter than a slice, is one uninterrupted pop.
-            constexpr double kSliceS = 0.1;
-            ResponsePtr p;
-            for (double left = timeout_s;;) {
-              const bool last = left >= 0 && left <= kSliceS;
-              {
-                nb::gil_scoped_release release;
-                p = r.next(last ? left : kSliceS);
-              }
-              if (p || last) break;
-              if (PyErr_CheckSignals() != 0) {
-                // KeyboardInterrupt (or what a handler raised): end the
-                // request in the core; this Request keeps owning it and
-                // releases it when the cancelled request completes.
-                try {
-                  r.cancel();
-                } catch (...) {  // the signal's exception is what matters
-                }
-                throw nb::python_error();
-              }
-              if (left >= 0) left -= kSliceS;
-            }
-            drain_deferred();
-            return response_or_none(std::move(p));
+            return response_or_none(r.next_from_python(timeout_s));
           },
           "timeout_s"_a = -1.0,
           nb::sig("def next(self, timeout_s: float = -1.0) -> Response | None"))

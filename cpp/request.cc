@@ -449,6 +449,33 @@ ResponsePtr Request::next(double timeout_s) {
   return state_->queue.pop(timeout_s);
 }
 
+ResponsePtr Request::next_from_python(double timeout_s) {
+  constexpr double kSliceS = 0.1;
+  for (double left = timeout_s;;) {
+    const bool last = left >= 0 && left <= kSliceS;
+    ResponsePtr p;
+    {
+      nb::gil_scoped_release release;
+      p = next(last ? left : kSliceS);
+    }
+    if (p || last) {
+      drain_deferred();  // what Triton released meanwhile goes with the GIL
+      return p;
+    }
+    if (PyErr_CheckSignals() != 0) {
+      // KeyboardInterrupt (or what a handler raised): end the request in
+      // the core; this Request keeps owning it and releases it when the
+      // cancelled request completes.
+      try {
+        cancel();
+      } catch (...) {  // the signal's exception is what matters
+      }
+      throw nb::python_error();
+    }
+    if (left >= 0) left -= kSliceS;
+  }
+}
+
 void Request::cancel() {
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (!state_->submitted || state_->handle == nullptr) return;

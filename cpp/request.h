@@ -167,6 +167,13 @@ class Request {
   void submit_from_python();
   // Next response; blocks without the GIL. Null on timeout.
   ResponsePtr next(double timeout_s);
+  // The same from Python (call with the GIL): a long wait runs in slices,
+  // between which Python's signal handlers run, so Ctrl-C interrupts a wait
+  // for a model that never answers (the request is then cancelled and the
+  // handler's exception raised). A queued response, or a wait shorter than
+  // a slice, is one uninterrupted pop. Parked references are dropped
+  // before it returns.
+  ResponsePtr next_from_python(double timeout_s);
   // Asks Triton to cancel; a no-op once the request is released.
   void cancel();
   // Gives up an unsubmitted request now (e.g. after a validation error):
