@@ -308,9 +308,6 @@ class Server:
         loaded python-backend model among `names` (None: every ready model)
         is unloaded again and UnsupportedError raised: such a model would
         return wrong numbers without an error."""
-        report = _triton_core.stub_environment_report()
-        if report is None or report.problem is None:
-            return
         server = self._started()
         if names is None:
             names = sorted({m.name for m in self.models(exclude_not_ready=True).values()})
@@ -323,7 +320,12 @@ class Server:
             runtime = str(config.get("runtime", ""))
             if config.get("backend") == "python" or runtime.endswith(".py"):
                 refused.append(name)
+        # The probe of the stub's environment starts a python3: only when a
+        # python-backend model is loaded.
         if not refused:
+            return
+        report = _triton_core.stub_environment_report()
+        if report is None or report.problem is None:
             return
         for name in refused:
             try:
