@@ -131,11 +131,22 @@ bool InflightRequests::drain(const std::string& model, double timeout_s) {
   // request is then in flight, and waited for below.
   for (const auto& state : unsubmitted) state->discard();
   unsubmitted.clear();  // outside the lock: a last reference unlinks
+  return wait_submitted(&model, timeout_s);
+}
+
+bool InflightRequests::wait_submitted(double timeout_s) {
+  return wait_submitted(nullptr, timeout_s);
+}
+
+bool InflightRequests::wait_submitted(const std::string* model,
+                                      double timeout_s) {
   std::unique_lock<std::mutex> lock(mutex_);
   return removed_.wait_for(
       lock, std::chrono::duration<double>(timeout_s), [&] {
         for (RequestState* s = head_; s != nullptr; s = s->inflight_next) {
-          if (s->model_name == model && s->submitted) return false;
+          if (s->submitted && (model == nullptr || s->model_name == *model)) {
+            return false;
+          }
         }
         return true;
       });

@@ -48,11 +48,22 @@ class InflightRequests {
   bool drain(const std::string& model, double timeout_s);
   void end_drain(const std::string& model) noexcept;
 
+  // Before the server stops (its handle closed: no request can be built or
+  // submitted any more): waits at most `timeout_s` for the submitted
+  // requests to finish; false when some were still in flight. The core's
+  // own stop counts only queued requests as in flight, not those a backend
+  // is executing, and unloads the models under them: the crash that
+  // drain() avoids for one model (seen as a SIGSEGV in the stop race test).
+  bool wait_submitted(double timeout_s);
+
  private:
   // Strong references to the listed states still alive (a state being
   // destroyed is skipped: it removes itself).
   std::vector<std::shared_ptr<RequestState>> live_locked();
   void unlink_locked(RequestState* state) noexcept;
+  // Waits for the submitted requests of `model` (every model when null) to
+  // finish, at most `timeout_s`; false on timeout.
+  bool wait_submitted(const std::string* model, double timeout_s);
 
   std::mutex mutex_;
   std::condition_variable removed_;  // a state left the list

@@ -53,6 +53,14 @@ std::string take_json(TRITONSERVER_Message* message) {
   return out;
 }
 
+// A heuristic grace after the last request of a model ended: the backend
+// thread that released it may still be finishing that execution, and the
+// model must not be destroyed under it (the core's crash described in
+// InflightRequests::drain()).
+void let_backend_threads_finish() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
 // One TRITONSERVER_ServerStop, run to its end on a thread of ours.
 //
 // Why: the core's Stop() unloads the models only once no request is in
@@ -67,13 +75,25 @@ std::string take_json(TRITONSERVER_Message* message) {
 // kStopGrace, stop() waits only exit_timeout for this thread, and the server
 // is deleted only after its own Stop() succeeded: every model unloaded and
 // destroyed.
+//
+// Before ServerStop, the requests submitted through this package are let
+// finish (at most the exit timeout): the core's stop would otherwise unload
+// the models under the requests its backends are executing (see
+// InflightRequests::wait_submitted()).
 struct BackgroundStop {
-  BackgroundStop(TRITONSERVER_Server* s, std::shared_ptr<InflightRequests> r)
-      : server(s), inflight(std::move(r)) {}
+  BackgroundStop(TRITONSERVER_Server* s, std::shared_ptr<InflightRequests> r,
+                 unsigned int exit_timeout_s)
+      : server(s), inflight(std::move(r)), exit_timeout_s(exit_timeout_s) {}
 
   // The thread's body. Never throws (it is a thread entry point).
   void run() noexcept {
     const TritonApi& api = triton();
+    if (inflight->wait_submitted(exit_timeout_s)) {
+      try {
+        let_backend_threads_finish();
+      } catch (...) {
+      }
+    }
     TRITONSERVER_Error* err = api.ServerStop(server);
     const bool stop_failed = err != nullptr;
     TRITONSERVER_Error_Code err_code = TRITONSERVER_ERROR_INTERNAL;
@@ -116,6 +136,7 @@ struct BackgroundStop {
 
   TRITONSERVER_Server* const server;
   const std::shared_ptr<InflightRequests> inflight;
+  const unsigned int exit_timeout_s;
   std::mutex mutex;
   std::condition_variable done_cv;
   bool done = false;
@@ -290,7 +311,7 @@ Server::~Server() {
 bool Server::stop_closed(TRITONSERVER_Server* server, bool& failed,
                          TRITONSERVER_Error_Code& code, std::string& message) {
   inflight_->discard_unsubmitted();
-  auto stop = std::make_shared<BackgroundStop>(server, inflight_);
+  auto stop = std::make_shared<BackgroundStop>(server, inflight_, exit_timeout_s_);
   try {
     std::thread([stop] { stop->run(); }).detach();
   } catch (const std::system_error&) {
@@ -432,10 +453,7 @@ void Server::unload_model(const std::string& name, bool unload_dependents) {
   // The model's requests end first (at most exit_timeout; past it, the
   // unload goes on as the core does it): see InflightRequests::drain().
   ModelDrain drain(*inflight_, name, exit_timeout_s_);
-  // A heuristic grace: the backend thread that released the last request
-  // may still be finishing that execution; the model should not be
-  // destroyed under it.
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  let_backend_threads_finish();
   if (unload_dependents) {
     check(triton().ServerUnloadModelAndDependents(use().get(), name.c_str()));
   } else {

@@ -230,7 +230,8 @@ def test_stop_with_64_requests_in_flight_stress(loaded_server, round_):
 # them. MALLOC_PERTURB_ fills freed memory, so a use of a freed core
 # request crashes instead of passing unnoticed.
 STOP_RACE_SCRIPT = """
-import sys, threading, time, numpy, tritonserver
+import faulthandler, sys, threading, time, numpy, tritonserver
+faulthandler.enable()  # a crash names the Python frames of every thread
 from common import make_options
 rounds = {rounds}
 data = numpy.arange(16, dtype=numpy.float32)
@@ -263,6 +264,7 @@ for r in range(rounds):
     for thread in threads:
         thread.start()
     time.sleep(0.05 + 0.025 * ((r * 7) % 11))
+    print("round", r, "stop", flush=True)
     server.stop()
     stopped.set()
     for thread in threads:
