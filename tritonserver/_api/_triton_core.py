@@ -369,7 +369,8 @@ def stub_environment_report() -> Optional[StubEnvironment]:
         problem = (f"the python backend's stub (built for Python {ours}) would run in {python} "
                    f"(Python {python_version}), the first python3 on PATH. {fix}")
     elif numpy_version and int(numpy_version.split(".")[0]) >= 2:
-        problem = (f"the python backend's stub of this Triton core (2.51, nvidia-pytriton 0.7.0) needs "
+        problem = (f"the python backend's stub of this Triton core ({os.path.basename(install.library)}, "
+                   f"from {install.source}: every core on PyPI has a stub built against numpy 1.x) needs "
                    f"numpy<2, but its environment ({python}, the first python3 on PATH) has numpy "
                    f"{numpy_version}: python-backend models would return wrong numbers or crash. {fix}")
     return StubEnvironment(python, python_version, numpy_version, problem)
