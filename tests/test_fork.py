@@ -36,6 +36,11 @@ while True:
         print("EXIT", os.waitstatus_to_exitcode(status), flush=True)
         break
     if time.monotonic() > deadline:
+        # A hung child: its stacks say where (seen once, under ASan only).
+        import shutil, subprocess
+        if shutil.which("gdb"):
+            print(subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
+                                 capture_output=True, text=True, timeout=120).stdout[-6000:], flush=True)
         os.kill(pid, 9)
         os.waitpid(pid, 0)
         print("EXIT hung", flush=True)
