@@ -26,9 +26,13 @@ $(VENV)/.ready:
 
 venv: $(VENV)/.ready
 
+# The test build: the extension with its `testing` submodule of test hooks
+# (CMake option TRITONSERVER_TESTING; wheels are built without it).
+TESTING := -C cmake.define.TRITONSERVER_TESTING=ON
+
 build: venv
-	@echo "== [5/5] building and installing this package (the C++ extension) into $(VENV), and the test backend"
-	$(PY) -m pip install -q --no-build-isolation .
+	@echo "== [5/5] building and installing this package (the C++ extension, with its test hooks) into $(VENV), and the test backend"
+	$(PY) -m pip install -q --no-build-isolation $(TESTING) .
 	$(VENV)/bin/cmake -S tests/backends/identity -B build/identity -G Ninja \
 	  -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 	$(VENV)/bin/cmake --build build/identity
@@ -38,7 +42,7 @@ build: venv
 # `import tritonserver` and `python -m tritonserver` work from the repository
 # root too. Rerun after C++ changes; `make build` restores a regular install.
 develop: venv
-	$(PY) -m pip install -q --no-build-isolation --no-deps -e . -C build-dir=build/editable
+	$(PY) -m pip install -q --no-build-isolation --no-deps $(TESTING) -e . -C build-dir=build/editable
 
 demo: build
 	@echo "== running examples/demo.py: a server on examples/models, a few requests"

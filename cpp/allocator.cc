@@ -15,6 +15,9 @@ namespace {
 
 constexpr unsigned int kCudaHostAllocPortable = 1;
 
+#ifdef TRITONSERVER_TESTING
+// The live-buffer registry of the test build: a global mutex taken per
+// buffer on Triton's threads, which a normal build does without.
 std::mutex g_registry_mutex;
 std::unordered_set<const OutputBuffer*> g_live;
 
@@ -27,6 +30,10 @@ void unregister_buffer(const OutputBuffer* b) {
   std::lock_guard<std::mutex> lock(g_registry_mutex);
   g_live.erase(b);
 }
+#else
+void register_buffer(const OutputBuffer*) noexcept {}
+void unregister_buffer(const OutputBuffer*) noexcept {}
+#endif
 
 void free_memory(OutputBuffer* b) noexcept {
   if (b->data == nullptr) return;
@@ -162,10 +169,10 @@ OutputBuffer* buffer_allocate(size_t size, TRITONSERVER_MemoryType type,
   return b;
 }
 
-OutputBuffer* buffer_copy(const void* src, size_t size,
-                          TRITONSERVER_MemoryType src_type,
-                          TRITONSERVER_MemoryType type, int64_t type_id) {
-  OutputBuffer* b = buffer_allocate(size, type, type_id);
+BufferRef buffer_copy(const void* src, size_t size,
+                      TRITONSERVER_MemoryType src_type,
+                      TRITONSERVER_MemoryType type, int64_t type_id) {
+  BufferRef b = BufferRef::adopt(buffer_allocate(size, type, type_id));
   if (size == 0) return b;
   if (src_type != TRITONSERVER_MEMORY_GPU &&
       b->memory_type != TRITONSERVER_MEMORY_GPU) {
@@ -176,7 +183,6 @@ OutputBuffer* buffer_copy(const void* src, size_t size,
   int err = rt == nullptr ? -1 : rt->Memcpy(b->data, src, size,
                                             kCudaMemcpyDefault);
   if (err != kCudaSuccess) {
-    buffer_unref(b);
     raise(TRITONSERVER_ERROR_UNSUPPORTED,
           "copying between host and GPU memory needs CUDA (" +
               (rt == nullptr ? cuda_status() : cuda_error_string(err)) + ")");
@@ -230,6 +236,7 @@ TRITONSERVER_ResponseAllocator* response_allocator() {
   return allocator;
 }
 
+#ifdef TRITONSERVER_TESTING
 size_t live_buffer_count() noexcept {
   std::lock_guard<std::mutex> lock(g_registry_mutex);
   return g_live.size();
@@ -244,5 +251,7 @@ std::vector<uintptr_t> live_buffer_addresses() {
   }
   return out;
 }
+
+#endif  // TRITONSERVER_TESTING
 
 }  // namespace tsb

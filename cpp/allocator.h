@@ -30,11 +30,6 @@ struct OutputBuffer {
 // INTERNAL when the allocation itself fails).
 OutputBuffer* buffer_allocate(size_t size, TRITONSERVER_MemoryType type,
                               int64_t type_id);
-// A new buffer of the given kind holding a copy of `size` bytes at `src`
-// (which lives in memory of `src_type`). Device copies use cudaMemcpy.
-OutputBuffer* buffer_copy(const void* src, size_t size,
-                          TRITONSERVER_MemoryType src_type,
-                          TRITONSERVER_MemoryType type, int64_t type_id);
 void buffer_ref(OutputBuffer* buffer) noexcept;
 void buffer_unref(OutputBuffer* buffer) noexcept;
 
@@ -72,6 +67,12 @@ class BufferRef {
   OutputBuffer* buffer_ = nullptr;
 };
 
+// A new buffer of the given kind holding a copy of `size` bytes at `src`
+// (which lives in memory of `src_type`). Device copies use cudaMemcpy.
+BufferRef buffer_copy(const void* src, size_t size,
+                      TRITONSERVER_MemoryType src_type,
+                      TRITONSERVER_MemoryType type, int64_t type_id);
+
 // What a request asks of the allocator; the response allocator's user
 // pointer for that request.
 // Default (no preference given): CPU, as the official binding does.
@@ -89,8 +90,10 @@ AllocationPolicy make_policy(TRITONSERVER_MemoryType type, int64_t type_id);
 // in-flight request, whatever the shutdown order).
 TRITONSERVER_ResponseAllocator* response_allocator();
 
-// Live-buffer registry, for leak and zero-copy tests.
+#ifdef TRITONSERVER_TESTING
+// The live-buffer registry, for leak and zero-copy tests (test build only).
 size_t live_buffer_count() noexcept;
 std::vector<uintptr_t> live_buffer_addresses();
+#endif
 
 }  // namespace tsb

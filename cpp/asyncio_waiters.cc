@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "errors.h"
+#include "response_view.h"
 
 namespace nb = nanobind;
 
@@ -37,21 +38,12 @@ AsyncioWaiters::AsyncioWaiters(nb::object future_type)
   names();
 }
 
-void AsyncioWaiters::submit(Request& request) {
-  const std::shared_ptr<RequestState>& state = request.state();
-  state->queue.set_notifier(notifier_, token(state.get()));
-  request.submit_from_python();
-}
-
-nb::object AsyncioWaiters::next(Request& request, nb::handle loop) {
-  const std::shared_ptr<RequestState>& state = request.state();
-  if (!state->submitted) {
-    raise(TRITONSERVER_ERROR_INVALID_ARG, "the request was not submitted");
+nb::object AsyncioWaiters::next(std::shared_ptr<ResponseQueue> queue,
+                                nb::handle loop) {
+  if (queue->has_response()) {
+    return nb::cast(QueuedResponse{std::move(queue)});
   }
-  if (state->queue.has_response()) {
-    return nb::cast(QueuedResponse{state});
-  }
-  auto waiting = waiting_.find(token(state.get()));
+  auto waiting = waiting_.find(queue->token());
   if (waiting != waiting_.end() &&
       call_method(waiting->second.future, names().done).ptr() != Py_True) {
     // Replacing that future would leave its awaiting task waiting forever.
@@ -71,7 +63,8 @@ nb::object AsyncioWaiters::next(Request& request, nb::handle loop) {
   }
   // A response arriving from here on is reported through the notifier, and
   // on_ready runs on this thread only after this returns.
-  waiting_.insert_or_assign(token(state.get()), Waiter{state, future});
+  const uint64_t token = queue->token();
+  waiting_.insert_or_assign(token, Waiter{std::move(queue), future});
   return future;
 }
 
@@ -81,7 +74,7 @@ QueuedResponse::Step QueuedResponse::step(PyObject** result) {
     *result = Py_NewRef(Py_None);
     return Step::kYield;
   }
-  ResponsePtr r = state ? state->queue.try_pop() : nullptr;
+  ResponsePtr r = queue ? queue->try_pop() : nullptr;
   if (!r) {
     // Only another task iterating the same iterator can have taken it.
     PyErr_SetString(PyExc_ValueError,
@@ -90,9 +83,9 @@ QueuedResponse::Step QueuedResponse::step(PyObject** result) {
     *result = nullptr;
     return Step::kError;
   }
-  state.reset();
+  queue.reset();
   try {
-    *result = nb::cast(ResponseHandle{std::move(r)}).release().ptr();
+    *result = response_to_python(std::move(r)).release().ptr();
   } catch (nb::python_error& e) {
     e.restore();
     *result = nullptr;
@@ -105,8 +98,8 @@ QueuedResponse::Step QueuedResponse::step(PyObject** result) {
   return Step::kDone;
 }
 
-void AsyncioWaiters::forget(Request& request) noexcept {
-  auto it = waiting_.find(token(request.state().get()));
+void AsyncioWaiters::forget(const ResponseQueue* queue) noexcept {
+  auto it = waiting_.find(queue->token());
   if (it == waiting_.end()) return;
   Waiter gone = std::move(it->second);  // released after the erase
   waiting_.erase(it);
@@ -127,11 +120,11 @@ void AsyncioWaiters::on_ready() {
         waiting_.erase(it);  // the awaiting task was cancelled
         continue;
       }
-      ResponsePtr r = it->second.state->queue.try_pop();
+      ResponsePtr r = it->second.queue->try_pop();
       if (!r) continue;
       nb::object future = std::move(it->second.future);
       waiting_.erase(it);
-      nb::object response = nb::cast(ResponseHandle{std::move(r)});
+      nb::object response = response_to_python(std::move(r));
       call_method(future, n.set_result, response.ptr());
     } catch (nb::python_error& e) {
       // One waiter's failure must not strand the others.
@@ -152,5 +145,66 @@ void AsyncioWaiters::clear() noexcept {
   std::unordered_map<uint64_t, Waiter> gone;
   gone.swap(waiting_);  // released after the swap: a finalizer may re-enter
 }
+
+namespace {
+
+int waiters_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  return nb::inst_ptr<AsyncioWaiters>(self)->traverse(visit, arg);
+}
+
+int waiters_clear(PyObject* self) {
+  if (nb::inst_ready(self)) nb::inst_ptr<AsyncioWaiters>(self)->clear();
+  return 0;
+}
+
+// __await__ and __iter__ return the object itself; each resumption
+// (send(None), or next() where CPython calls tp_iternext directly) runs one
+// step: first the yield, then the response.
+PyObject* queued_self(PyObject* self) { return Py_NewRef(self); }
+
+PySendResult queued_send(PyObject* self, PyObject*, PyObject** result) {
+  switch (nb::inst_ptr<QueuedResponse>(self)->step(result)) {
+    case QueuedResponse::Step::kYield: return PYGEN_NEXT;
+    case QueuedResponse::Step::kDone: return PYGEN_RETURN;
+    default: return PYGEN_ERROR;
+  }
+}
+
+PyObject* queued_next(PyObject* self) {
+  PyObject* result = nullptr;
+  switch (nb::inst_ptr<QueuedResponse>(self)->step(&result)) {
+    case QueuedResponse::Step::kYield:
+      return result;
+    case QueuedResponse::Step::kDone: {
+      // The await's value travels as StopIteration(value).
+      PyObject* stop =
+          PyObject_CallFunctionObjArgs(PyExc_StopIteration, result, nullptr);
+      Py_DECREF(result);
+      if (stop != nullptr) {
+        PyErr_SetObject(PyExc_StopIteration, stop);
+        Py_DECREF(stop);
+      }
+      return nullptr;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+PyType_Slot asyncio_waiters_slots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(waiters_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(waiters_clear)},
+    {0, nullptr}};
+
+PyType_Slot queued_response_slots[] = {
+    {Py_am_await, reinterpret_cast<void*>(queued_self)},
+    {Py_am_send, reinterpret_cast<void*>(queued_send)},
+    {Py_tp_iter, reinterpret_cast<void*>(queued_self)},
+    {Py_tp_iternext, reinterpret_cast<void*>(queued_next)},
+    {0, nullptr}};
 
 }  // namespace tsb

@@ -1,8 +1,8 @@
 // How a response reaches asyncio: one AsyncioWaiters per event loop, owned
 // by Python and used only on the loop's thread.
 //
-// A request is attached to the loop's LoopNotifier when it is submitted (one
-// native call). On each response a Triton thread tells the notifier which
+// A request's queue is attached to the loop's LoopNotifier when the request
+// is submitted (one native call). On each response a Triton thread tells the notifier which
 // request has news and, if the loop was not already due to look, writes its
 // eventfd; nothing on that thread touches Python. The loop's reader callback
 // (on_ready) then takes those requests' responses off their queues and
@@ -22,7 +22,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "request.h"
 #include "response_queue.h"
 
 namespace tsb {
@@ -32,14 +31,19 @@ namespace tsb {
 // behind the loop's other ready callbacks), then takes the response off the
 // queue. A task cancelled during that turn leaves the response queued.
 struct QueuedResponse {
-  std::shared_ptr<RequestState> state;
+  std::shared_ptr<ResponseQueue> queue;
   bool yielded = false;
-  // The await protocol (bound as type slots in module.cc). `step` runs once
-  // per resumption: first kYield with `*result` None, then kDone with
+  // The await protocol (the type slots below). `step` runs once per
+  // resumption: first kYield with `*result` None, then kDone with
   // `*result` the response, or kError with a Python error set.
   enum class Step { kYield, kDone, kError };
   Step step(PyObject** result);
 };
+// QueuedResponse's await and iterator slots, for its nanobind class.
+extern PyType_Slot queued_response_slots[];
+// AsyncioWaiters' garbage-collector slots (it holds futures, which hold
+// their loop, whose reader callback holds the waiters).
+extern PyType_Slot asyncio_waiters_slots[];
 
 class AsyncioWaiters {
  public:
@@ -51,15 +55,19 @@ class AsyncioWaiters {
   AsyncioWaiters& operator=(const AsyncioWaiters&) = delete;
 
   int fd() const noexcept { return notifier_->fd(); }
-  // Routes `request`'s wake-ups to this loop's notifier and submits it
-  // (GIL released around the submission).
-  void submit(Request& request);
-  // An awaitable of the request's next response: a QueuedResponse if one
-  // is queued; otherwise a new future of `loop` (loop.create_future()) that
-  // on_ready resolves with it. Either way the awaiting task yields once.
-  nanobind::object next(Request& request, nanobind::handle loop);
-  // Forgets the request's waiting future (its awaiting task was cancelled).
-  void forget(Request& request) noexcept;
+  // The notifier a request is submitted with (Request::submit_from_python)
+  // so that its queue's wake-ups reach this loop.
+  const std::shared_ptr<LoopNotifier>& notifier() const noexcept {
+    return notifier_;
+  }
+  // An awaitable of the next response of a submitted request's `queue`: a
+  // QueuedResponse if one is queued; otherwise a new future of `loop`
+  // (loop.create_future()) that on_ready resolves with it. Either way the
+  // awaiting task yields once.
+  nanobind::object next(std::shared_ptr<ResponseQueue> queue,
+                        nanobind::handle loop);
+  // Forgets the queue's waiting future (its awaiting task was cancelled).
+  void forget(const ResponseQueue* queue) noexcept;
   // The loop's reader callback.
   void on_ready();
   size_t waiting() const noexcept { return waiting_.size(); }
@@ -69,16 +77,11 @@ class AsyncioWaiters {
   void clear() noexcept;
 
  private:
+  // Keyed by the queue's token; the entry keeps the queue alive.
   struct Waiter {
-    std::shared_ptr<RequestState> state;
+    std::shared_ptr<ResponseQueue> queue;
     nanobind::object future;
   };
-  // The notifier token of a request: its state's address. A stale token (a
-  // finished request whose address was reused) only makes on_ready look at
-  // a queue once more; the entry in `waiting_` keeps the state alive.
-  static uint64_t token(const RequestState* state) noexcept {
-    return reinterpret_cast<uintptr_t>(state);
-  }
 
   nanobind::object future_type_;  // null: call loop.create_future()
   std::shared_ptr<LoopNotifier> notifier_;

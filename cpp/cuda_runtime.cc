@@ -25,23 +25,18 @@ bool try_open(const std::string& path) {
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (h == nullptr) return false;
   CudaRuntime rt;
-  bool ok = sym(h, "cudaGetDeviceCount", &rt.GetDeviceCount) &&
-            sym(h, "cudaGetDevice", &rt.GetDevice) &&
-            sym(h, "cudaSetDevice", &rt.SetDevice) &&
-            sym(h, "cudaMalloc", &rt.Malloc) && sym(h, "cudaFree", &rt.Free) &&
-            sym(h, "cudaHostAlloc", &rt.HostAlloc) &&
-            sym(h, "cudaFreeHost", &rt.FreeHost) &&
-            sym(h, "cudaMemcpy", &rt.Memcpy) &&
-            sym(h, "cudaDeviceSynchronize", &rt.DeviceSynchronize) &&
-            sym(h, "cudaEventCreateWithFlags", &rt.EventCreateWithFlags) &&
-            sym(h, "cudaEventRecord", &rt.EventRecord) &&
-            sym(h, "cudaEventDestroy", &rt.EventDestroy) &&
-            sym(h, "cudaStreamWaitEvent", &rt.StreamWaitEvent) &&
-            sym(h, "cudaGetErrorString", &rt.GetErrorString);
+  bool ok = true;
+#define CUDA_RESOLVE_REQUIRED(name, ret, args) \
+  ok = ok && sym(h, "cuda" #name, &rt.name);
+  CUDA_REQUIRED_FUNCTIONS(CUDA_RESOLVE_REQUIRED)
+#undef CUDA_RESOLVE_REQUIRED
   if (!ok) {
     g_status = path + " lacks CUDA runtime functions";
     return false;
   }
+#define CUDA_RESOLVE_OPTIONAL(name, ret, args) sym(h, "cuda" #name, &rt.name);
+  CUDA_OPTIONAL_FUNCTIONS(CUDA_RESOLVE_OPTIONAL)
+#undef CUDA_RESOLVE_OPTIONAL
   g_rt = rt;
   g_loaded = true;
   int count = 0;
@@ -86,6 +81,12 @@ void cuda_stream_wait_default(int device, uintptr_t stream) {
   if (rt == nullptr) {
     raise(TRITONSERVER_ERROR_UNSUPPORTED,
           "CUDA is not available (" + cuda_status() + ")");
+  }
+  if (rt->EventCreateWithFlags == nullptr || rt->EventRecord == nullptr ||
+      rt->EventDestroy == nullptr || rt->StreamWaitEvent == nullptr) {
+    raise(TRITONSERVER_ERROR_UNSUPPORTED,
+          "a DLPack stream needs cudaEventRecord and cudaStreamWaitEvent, "
+          "which the CUDA runtime lacks (" + cuda_status() + ")");
   }
   ScopedDevice scoped(device);
   cudaEvent_t event = nullptr;

@@ -13,21 +13,32 @@ namespace tsb {
 using cudaStream_t = void*;
 using cudaEvent_t = void*;
 
+// The runtime functions we call, resolved as "cuda" #name, like the core's
+// (triton_api.h): X(name, return, (args)). A library without a required one
+// is not used; an optional one missing stays null and only the feature
+// that needs it is refused.
+#define CUDA_REQUIRED_FUNCTIONS(X)                        \
+  X(GetDeviceCount, int, (int*))                          \
+  X(GetDevice, int, (int*))                               \
+  X(SetDevice, int, (int))                                \
+  X(Malloc, int, (void**, size_t))                        \
+  X(Free, int, (void*))                                   \
+  X(HostAlloc, int, (void**, size_t, unsigned int))       \
+  X(FreeHost, int, (void*))                               \
+  X(Memcpy, int, (void*, const void*, size_t, int))       \
+  X(GetErrorString, const char*, (int))
+// Only cuda_stream_wait_default (a DLPack consumer's stream) needs these.
+#define CUDA_OPTIONAL_FUNCTIONS(X)                         \
+  X(EventCreateWithFlags, int, (cudaEvent_t*, unsigned int)) \
+  X(EventRecord, int, (cudaEvent_t, cudaStream_t))         \
+  X(EventDestroy, int, (cudaEvent_t))                      \
+  X(StreamWaitEvent, int, (cudaStream_t, cudaEvent_t, unsigned int))
+
 struct CudaRuntime {
-  int (*GetDeviceCount)(int*) = nullptr;
-  int (*GetDevice)(int*) = nullptr;
-  int (*SetDevice)(int) = nullptr;
-  int (*Malloc)(void**, size_t) = nullptr;
-  int (*Free)(void*) = nullptr;
-  int (*HostAlloc)(void**, size_t, unsigned int) = nullptr;
-  int (*FreeHost)(void*) = nullptr;
-  int (*Memcpy)(void*, const void*, size_t, int) = nullptr;
-  int (*DeviceSynchronize)() = nullptr;
-  int (*EventCreateWithFlags)(cudaEvent_t*, unsigned int) = nullptr;
-  int (*EventRecord)(cudaEvent_t, cudaStream_t) = nullptr;
-  int (*EventDestroy)(cudaEvent_t) = nullptr;
-  int (*StreamWaitEvent)(cudaStream_t, cudaEvent_t, unsigned int) = nullptr;
-  const char* (*GetErrorString)(int) = nullptr;
+#define CUDA_DECLARE_MEMBER(name, ret, args) ret(*name) args = nullptr;
+  CUDA_REQUIRED_FUNCTIONS(CUDA_DECLARE_MEMBER)
+  CUDA_OPTIONAL_FUNCTIONS(CUDA_DECLARE_MEMBER)
+#undef CUDA_DECLARE_MEMBER
 };
 
 constexpr int kCudaSuccess = 0;
@@ -48,7 +59,8 @@ std::string cuda_error_string(int code);
 // Makes the consumer's `stream` (a cudaStream_t handle, as DLPack passes it)
 // wait for all work queued so far on `device`'s legacy default stream, where
 // cudaMemcpy copies run (the identity backend's, to_device()'s). Cheap: an
-// event, no host synchronization. Throws TritonException on failure.
+// event, no host synchronization. Throws TritonException on failure
+// (UNSUPPORTED when the runtime lacks the event functions).
 void cuda_stream_wait_default(int device, uintptr_t stream);
 
 // RAII: makes `device` current for the scope, restoring the previous one.

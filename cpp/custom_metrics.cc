@@ -1,6 +1,7 @@
 #include "custom_metrics.h"
 
 #include "errors.h"
+#include "parameter_list.h"
 #include "triton_library.h"
 
 namespace tsb {
@@ -26,18 +27,13 @@ Metric::Metric(std::shared_ptr<MetricFamily> family,
                const std::vector<std::pair<std::string, std::string>>& labels)
     : family_(std::move(family)) {
   const TritonApi& api = triton();
-  std::vector<TRITONSERVER_Parameter*> params;
+  ParameterList params;
   for (const auto& [key, value] : labels) {
-    params.push_back(api.ParameterNew(key.c_str(),
-                                      TRITONSERVER_PARAMETER_STRING,
-                                      value.c_str()));
+    params.add(api.ParameterNew(key.c_str(), TRITONSERVER_PARAMETER_STRING,
+                                value.c_str()));
   }
-  TRITONSERVER_Error* err = api.MetricNew(
-      &metric_, family_->get(),
-      const_cast<const TRITONSERVER_Parameter**>(params.data()),
-      params.size());
-  for (TRITONSERVER_Parameter* p : params) api.ParameterDelete(p);
-  check(err, "Metric");
+  check(api.MetricNew(&metric_, family_->get(), params.data(), params.size()),
+        "Metric");
 }
 
 Metric::~Metric() {

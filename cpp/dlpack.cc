@@ -49,7 +49,6 @@ struct DLManagedTensorVersioned {
   uint64_t flags;
   DLTensor dl_tensor;
 };
-constexpr uint64_t kDLPackFlagReadOnly = 1;
 
 // One heap block owns everything an export needs; the deleter frees it.
 struct Export {
@@ -138,7 +137,7 @@ uint64_t required_bytes(const std::vector<int64_t>& shape, uint8_t bits) {
 nb::object export_dlpack(nb::handle owner, uintptr_t data, size_t nbytes,
                          const std::vector<int64_t>& shape, uint8_t code,
                          uint8_t bits, int32_t device_type, int32_t device_id,
-                         bool versioned, bool read_only) {
+                         bool versioned) {
   const uint64_t needed = required_bytes(shape, bits);
   if (needed > nbytes) {
     throw nb::value_error(
@@ -174,7 +173,7 @@ nb::object export_dlpack(nb::handle owner, uintptr_t data, size_t nbytes,
     e->versioned.version = DLPackVersion{1, 0};
     e->versioned.manager_ctx = e;
     e->versioned.deleter = versioned_deleter;
-    e->versioned.flags = read_only ? kDLPackFlagReadOnly : 0;
+    e->versioned.flags = 0;
     e->versioned.dl_tensor = t;
     capsule = PyCapsule_New(&e->versioned, "dltensor_versioned",
                             versioned_capsule_destructor);
@@ -202,12 +201,6 @@ std::vector<int64_t> DLPackView::shape() const {
   return out;
 }
 
-std::vector<int64_t> DLPackView::strides() const {
-  std::vector<int64_t> out(array_.ndim());
-  for (size_t i = 0; i < array_.ndim(); ++i) out[i] = array_.stride(i);
-  return out;
-}
-
 size_t DLPackView::nbytes() const { return array_.nbytes(); }
 
 bool DLPackView::c_contiguous() const {
@@ -220,14 +213,15 @@ bool DLPackView::c_contiguous() const {
   return true;
 }
 
-OutputBuffer* DLPackView::contiguous_copy() const {
+BufferRef DLPackView::contiguous_copy() const {
   if (array_.device_type() != kDLCPU && array_.device_type() != kDLCUDAHost) {
     raise(TRITONSERVER_ERROR_INVALID_ARG,
           "non-contiguous device arrays are not supported: make the array "
           "contiguous first (e.g. .contiguous() / cupy.ascontiguousarray)");
   }
   const size_t item = array_.itemsize();
-  OutputBuffer* out = buffer_allocate(nbytes(), TRITONSERVER_MEMORY_CPU, 0);
+  BufferRef out =
+      BufferRef::adopt(buffer_allocate(nbytes(), TRITONSERVER_MEMORY_CPU, 0));
   auto* dst = static_cast<uint8_t*>(out->data);
   const auto* src = static_cast<const uint8_t*>(array_.data());
   const size_t ndim = array_.ndim();

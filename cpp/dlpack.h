@@ -31,7 +31,7 @@ nanobind::object export_dlpack(nanobind::handle owner, uintptr_t data,
                                const std::vector<int64_t>& shape,
                                uint8_t code, uint8_t bits,
                                int32_t device_type, int32_t device_id,
-                               bool versioned, bool read_only);
+                               bool versioned);
 
 // A foreign array imported through DLPack (or the buffer protocol).
 class DLPackView {
@@ -40,16 +40,14 @@ class DLPackView {
       : array_(std::move(array)) {}
   uintptr_t data_ptr() const;
   std::vector<int64_t> shape() const;
-  std::vector<int64_t> strides() const;  // in elements
   uint8_t dtype_code() const { return array_.dtype().code; }
   uint8_t dtype_bits() const { return array_.dtype().bits; }
-  uint16_t dtype_lanes() const { return array_.dtype().lanes; }
   int32_t device_type() const { return array_.device_type(); }
   int32_t device_id() const { return array_.device_id(); }
   size_t nbytes() const;
   bool c_contiguous() const;
   // A C-ordered copy in a host buffer of ours (CPU arrays only).
-  OutputBuffer* contiguous_copy() const;
+  BufferRef contiguous_copy() const;
 
  private:
   nanobind::ndarray<nanobind::ro> array_;

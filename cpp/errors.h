@@ -1,8 +1,10 @@
 // Errors crossing from the Triton core (or our own checks) into Python.
-// A TritonException carries the core's error code; module.cc translates it
-// to the matching tritonserver.*Error class.
+// A TritonException carries the core's error code; translate_exception()
+// (registered by module.cc) raises it as the matching tritonserver.*Error
+// class.
 #pragma once
 
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -27,6 +29,11 @@ void check(TRITONSERVER_Error* err, const char* context = nullptr);
 // Makes a TRITONSERVER_Error for returning from a C callback. Never throws.
 TRITONSERVER_Error* make_error(TRITONSERVER_Error_Code code,
                                const char* message) noexcept;
+
+// nanobind's exception translator for TritonException: the class is
+// tritonserver._api._errors._BY_CODE[code], looked up (with the GIL, on the
+// first error) from Python's own table; RuntimeError for a code past it.
+void translate_exception(const std::exception_ptr& exception, void*);
 
 [[noreturn]] inline void raise(TRITONSERVER_Error_Code code,
                                const std::string& message) {

@@ -1,5 +1,7 @@
-// The nanobind module: bindings only. Logic lives in the concern files.
+// The nanobind module: bindings only. Logic lives in the concern files;
+// what a lambda here does is adapt an argument or a result, nothing more.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -17,145 +19,12 @@
 #include "host_pool.h"
 #include "log_callback.h"
 #include "request.h"
-#include "response_queue.h"
+#include "response_view.h"
 #include "server.h"
 #include "triton_library.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
-
-namespace tsb {
-namespace {
-
-// The tritonserver error classes, indexed by TRITONSERVER_Error_Code; set
-// once from Python (the classes live in tritonserver._api._errors).
-std::vector<nb::object>* g_error_classes = new std::vector<nb::object>();
-
-// DataType and MemoryType members indexed by value, set once from Python:
-// `fields` hands out members, not ints (no per-output lookup in Python).
-struct EnumTables {
-  nb::object data_types, memory_types;
-};
-EnumTables* g_enums = new EnumTables();  // never freed, like the above
-
-nb::object enum_member(const nb::object& table, int value) {
-  if (table.is_valid() && value >= 0 && value < PyTuple_Size(table.ptr())) {
-    return nb::borrow(PyTuple_GetItem(table.ptr(), value));
-  }
-  return nb::int_(value);
-}
-
-// Python view of one output buffer: a reference plus the tensor's extent.
-struct BufferHandle {
-  BufferRef ref;
-  uintptr_t data_ptr;
-  size_t size;
-
-  BufferHandle(BufferRef r, uintptr_t p, size_t s)
-      : ref(std::move(r)), data_ptr(p), size(s) {}
-  BufferHandle(const BufferHandle&) = default;
-  BufferHandle(BufferHandle&&) = default;
-  // The last reference to GPU or pinned memory frees it with cudaFree /
-  // cudaFreeHost, which may wait for the device: never with the GIL held.
-  // (A BufferHandle lives only in Python objects and binding temporaries,
-  // so it is always destroyed with the GIL held.)
-  ~BufferHandle() {
-    if (ref && ref->memory_type != TRITONSERVER_MEMORY_CPU &&
-        ref->refs.load(std::memory_order_acquire) == 1) {
-      nb::gil_scoped_release release;
-      ref = BufferRef();
-    }
-  }
-};
-
-// Wraps a freshly allocated buffer (adopting its one reference).
-BufferHandle own(OutputBuffer* b) {
-  return BufferHandle{BufferRef::adopt(b), reinterpret_cast<uintptr_t>(b->data),
-                      b->size};
-}
-
-nb::object to_python(const ParameterValue& v) {
-  if (auto* s = std::get_if<std::string>(&v)) return nb::str(s->c_str());
-  if (auto* i = std::get_if<int64_t>(&v)) return nb::int_(*i);
-  if (auto* b = std::get_if<bool>(&v)) return nb::bool_(*b);
-  if (auto* d = std::get_if<double>(&v)) return nb::float_(*d);
-  const std::string& bytes = std::get<Bytes>(v).data;
-  return nb::bytes(bytes.data(), bytes.size());
-}
-
-nb::dict parameters_dict(const ResponseData& data) {
-  nb::dict d;
-  for (const auto& [k, v] : data.parameters) d[k.c_str()] = to_python(v);
-  return d;
-}
-
-nb::object response_or_none(ResponsePtr p) {
-  if (!p) return nb::none();
-  return nb::cast(ResponseHandle{std::move(p)});
-}
-
-// AsyncioWaiters holds futures (which hold their loop, whose reader callback
-// holds the waiters): let the garbage collector see and break that cycle.
-int waiters_traverse(PyObject* self, visitproc visit, void* arg) {
-  Py_VISIT(Py_TYPE(self));
-  if (!nb::inst_ready(self)) return 0;
-  return nb::inst_ptr<AsyncioWaiters>(self)->traverse(visit, arg);
-}
-
-int waiters_clear(PyObject* self) {
-  if (nb::inst_ready(self)) nb::inst_ptr<AsyncioWaiters>(self)->clear();
-  return 0;
-}
-
-PyType_Slot waiters_slots[] = {
-    {Py_tp_traverse, reinterpret_cast<void*>(waiters_traverse)},
-    {Py_tp_clear, reinterpret_cast<void*>(waiters_clear)},
-    {0, nullptr}};
-
-// QueuedResponse's await protocol: __await__ and __iter__ return the object
-// itself; each resumption (send(None), or next() where CPython calls
-// tp_iternext directly) runs one step: first the yield, then the response.
-PyObject* queued_self(PyObject* self) { return Py_NewRef(self); }
-
-PySendResult queued_send(PyObject* self, PyObject*, PyObject** result) {
-  switch (nb::inst_ptr<QueuedResponse>(self)->step(result)) {
-    case QueuedResponse::Step::kYield: return PYGEN_NEXT;
-    case QueuedResponse::Step::kDone: return PYGEN_RETURN;
-    default: return PYGEN_ERROR;
-  }
-}
-
-PyObject* queued_next(PyObject* self) {
-  PyObject* result = nullptr;
-  switch (nb::inst_ptr<QueuedResponse>(self)->step(&result)) {
-    case QueuedResponse::Step::kYield:
-      return result;
-    case QueuedResponse::Step::kDone: {
-      // The await's value travels as StopIteration(value).
-      PyObject* stop =
-          PyObject_CallFunctionObjArgs(PyExc_StopIteration, result, nullptr);
-      Py_DECREF(result);
-      if (stop != nullptr) {
-        PyErr_SetObject(PyExc_StopIteration, stop);
-        Py_DECREF(stop);
-      }
-      return nullptr;
-    }
-    default:
-      return nullptr;
-  }
-}
-
-PyType_Slot queued_slots[] = {
-    {Py_am_await, reinterpret_cast<void*>(queued_self)},
-    {Py_am_send, reinterpret_cast<void*>(queued_send)},
-    {Py_tp_iter, reinterpret_cast<void*>(queued_self)},
-    {Py_tp_iternext, reinterpret_cast<void*>(queued_next)},
-    {0, nullptr}};
-
-}  // namespace
-}  // namespace tsb
-
 using namespace tsb;
 
 // Bind ServerOptions setters; `field` is the Options field named in errors.
@@ -190,28 +59,7 @@ NB_MODULE(_core, m) {
   nb::module_::import_("atexit").attr("register")(
       nb::cpp_function(&stop_deferred_releaser));
 
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const TritonException& e) {
-      size_t code = static_cast<size_t>(e.code());
-      PyObject* cls = PyExc_RuntimeError;
-      if (code < g_error_classes->size() && (*g_error_classes)[code].is_valid()) {
-        cls = (*g_error_classes)[code].ptr();
-      }
-      PyErr_SetString(cls, e.what());
-    }
-  });
-
-  m.def("set_error_classes", [](std::vector<nb::object> classes) {
-    *g_error_classes = std::move(classes);
-  });
-  m.def("set_enum_tables", [](nb::tuple data_types, nb::tuple memory_types) {
-    g_enums->data_types = std::move(data_types);
-    g_enums->memory_types = std::move(memory_types);
-  }, "data_types"_a, "memory_types"_a,
-  nb::sig("def set_enum_tables(data_types: tuple[object, ...], "
-          "memory_types: tuple[object, ...]) -> None"));
+  nb::register_exception_translator(&translate_exception);
 
   // --- core and CUDA loading -------------------------------------------
   m.def(
@@ -228,13 +76,10 @@ NB_MODULE(_core, m) {
       nb::sig("def load_triton(path: str, companions: collections.abc.Sequence[str]) "
               "-> tuple[str, int, int]"));
   m.def("triton_loaded", &triton_loaded);
-  m.def("loaded_core_path",
-        []() { return triton_loaded() ? loaded_core().path : std::string(); });
   m.def("loaded_api_version", []() {
     const LoadedCore& c = loaded_core();
     return nb::make_tuple(c.api_major, c.api_minor);
   }, nb::sig("def loaded_api_version() -> tuple[int, int]"));
-  m.def("elf_needed", &elf_needed);
   m.def("missing_functions", &missing_functions,
         nb::sig("def missing_functions() -> list[tuple[str, str]]"));
   m.def("cuda_load", &cuda_load, "candidates"_a,
@@ -245,10 +90,6 @@ NB_MODULE(_core, m) {
         "stream"_a);
 
   // --- buffers and DLPack ----------------------------------------------
-  m.def("live_buffer_count", &live_buffer_count);
-  m.def("live_buffer_addresses", &live_buffer_addresses);
-  m.def("drain_deferred", &drain_deferred);
-  m.def("host_pool_cached_bytes", &host_pool_cached_bytes);
   m.def("host_pool_trim", &host_pool_trim,
         nb::call_guard<nb::gil_scoped_release>());
 
@@ -261,41 +102,24 @@ NB_MODULE(_core, m) {
                    })
       .def_prop_ro("memory_type_id",
                    [](const BufferHandle& b) { return b.ref->memory_type_id; });
-  m.def(
-      "copy",
-      [](uintptr_t src, size_t size, int src_type, int memory_type,
-         int64_t memory_type_id) {
-        OutputBuffer* b;
-        {
-          nb::gil_scoped_release release;
-          b = buffer_copy(reinterpret_cast<const void*>(src), size,
-                          static_cast<TRITONSERVER_MemoryType>(src_type),
-                          static_cast<TRITONSERVER_MemoryType>(memory_type),
-                          memory_type_id);
-        }
-        return own(b);
-      },
-      "src"_a, "size"_a, "src_type"_a, "memory_type"_a, "memory_type_id"_a);
+  m.def("copy", &copy_buffer, "src"_a, "size"_a, "src_type"_a,
+        "memory_type"_a, "memory_type_id"_a);
 
   m.def("export_dlpack", &export_dlpack, "owner"_a, "data_ptr"_a, "nbytes"_a,
         "shape"_a,
-        "code"_a, "bits"_a, "device_type"_a, "device_id"_a, "versioned"_a,
-        "read_only"_a = false);
+        "code"_a, "bits"_a, "device_type"_a, "device_id"_a, "versioned"_a);
 
   nb::class_<DLPackView>(m, "DLPackView")
       .def_prop_ro("data_ptr", &DLPackView::data_ptr)
       .def_prop_ro("shape", &DLPackView::shape)
-      .def_prop_ro("strides", &DLPackView::strides)
       .def_prop_ro("dtype_code", &DLPackView::dtype_code)
       .def_prop_ro("dtype_bits", &DLPackView::dtype_bits)
-      .def_prop_ro("dtype_lanes", &DLPackView::dtype_lanes)
       .def_prop_ro("device_type", &DLPackView::device_type)
       .def_prop_ro("device_id", &DLPackView::device_id)
       .def_prop_ro("nbytes", &DLPackView::nbytes)
       .def_prop_ro("c_contiguous", &DLPackView::c_contiguous)
       .def("contiguous_copy", [](const DLPackView& v) {
-        OutputBuffer* b = v.contiguous_copy();
-        return own(b);
+        return BufferHandle(v.contiguous_copy());
       });
   m.def(
       "import_dlpack",
@@ -390,14 +214,7 @@ NB_MODULE(_core, m) {
              }
              return reinterpret_cast<uintptr_t>(h);
            })
-      .def("stop",
-           [](Server& s) {
-             {
-               nb::gil_scoped_release release;
-               s.stop();
-             }
-             drain_deferred();
-           })
+      .def("stop", &Server::stop_from_python)
       .def("is_live", &Server::is_live,
            nb::call_guard<nb::gil_scoped_release>())
       .def("is_ready", &Server::is_ready,
@@ -419,32 +236,7 @@ NB_MODULE(_core, m) {
            nb::call_guard<nb::gil_scoped_release>())
       .def("model_config", &Server::model_config,
            nb::call_guard<nb::gil_scoped_release>())
-      .def("load_model",
-           [](Server& s, const std::string& name, nb::dict parameters) {
-             std::vector<LoadParameter> params;
-             for (auto [key, value] : parameters) {
-               LoadParameter p;
-               p.name = nb::cast<std::string>(key);
-               if (nb::isinstance<nb::bool_>(value)) {
-                 p.value = nb::cast<bool>(value);
-               } else if (nb::isinstance<nb::int_>(value)) {
-                 p.value = nb::cast<int64_t>(value);
-               } else if (nb::isinstance<nb::str>(value)) {
-                 p.value = nb::cast<std::string>(value);
-               } else if (nb::isinstance<nb::bytes>(value)) {
-                 nb::bytes b = nb::borrow<nb::bytes>(value);
-                 const auto* c = static_cast<const uint8_t*>(b.data());
-                 p.value = std::vector<uint8_t>(c, c + b.size());
-               } else {
-                 raise(TRITONSERVER_ERROR_INVALID_ARG,
-                       "load parameter '" + p.name +
-                           "' must be str, int, bool or bytes");
-               }
-               params.push_back(std::move(p));
-             }
-             nb::gil_scoped_release release;
-             s.load_model(name, params);
-           },
+      .def("load_model", &Server::load_model_from_python,
            nb::sig("def load_model(self, name: str, parameters: dict[str, object], /) -> None"))
       .def("unload_model", &Server::unload_model,
            nb::call_guard<nb::gil_scoped_release>())
@@ -465,36 +257,19 @@ NB_MODULE(_core, m) {
 
   // --- requests and responses -------------------------------------------
   nb::class_<ResponseHandle>(m, "Response")
-      .def_prop_ro("final",
-                   [](const ResponseHandle& r) { return r.data->final; })
-      // Everything InferenceResponse needs, in one call (this is on the
-      // per-request path): request id, parameters, final, error, outputs.
-      .def_prop_ro("fields", [](const ResponseHandle& r) {
-        const ResponseData& d = *r.data;
-        nb::list outputs;
-        for (const OutputTensor& t : d.outputs) {
-          const OutputBuffer& b = *t.buffer.get();
-          outputs.append(nb::make_tuple(
-              t.name, enum_member(g_enums->data_types, static_cast<int>(t.datatype)),
-              nb::cast(t.shape), reinterpret_cast<uintptr_t>(b.data),
-              enum_member(g_enums->memory_types, static_cast<int>(b.memory_type)),
-              b.memory_type_id, t.byte_size,
-              BufferHandle{t.buffer, reinterpret_cast<uintptr_t>(b.data),
-                           t.byte_size}));
-        }
-        nb::object error = nb::none();
-        if (d.has_error) {
-          error = nb::make_tuple(static_cast<int>(d.error_code), d.error_message);
-        }
-        return nb::make_tuple(d.request_id, parameters_dict(d), d.final,
-                              std::move(error), std::move(outputs));
-      }, nb::for_getter(nb::sig(
+      .def_prop_ro("final", &ResponseHandle::final)
+      .def_prop_ro("fields", &ResponseHandle::fields, nb::for_getter(nb::sig(
           "def fields(self, /) -> tuple[str, dict[str, str | int | bool | float | bytes], bool, "
           "tuple[int, str] | None, list[tuple[str, typing.Any, list[int], int, typing.Any, int, int, Buffer]]]")));
 
   nb::class_<Request>(m, "Request", nb::is_weak_referenceable())
-      .def(nb::init<Server&, const std::string&, int64_t>(), "server"_a,
-           "model_name"_a, "model_version"_a)
+      .def("__init__",
+           [](Request* r, const Server& server, const std::string& model_name,
+              int64_t model_version) {
+             new (r) Request(server.handle(), server.inflight(), model_name,
+                             model_version);
+           },
+           "server"_a, "model_name"_a, "model_version"_a)
       .def("set_id", &Request::set_id)
       .def("set_flags", &Request::set_flags)
       .def("set_correlation_id", &Request::set_correlation_id)
@@ -512,50 +287,44 @@ NB_MODULE(_core, m) {
       .def("add_requested_output", &Request::add_requested_output)
       .def("set_output_memory", &Request::set_output_memory)
       .def("set_dispatch_token", &Request::set_dispatch_token)
-      .def("submit", &Request::submit_from_python)
+      .def("submit", [](Request& r) { r.submit_from_python(); })
       .def(
           "next",
           [](Request& r, double timeout_s) {
-            return response_or_none(r.next_from_python(timeout_s));
+            return response_to_python(r.next_from_python(timeout_s));
           },
           "timeout_s"_a = -1.0,
           nb::sig("def next(self, timeout_s: float = -1.0) -> Response | None"))
       .def("cancel", &Request::cancel)
-      .def("discard", [](Request& r) {
-        r.discard();
-        drain_deferred();  // its inputs are released now, not later
-      });
+      .def("discard", &Request::discard_from_python);
 
   // A response already queued, awaited as one turn of the loop (fairness).
-  nb::class_<QueuedResponse>(m, "QueuedResponse", nb::type_slots(queued_slots));
+  nb::class_<QueuedResponse>(m, "QueuedResponse",
+                             nb::type_slots(queued_response_slots));
 
   // Used on the loop's thread only (the loop's own callbacks and tasks).
-  nb::class_<AsyncioWaiters>(m, "AsyncioWaiters", nb::type_slots(waiters_slots))
+  nb::class_<AsyncioWaiters>(m, "AsyncioWaiters",
+                             nb::type_slots(asyncio_waiters_slots))
       .def(nb::init<nb::object>(), "future_type"_a.none(),
            nb::sig("def __init__(self, future_type: type | None) -> None"))
       .def_prop_ro("fd", &AsyncioWaiters::fd)
       .def_prop_ro("waiting", &AsyncioWaiters::waiting)
-      .def("submit", &AsyncioWaiters::submit)
-      .def("next", &AsyncioWaiters::next,
+      .def("submit",
+           [](AsyncioWaiters& w, Request& r) {
+             r.submit_from_python(w.notifier());
+           })
+      .def("next",
+           [](AsyncioWaiters& w, const Request& r, nb::handle loop) {
+             return w.next(r.submitted_queue(), loop);
+           },
            nb::sig("def next(self, request: Request, loop: object, /) -> "
                    "collections.abc.Awaitable[Response]"))
-      .def("forget", &AsyncioWaiters::forget)
+      .def("forget",
+           [](AsyncioWaiters& w, const Request& r) { w.forget(r.queue().get()); })
       .def("on_ready", &AsyncioWaiters::on_ready);
 
-  m.def(
-      "dispatch_pop",
-      [](double timeout_s) -> nb::object {
-        std::pair<uint64_t, ResponsePtr> item;
-        {
-          nb::gil_scoped_release release;
-          item = dispatch_pop(timeout_s);
-        }
-        if (!item.second) return nb::none();
-        return nb::make_tuple(item.first,
-                              response_or_none(std::move(item.second)));
-      },
-      "timeout_s"_a,
-      nb::sig("def dispatch_pop(timeout_s: float) -> tuple[int, Response] | None"));
+  m.def("dispatch_pop", &dispatch_pop_from_python, "timeout_s"_a,
+        nb::sig("def dispatch_pop(timeout_s: float) -> tuple[int, Response] | None"));
 
   // --- custom metrics -----------------------------------------------------
   nb::class_<MetricFamily>(m, "MetricFamily")
@@ -570,4 +339,18 @@ NB_MODULE(_core, m) {
       .def_prop_ro("kind", &Metric::kind)
       .def("increment", &Metric::increment, "value"_a)
       .def("set_value", &Metric::set_value, "value"_a);
+
+#ifdef TRITONSERVER_TESTING
+  // --- test hooks (built with -DTRITONSERVER_TESTING=ON only) ----------
+  nb::module_ testing = m.def_submodule(
+      "testing", "Test hooks (a build with -DTRITONSERVER_TESTING=ON only).");
+  testing.def("live_buffer_count", &live_buffer_count);
+  testing.def("live_buffer_addresses", &live_buffer_addresses);
+  testing.def("drain_deferred", &drain_deferred);
+  testing.def("host_pool_cached_bytes", &host_pool_cached_bytes);
+  testing.def("elf_needed", &elf_needed);
+  testing.def("loaded_core_path", []() {
+    return triton_loaded() ? loaded_core().path : std::string();
+  });
+#endif
 }

@@ -5,7 +5,6 @@
 #include "deferred_release.h"
 #include "errors.h"
 #include "fork.h"
-#include "server.h"
 #include "triton_library.h"
 
 namespace nb = nanobind;
@@ -32,35 +31,16 @@ void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t,
   // `keep` may drop the last reference here: nothing Python-owned is left.
 }
 
-// Hands a response to the waiters; after the final one nothing more is
-// delivered (a late callback after stop() ended the request is dropped).
-void deliver(RequestState* state, std::shared_ptr<const ResponseData> data) {
-  if (state->finished.load()) return;
-  if (data->final && state->finished.exchange(true)) return;
-  if (state->dispatch_token != 0) dispatch_push(state->dispatch_token, data);
-  state->queue.push(std::move(data));
-}
+}  // namespace
 
-void on_response(TRITONSERVER_InferenceResponse* response,
-                 const uint32_t flags, void* userp) noexcept {
-  auto* state = static_cast<RequestState*>(userp);
-  auto data = std::make_shared<const ResponseData>(
-      take_response(response, flags));
-  const bool final = data->final;
-  deliver(state, std::move(data));
-  if (final) {
-    if (state->pending_callbacks.fetch_sub(1) == 1 && state->inflight) {
-      state->inflight->remove(state);
-    }
-    std::shared_ptr<RequestState> keep;
-    {
-      std::lock_guard<std::mutex> lock(state->mutex);
-      keep = std::move(state->held_for_response);
-    }
+void RequestState::final_delivered() noexcept {
+  if (pending_callbacks.fetch_sub(1) == 1 && inflight) inflight->remove(this);
+  std::shared_ptr<RequestState> keep;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    keep = std::move(held_for_response);
   }
 }
-
-}  // namespace
 
 bool InflightRequests::add(RequestState* state) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -178,7 +158,7 @@ void InflightRequests::fail_all(const std::string& message) {
     data->has_error = true;
     data->error_code = TRITONSERVER_ERROR_UNAVAILABLE;
     data->error_message = message;
-    deliver(state.get(), std::move(data));
+    state->deliver(std::move(data));
   }
 }
 
@@ -213,10 +193,11 @@ void RequestState::discard_locked() noexcept {
   defer_release(std::move(owners));
 }
 
-Request::Request(Server& server, const std::string& model_name,
-                 int64_t model_version)
-    : server_(server.handle()),
-      inflight_(server.inflight()),
+Request::Request(std::shared_ptr<ServerHandle> server,
+                 std::shared_ptr<InflightRequests> inflight,
+                 const std::string& model_name, int64_t model_version)
+    : server_(std::move(server)),
+      inflight_(std::move(inflight)),
       state_(std::make_shared<RequestState>()) {
   // Listed before the server can close: its stop() discards it.
   ServerHandle::Use use(*server_);
@@ -404,9 +385,9 @@ void Request::submit() {
   const TritonApi& api = triton();
   RequestState* raw = state_.get();
   check(api.InferenceRequestSetReleaseCallback(h, on_release, raw));
-  check(api.InferenceRequestSetResponseCallback(h, response_allocator(),
-                                                &raw->policy, on_response,
-                                                raw));
+  check(api.InferenceRequestSetResponseCallback(
+      h, response_allocator(), &raw->policy, on_response,
+      static_cast<ResponseTarget*>(raw)));
   {
     std::lock_guard<std::mutex> lock(raw->mutex);
     raw->held_for_release = state_;
@@ -433,7 +414,9 @@ void Request::submit() {
   }
 }
 
-void Request::submit_from_python() {
+void Request::submit_from_python(
+    const std::shared_ptr<LoopNotifier>& notifier) {
+  if (notifier) state_->queue.set_notifier(notifier);
   drain_deferred();
   try {
     nb::gil_scoped_release release;
@@ -442,6 +425,18 @@ void Request::submit_from_python() {
     drain_deferred();  // a refused request's inputs go now
     throw;
   }
+}
+
+void Request::discard_from_python() {
+  state_->discard();
+  drain_deferred();  // its inputs are released now, not later
+}
+
+std::shared_ptr<ResponseQueue> Request::submitted_queue() const {
+  if (!state_->submitted) {
+    raise(TRITONSERVER_ERROR_INVALID_ARG, "the request was not submitted");
+  }
+  return queue();
 }
 
 ResponsePtr Request::next(double timeout_s) {

@@ -14,12 +14,11 @@
 
 #include "allocator.h"
 #include "response_queue.h"
+#include "server_handle.h"
 #include "triton_api.h"
 
 namespace tsb {
 
-class Server;
-class ServerHandle;
 struct RequestState;
 
 // The live requests of one server: created and not yet finished. Before the
@@ -88,8 +87,10 @@ class ModelDrain {
   bool drained_;
 };
 
-// Shared by the Python handle and, while in flight, by Triton's callbacks.
-struct RequestState : std::enable_shared_from_this<RequestState> {
+// Shared by the Python handle and, while in flight, by Triton's callbacks
+// (the response callback sees it as its ResponseTarget).
+struct RequestState final : ResponseTarget,
+                            std::enable_shared_from_this<RequestState> {
   RequestState() noexcept;
   ~RequestState();
   // Deletes the core request if it was never submitted. Never throws. Waits
@@ -110,9 +111,6 @@ struct RequestState : std::enable_shared_from_this<RequestState> {
   const uint64_t fork_generation;  // see fork.h
   std::atomic<bool> submitted{false};
   AllocationPolicy policy;
-  ResponseQueue queue;
-  uint64_t dispatch_token = 0;  // nonzero: also feed the user's queue
-  std::atomic<bool> finished{false};  // the final response was delivered
   // Core callbacks still to come once submitted: release and final response.
   // The request stays registered as live until both have run.
   std::atomic<int> pending_callbacks{0};
@@ -127,12 +125,19 @@ struct RequestState : std::enable_shared_from_this<RequestState> {
   // the final response callback.
   std::shared_ptr<RequestState> held_for_release;
   std::shared_ptr<RequestState> held_for_response;
+
+ private:
+  // After the final response: Triton's hold for it ends.
+  void final_delivered() noexcept override;
 };
 
 class Request {
  public:
-  Request(Server& server, const std::string& model_name,
-          int64_t model_version);
+  // A request of `model_name` on the server behind `server`, listed in
+  // that server's `inflight` registry.
+  Request(std::shared_ptr<ServerHandle> server,
+          std::shared_ptr<InflightRequests> inflight,
+          const std::string& model_name, int64_t model_version);
 
   void set_id(const std::string& id);
   void set_flags(uint32_t flags);
@@ -174,8 +179,10 @@ class Request {
   void submit();
   // The same from Python (call with the GIL): drops parked references
   // first, submits without the GIL, and on refusal drops this request's
-  // inputs before the exception reaches the caller.
-  void submit_from_python();
+  // inputs before the exception reaches the caller. With `notifier` (an
+  // asyncio loop's), its responses are also announced there.
+  void submit_from_python(
+      const std::shared_ptr<LoopNotifier>& notifier = nullptr);
   // Next response; blocks without the GIL. Null on timeout.
   ResponsePtr next(double timeout_s);
   // The same from Python (call with the GIL): a long wait runs in slices,
@@ -188,11 +195,14 @@ class Request {
   // Asks Triton to cancel; a no-op once the request is released.
   void cancel();
   // Gives up an unsubmitted request now (e.g. after a validation error):
-  // its core handle is deleted and its inputs released.
-  void discard() noexcept { state_->discard(); }
-  const std::shared_ptr<RequestState>& state() const noexcept {
-    return state_;
+  // its core handle is deleted and its inputs released (call with the GIL).
+  void discard_from_python();
+  // The response queue, keeping the request's state alive. The submitted
+  // variant raises INVALID_ARG for a request not submitted.
+  std::shared_ptr<ResponseQueue> queue() const noexcept {
+    return std::shared_ptr<ResponseQueue>(state_, &state_->queue);
   }
+  std::shared_ptr<ResponseQueue> submitted_queue() const;
 
  private:
   // The core request, to be built on: call with state_->build_mutex held.

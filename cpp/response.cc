@@ -1,32 +1,10 @@
 #include "response.h"
 
-#include <cstring>
-
-#include "cuda_runtime.h"
 #include "errors.h"
 #include "triton_library.h"
 
 namespace tsb {
 namespace {
-
-// Copies an output Triton did not allocate through us (some backends return
-// their own buffers) into a buffer of ours on the host.
-BufferRef copy_foreign_output(const void* base, size_t size,
-                              TRITONSERVER_MemoryType type, int64_t type_id) {
-  if (type == TRITONSERVER_MEMORY_GPU) {
-    BufferRef out = BufferRef::adopt(buffer_allocate(size, type, type_id));
-    const CudaRuntime* rt = cuda();
-    if (rt == nullptr || rt->Memcpy(out->data, base, size,
-                                    kCudaMemcpyDefault) != kCudaSuccess) {
-      raise(TRITONSERVER_ERROR_INTERNAL, "copying a GPU output failed");
-    }
-    return out;
-  }
-  BufferRef out =
-      BufferRef::adopt(buffer_allocate(size, TRITONSERVER_MEMORY_CPU, 0));
-  if (size > 0) std::memcpy(out->data, base, size);
-  return out;
-}
 
 void read_response(const TritonApi& api, TRITONSERVER_InferenceResponse* r,
                    ResponseData* out) {
@@ -90,7 +68,12 @@ void read_response(const TritonApi& api, TRITONSERVER_InferenceResponse* r,
     if (ours != nullptr && ours->data == base && size <= ours->size) {
       t.buffer = BufferRef::share(ours);
     } else {
-      t.buffer = copy_foreign_output(base, size, mtype, mtype_id);
+      // Not allocated through us (some backends return their own buffers):
+      // copied into a buffer of ours, on the same GPU or on the host.
+      const bool gpu = mtype == TRITONSERVER_MEMORY_GPU;
+      t.buffer = buffer_copy(base, size, mtype,
+                             gpu ? mtype : TRITONSERVER_MEMORY_CPU,
+                             gpu ? mtype_id : 0);
     }
     out->outputs.push_back(std::move(t));
   }

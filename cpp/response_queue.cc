@@ -72,7 +72,6 @@ void LoopNotifier::drain_into(std::vector<uint64_t>& out) {
 
 void ResponseQueue::push(ResponsePtr response) noexcept {
   std::shared_ptr<LoopNotifier> notifier;
-  uint64_t token;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (empty_locked()) {
@@ -84,10 +83,9 @@ void ResponseQueue::push(ResponsePtr response) noexcept {
       rest_->push_back(std::move(response));
     }
     notifier = notifier_;
-    token = token_;
   }
   ready_.notify_one();
-  if (notifier) notifier->notify(token);
+  if (notifier) notifier->notify(token());
 }
 
 ResponsePtr ResponseQueue::pop_locked() noexcept {
@@ -113,16 +111,31 @@ ResponsePtr ResponseQueue::try_pop() {
   return pop_locked();  // null when empty
 }
 
-void ResponseQueue::set_notifier(std::shared_ptr<LoopNotifier> notifier,
-                                 uint64_t token) {
+void ResponseQueue::set_notifier(std::shared_ptr<LoopNotifier> notifier) {
   bool pending;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     notifier_ = notifier;
-    token_ = token;
     pending = !empty_locked();
   }
-  if (pending && notifier) notifier->notify(token);
+  if (pending && notifier) notifier->notify(token());
+}
+
+void ResponseTarget::deliver(ResponsePtr data) noexcept {
+  if (finished.load()) return;
+  if (data->final && finished.exchange(true)) return;
+  if (dispatch_token != 0) dispatch_push(dispatch_token, data);
+  queue.push(std::move(data));
+}
+
+void on_response(TRITONSERVER_InferenceResponse* response,
+                 const uint32_t flags, void* userp) noexcept {
+  auto* target = static_cast<ResponseTarget*>(userp);
+  auto data = std::make_shared<const ResponseData>(
+      take_response(response, flags));
+  const bool final = data->final;
+  target->deliver(std::move(data));
+  if (final) target->final_delivered();
 }
 
 void dispatch_push(uint64_t token, ResponsePtr response) noexcept {

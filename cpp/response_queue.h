@@ -1,10 +1,13 @@
 // Handoff of responses from Triton's threads to Python waiters.
 //
-// push() runs on a Triton thread and never touches Python: it appends under a
-// mutex, wakes a blocked sync waiter (condition variable) and, for asyncio,
-// tells the waiter's LoopNotifier which request has news.
+// Triton's response callback (response_callback()) runs on a Triton thread
+// and never touches Python: it reads the response into plain data
+// (response.h), appends it to the request's queue under a mutex, wakes a
+// blocked sync waiter (condition variable) and, for asyncio, tells the
+// waiter's LoopNotifier which queue has news.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -14,19 +17,14 @@
 #include <vector>
 
 #include "response.h"
+#include "triton_api.h"
 
 namespace tsb {
 
 using ResponsePtr = std::shared_ptr<const ResponseData>;
 
-// Python's view of one response (bound in module.cc; the data stays shared
-// with other holders).
-struct ResponseHandle {
-  ResponsePtr data;
-};
-
 // One per asyncio event loop: an eventfd the loop watches, plus the tokens
-// of the requests that received responses since the loop last looked. The
+// of the queues that received responses since the loop last looked. The
 // fd is written only when the list goes from empty to non-empty, and it is
 // closed only when no request refers to the notifier any more.
 class LoopNotifier {
@@ -63,8 +61,12 @@ class ResponseQueue {
     std::lock_guard<std::mutex> lock(mutex_);
     return !empty_locked();
   }
-  // asyncio wake-up: `notifier` is told `token` on every push (null: none).
-  void set_notifier(std::shared_ptr<LoopNotifier> notifier, uint64_t token);
+  // asyncio wake-up: `notifier` is told token() on every push (null: none).
+  void set_notifier(std::shared_ptr<LoopNotifier> notifier);
+  // This queue's notifier token: its address. A stale token (a finished
+  // request whose address was reused) only makes a loop look at a queue
+  // once more.
+  uint64_t token() const noexcept { return reinterpret_cast<uintptr_t>(this); }
 
  private:
   // rest_ holds responses only while first_ does (pop_locked refills it).
@@ -76,8 +78,36 @@ class ResponseQueue {
   ResponsePtr first_;  // the oldest queued response, if any
   std::unique_ptr<std::deque<ResponsePtr>> rest_;  // those after it
   std::shared_ptr<LoopNotifier> notifier_;
-  uint64_t token_ = 0;
 };
+
+// A request's end of the handoff, given to Triton as the response
+// callback's user pointer: the queue, the user-queue token, and what the
+// request does once its final response is queued (request.cc implements
+// it: Triton's hold on the request ends).
+class ResponseTarget {
+ public:
+  ResponseQueue queue;
+  uint64_t dispatch_token = 0;  // nonzero: also feed the user's queue
+  std::atomic<bool> finished{false};  // the final response was delivered
+
+  // Queues a response for the waiters; after the final one nothing more is
+  // delivered (a late callback after stop() ended the request is dropped).
+  void deliver(ResponsePtr data) noexcept;
+
+ protected:
+  ResponseTarget() = default;
+  ~ResponseTarget() = default;
+
+ private:
+  friend void on_response(TRITONSERVER_InferenceResponse*, uint32_t,
+                          void*) noexcept;
+  // On the Triton thread, after the final response was delivered.
+  virtual void final_delivered() noexcept = 0;
+};
+
+// Triton's response callback; its user pointer is a ResponseTarget*.
+void on_response(TRITONSERVER_InferenceResponse* response, uint32_t flags,
+                 void* userp) noexcept;
 
 // Responses of requests that have a user queue (response_queue=...) go here
 // too, tagged with the request's token; one Python dispatcher thread drains

@@ -9,37 +9,17 @@
 #include <system_error>
 #include <thread>
 
-#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
 #include "deferred_release.h"
 #include "errors.h"
 #include "fork.h"
+#include "parameter_list.h"
 #include "request.h"
 #include "triton_library.h"
 
 namespace tsb {
 namespace {
-
-// Owns a list of TRITONSERVER_Parameter handles.
-class ParameterList {
- public:
-  ~ParameterList() {
-    for (TRITONSERVER_Parameter* p : params_) triton().ParameterDelete(p);
-  }
-  void add(TRITONSERVER_Parameter* p) {
-    if (p == nullptr) {
-      raise(TRITONSERVER_ERROR_INTERNAL, "failed to create a parameter");
-    }
-    params_.push_back(p);
-  }
-  const TRITONSERVER_Parameter** data() {
-    return const_cast<const TRITONSERVER_Parameter**>(params_.data());
-  }
-  size_t size() const { return params_.size(); }
-
- private:
-  std::vector<TRITONSERVER_Parameter*> params_;
-};
 
 // Serializes a core message to a string and deletes it.
 std::string take_json(TRITONSERVER_Message* message) {
@@ -243,44 +223,6 @@ ServerOptions::~ServerOptions() {
   }
 }
 
-ServerHandle::ServerHandle(TRITONSERVER_Server* server) noexcept
-    : server_(server), fork_generation_(fork_generation()) {}
-
-bool ServerHandle::inherited() const noexcept {
-  return inherited_from_parent(fork_generation_);
-}
-
-ServerHandle::Use::Use(ServerHandle& owner) : owner_(owner) {
-  // Checked before the lock: in a child, a thread of the parent may have
-  // held it.
-  if (owner.inherited()) raise(TRITONSERVER_ERROR_UNAVAILABLE, kForkedMessage);
-  std::lock_guard<std::mutex> lock(owner.mutex_);
-  if (owner.server_ == nullptr) {
-    raise(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
-  }
-  server_ = owner.server_;
-  ++owner.uses_;
-}
-
-ServerHandle::Use::~Use() {
-  std::lock_guard<std::mutex> lock(owner_.mutex_);
-  if (--owner_.uses_ == 0) owner_.idle_.notify_all();
-}
-
-TRITONSERVER_Server* ServerHandle::close() noexcept {
-  std::unique_lock<std::mutex> lock(mutex_);
-  TRITONSERVER_Server* server = server_;
-  server_ = nullptr;
-  idle_.wait(lock, [this] { return uses_ == 0; });
-  return server;
-}
-
-TRITONSERVER_Server* ServerHandle::peek() noexcept {
-  if (inherited()) return nullptr;
-  std::lock_guard<std::mutex> lock(mutex_);
-  return server_;
-}
-
 Server::Server(ServerOptions& options)
     : inflight_(std::make_shared<InflightRequests>()),
       exit_timeout_s_(options.exit_timeout()) {
@@ -355,6 +297,14 @@ void Server::stop() {
               "finishes stopping in the background");
   }
   if (failed) raise(code, message);
+}
+
+void Server::stop_from_python() {
+  {
+    nanobind::gil_scoped_release release;
+    stop();
+  }
+  drain_deferred();
 }
 
 bool Server::is_live() {
@@ -446,6 +396,33 @@ void Server::load_model(const std::string& name,
   }
   check(api.ServerLoadModelWithParameters(use().get(), name.c_str(),
                                           list.data(), list.size()));
+}
+
+void Server::load_model_from_python(const std::string& name,
+                                    nanobind::dict parameters) {
+  namespace nb = nanobind;
+  std::vector<LoadParameter> params;
+  for (auto [key, value] : parameters) {
+    LoadParameter p;
+    p.name = nb::cast<std::string>(key);
+    if (nb::isinstance<nb::bool_>(value)) {
+      p.value = nb::cast<bool>(value);
+    } else if (nb::isinstance<nb::int_>(value)) {
+      p.value = nb::cast<int64_t>(value);
+    } else if (nb::isinstance<nb::str>(value)) {
+      p.value = nb::cast<std::string>(value);
+    } else if (nb::isinstance<nb::bytes>(value)) {
+      nb::bytes b = nb::borrow<nb::bytes>(value);
+      const auto* c = static_cast<const uint8_t*>(b.data());
+      p.value = std::vector<uint8_t>(c, c + b.size());
+    } else {
+      raise(TRITONSERVER_ERROR_INVALID_ARG,
+            "load parameter '" + p.name + "' must be str, int, bool or bytes");
+    }
+    params.push_back(std::move(p));
+  }
+  nb::gil_scoped_release release;
+  load_model(name, params);
 }
 
 void Server::unload_model(const std::string& name, bool unload_dependents) {

@@ -1,7 +1,10 @@
 // Server options, lifecycle, model index/metadata/config/statistics and
 // metrics: thin RAII wrappers over the core's server handles. Every call
-// that can block is made by module.cc with the GIL released.
+// that can block is made with the GIL released (module.cc's call guards, or
+// the *_from_python variants here).
 #pragma once
+
+#include <nanobind/nanobind.h>
 
 #include <condition_variable>
 #include <cstdint>
@@ -13,54 +16,12 @@
 #include <variant>
 #include <vector>
 
+#include "server_handle.h"
 #include "triton_api.h"
 
 namespace tsb {
 
 class InflightRequests;
-
-// The core's server handle, shared by a Server and its requests. Every call
-// that passes it to the core holds a Use; close() (Server::stop()) waits for
-// the uses in progress and then hands the handle over to be stopped and
-// deleted, so no call can reach a server being deleted: later uses raise
-// UNAVAILABLE. In a child process of fork() every use raises UNAVAILABLE
-// (see fork.h).
-class ServerHandle {
- public:
-  explicit ServerHandle(TRITONSERVER_Server* server) noexcept;
-  ServerHandle(const ServerHandle&) = delete;
-  ServerHandle& operator=(const ServerHandle&) = delete;
-
-  // Keeps the handle open while it lives.
-  class Use {
-   public:
-    explicit Use(ServerHandle& owner);  // throws UNAVAILABLE when closed
-    ~Use();
-    Use(const Use&) = delete;
-    Use& operator=(const Use&) = delete;
-    TRITONSERVER_Server* get() const noexcept { return server_; }
-
-   private:
-    ServerHandle& owner_;
-    TRITONSERVER_Server* server_;
-  };
-  Use use() { return Use(*this); }
-
-  // Refuses new uses, waits for those in progress, and returns the handle
-  // (null when already closed). Never throws.
-  TRITONSERVER_Server* close() noexcept;
-  // The handle, or null once closed (an address for tritonfrontend).
-  TRITONSERVER_Server* peek() noexcept;
-  // Whether this handle belongs to the parent of this process (fork()).
-  bool inherited() const noexcept;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable idle_;
-  TRITONSERVER_Server* server_;
-  unsigned long uses_ = 0;
-  const uint64_t fork_generation_;
-};
 
 class ServerOptions {
  public:
@@ -113,6 +74,9 @@ class Server {
   // running server the same way, without raising, and without the GIL when
   // called with it.
   void stop();
+  // The same from Python (call with the GIL): stops without the GIL, then
+  // drops the references the discarded requests parked.
+  void stop_from_python();
   bool is_live();
   bool is_ready();
   std::string metadata();
@@ -127,6 +91,11 @@ class Server {
                            uint32_t config_version);
   void load_model(const std::string& name,
                   const std::vector<LoadParameter>& parameters);
+  // The same from Python (call with the GIL): `parameters` maps names to
+  // str, int, bool or bytes (INVALID_ARG for any other value); the load
+  // runs without the GIL.
+  void load_model_from_python(const std::string& name,
+                              nanobind::dict parameters);
   // Drains the model's requests first (InflightRequests::drain(), at most
   // the exit timeout), then unloads it.
   void unload_model(const std::string& name, bool unload_dependents);

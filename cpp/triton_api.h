@@ -54,24 +54,23 @@ enum TRITONSERVER_ParameterType : int {
   TRITONSERVER_PARAMETER_BYTES = 4,
 };
 
-enum TRITONSERVER_InstanceGroupKind : int {
-  TRITONSERVER_INSTANCEGROUPKIND_AUTO = 0,
-  TRITONSERVER_INSTANCEGROUPKIND_CPU = 1,
-  TRITONSERVER_INSTANCEGROUPKIND_GPU = 2,
-  TRITONSERVER_INSTANCEGROUPKIND_MODEL = 3,
-};
-
+// Used by the test backend (tests/backends/identity) only.
 enum TRITONSERVER_LogLevel : int {
   TRITONSERVER_LOG_INFO = 0,
   TRITONSERVER_LOG_WARN = 1,
   TRITONSERVER_LOG_ERROR = 2,
   TRITONSERVER_LOG_VERBOSE = 3,
 };
+constexpr uint32_t TRITONSERVER_REQUEST_RELEASE_ALL = 1;
 
-enum TRITONSERVER_LogFormat : int {
-  TRITONSERVER_LOG_DEFAULT = 0,
-  TRITONSERVER_LOG_ISO8601 = 1,
-};
+// Types whose values only pass through from Python (tritonserver._api._enums
+// declares them).
+enum TRITONSERVER_InstanceGroupKind : int {};
+enum TRITONSERVER_LogFormat : int {};
+enum TRITONSERVER_MetricFormat : int {};
+enum TRITONSERVER_MetricKind : int {};
+enum TRITONSERVER_ModelControlMode : int {};
+enum TRITONSERVER_RateLimitMode : int {};
 
 enum TRITONSERVER_Error_Code : int {
   TRITONSERVER_ERROR_UNKNOWN = 0,
@@ -84,27 +83,6 @@ enum TRITONSERVER_Error_Code : int {
   TRITONSERVER_ERROR_CANCELLED = 7,
 };
 
-enum TRITONSERVER_MetricFormat : int { TRITONSERVER_METRIC_PROMETHEUS = 0 };
-
-enum TRITONSERVER_MetricKind : int {
-  TRITONSERVER_METRIC_KIND_COUNTER = 0,
-  TRITONSERVER_METRIC_KIND_GAUGE = 1,
-  TRITONSERVER_METRIC_KIND_HISTOGRAM = 2,
-};
-
-enum TRITONSERVER_ModelControlMode : int {
-  TRITONSERVER_MODEL_CONTROL_NONE = 0,
-  TRITONSERVER_MODEL_CONTROL_POLL = 1,
-  TRITONSERVER_MODEL_CONTROL_EXPLICIT = 2,
-};
-
-enum TRITONSERVER_RateLimitMode : int {
-  TRITONSERVER_RATE_LIMIT_OFF = 0,
-  TRITONSERVER_RATE_LIMIT_EXEC_COUNT = 1,
-};
-
-constexpr uint32_t TRITONSERVER_INDEX_FLAG_READY = 1;
-constexpr uint32_t TRITONSERVER_REQUEST_RELEASE_ALL = 1;
 constexpr uint32_t TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1;
 
 typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorAllocFn_t)(
@@ -144,7 +122,6 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
   X(ErrorDelete, void, (TRITONSERVER_Error*))                                 \
   X(ErrorCode, TRITONSERVER_Error_Code, (TRITONSERVER_Error*))                \
   X(ErrorMessage, const char*, (TRITONSERVER_Error*))                         \
-  X(DataTypeByteSize, uint32_t, (TRITONSERVER_DataType))                      \
   X(ParameterNew, TRITONSERVER_Parameter*,                                    \
     (const char*, TRITONSERVER_ParameterType, const void*))                   \
   X(ParameterBytesNew, TRITONSERVER_Parameter*,                               \
@@ -158,8 +135,6 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
   X(ResponseAllocatorSetQueryFunction, TRITONSERVER_Error*,                   \
     (TRITONSERVER_ResponseAllocator*,                                         \
      TRITONSERVER_ResponseAllocatorQueryFn_t))                                \
-  X(ResponseAllocatorDelete, TRITONSERVER_Error*,                             \
-    (TRITONSERVER_ResponseAllocator*))                                        \
   X(MessageSerializeToJson, TRITONSERVER_Error*,                              \
     (TRITONSERVER_Message*, const char**, size_t*))                           \
   X(MessageDelete, TRITONSERVER_Error*, (TRITONSERVER_Message*))              \

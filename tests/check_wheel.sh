@@ -28,9 +28,9 @@ echo "== fresh virtualenv, no Triton core"
 "$WORK/venv/bin/pip" install -q "$WHEEL" "numpy<2" --group test
 cp -r tests/test_wheel_smoke.py examples "$WORK/"
 mkdir -p "$WORK/tests" && mv "$WORK/test_wheel_smoke.py" "$WORK/tests/"
-(cd "$WORK/tests" && ../venv/bin/python -m pytest -q -p no:cacheprovider test_wheel_smoke.py)
+(cd "$WORK/tests" && TRITONSERVER_WHEEL_CHECK=1 ../venv/bin/python -m pytest -q -p no:cacheprovider test_wheel_smoke.py)
 
 echo "== with the nvidia-pytriton core"
 "$WORK/venv/bin/pip" install -q --no-deps --group core
-(cd "$WORK/tests" && ../venv/bin/python -m pytest -q -p no:cacheprovider -rs test_wheel_smoke.py)
+(cd "$WORK/tests" && TRITONSERVER_WHEEL_CHECK=1 ../venv/bin/python -m pytest -q -p no:cacheprovider -rs test_wheel_smoke.py)
 echo "wheel OK: $WHEEL"

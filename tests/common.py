@@ -102,17 +102,45 @@ def dedicated_server(backend_directory: str, server_id: str, models: list[str], 
                     raise
 
 
+# The extension's test hooks (its `testing` submodule: live-buffer registry,
+# host-pool counter, drain, ELF reader), built by the test build (CMake
+# option TRITONSERVER_TESTING: make build, run_asan.sh, run_numpy2.sh, the
+# GPU bundle), never into a wheel. test_api_surface.py checks the test build
+# has them; without them the tests that need them skip.
+HOOKS = getattr(_core, "testing", None)
+
+
+def hooks():
+    """The test hooks; skips the calling test when the extension was built
+    without them."""
+    if HOOKS is None:
+        pytest.skip("the extension was built without its test hooks "
+                    "(-C cmake.define.TRITONSERVER_TESTING=ON, as `make build` does)")
+    return HOOKS
+
+
 def assert_no_live_buffers(timeout: float = 5.0) -> None:
     """Every output buffer the allocator handed out has been freed."""
+    registry = hooks()
     deadline = time.monotonic() + timeout
     while True:
         gc.collect()
-        _core.drain_deferred()
-        if _core.live_buffer_count() == 0:
+        registry.drain_deferred()
+        if registry.live_buffer_count() == 0:
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"{_core.live_buffer_count()} output buffers still alive")
+            raise AssertionError(f"{registry.live_buffer_count()} output buffers still alive")
         time.sleep(0.01)
+
+
+def drain_deferred() -> None:
+    """Run the Python releases deferred from Triton's threads now (without
+    the test hooks: wait for the releaser thread, which runs them within
+    20 ms)."""
+    if HOOKS is not None:
+        HOOKS.drain_deferred()
+    else:
+        time.sleep(0.1)
 
 
 def settle(trim_host_pool: bool = False) -> None:
@@ -121,7 +149,7 @@ def settle(trim_host_pool: bool = False) -> None:
     `trim_host_pool`, return the host pool's idle blocks."""
     for _ in range(3):
         gc.collect()
-    _core.drain_deferred()
+    drain_deferred()
     if trim_host_pool:
         _core.host_pool_trim()
 

@@ -43,7 +43,8 @@ fi
 bash tests/install_build_requires.sh "$PY"
 
 echo "== building and installing tritonserver into $VENV (build/numpy2)"
-"$PY" -m pip install -q --no-build-isolation --no-deps -C build-dir=build/numpy2 .
+"$PY" -m pip install -q --no-build-isolation --no-deps -C build-dir=build/numpy2 \
+  -C cmake.define.TRITONSERVER_TESTING=ON .  # with the test hooks
 
 if [ ! -f "$IDENTITY" ]; then
   echo "== building the identity test backend ($IDENTITY)"

@@ -231,3 +231,13 @@ def test_metric_signatures():
     empty = inspect.Parameter.empty
     assert params(tritonserver.MetricFamily.__init__) == [("kind", empty), ("name", empty), ("description", empty)]
     assert params(tritonserver.Metric.__init__) == [("family", empty), ("labels", None)]
+
+
+def test_test_build_has_its_hooks():
+    """The suite runs against the test build (make build and the runner
+    scripts pass -DTRITONSERVER_TESTING=ON): without its hooks the leak and
+    zero-copy checks would skip, silently. A wheel has none
+    (test_wheel_smoke.py checks that under tests/check_wheel.sh)."""
+    from common import HOOKS
+
+    assert HOOKS is not None, "tritonserver._core was built without TRITONSERVER_TESTING=ON: run `make build`"

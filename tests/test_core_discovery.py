@@ -17,7 +17,7 @@ import pytest
 import tritonserver
 from tritonserver import _core
 from tritonserver._api import _triton_core
-from common import MODELS, ROOT
+from common import MODELS, ROOT, hooks
 
 NGC_CORE = "/opt/tritonserver/lib/libtritonserver.so"
 INSTALL_HINT = "pip install --no-deps nvidia-pytriton==0.7.0"
@@ -66,7 +66,7 @@ def test_load_core_is_loaded_once():
     first = tritonserver.load_core()
     assert tritonserver.load_core() == first
     assert _core.triton_loaded()
-    assert _core.loaded_core_path() == first
+    assert hooks().loaded_core_path() == first
 
 
 # -- no core visible ---------------------------------------------------------------

@@ -18,8 +18,7 @@ import pytest
 
 import tritonserver
 from tritonserver import CancelledError, InferenceResponse
-from tritonserver import _core
-from common import MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, run_loops_in_threads, single
+from common import MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, hooks, run_loops_in_threads, single
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
 
@@ -228,7 +227,7 @@ def test_identity_queue_keeps_nothing_alive(model, kind):
     del queued, iterated, iterator, response_queue, data
     time.sleep(0.3)  # let the queue feeder go idle
     assert_no_live_buffers()
-    assert pointer not in _core.live_buffer_addresses()
+    assert pointer not in hooks().live_buffer_addresses()
     assert input_ref() is None, "the request's input is still referenced"
 
 

@@ -20,7 +20,7 @@ import pytest
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
 from tritonserver import _core
-from common import address, as_numpy, assert_no_live_buffers, settle, single
+from common import address, as_numpy, assert_no_live_buffers, hooks, settle, single
 
 pytestmark = pytest.mark.gpu
 
@@ -44,7 +44,7 @@ def test_gpu_output_shared_with_cupy(model, cupy, model_name, memory):
     assert out.memory_type_id == 0
     assert out.__dlpack_device__() == (2, 0)
     assert out.size == data.nbytes
-    assert out.data_ptr in _core.live_buffer_addresses()
+    assert out.data_ptr in hooks().live_buffer_addresses()
     array = cupy.from_dlpack(out)
     assert array.data.ptr == out.data_ptr
     assert array.dtype == cupy.float32 and array.shape == data.shape
@@ -54,7 +54,7 @@ def test_gpu_output_shared_with_cupy(model, cupy, model_name, memory):
     pointer = out.data_ptr
     del response, out
     settle()
-    assert pointer in _core.live_buffer_addresses()
+    assert pointer in hooks().live_buffer_addresses()
     numpy.testing.assert_array_equal(cupy.asnumpy(array * 2), data * 2)
     del array
     assert_no_live_buffers()
@@ -154,7 +154,7 @@ def test_gpu_buffer_freed_without_the_gil(model, torch):
         del out  # the last reference: cudaFree
         elapsed = time.monotonic() - start
         during = ticks[0] - before
-        assert pointer not in _core.live_buffer_addresses()  # freed by the `del` itself
+        assert pointer not in hooks().live_buffer_addresses()  # freed by the `del` itself
     finally:
         stop.set()
         thread.join()
@@ -290,7 +290,7 @@ def test_pinned_output(model, memory):
     out = response.outputs["OUTPUT0"]
     assert out.memory_type == MemoryType.CPU_PINNED
     assert out.__dlpack_device__() == (1, 0)
-    assert out.data_ptr in _core.live_buffer_addresses()
+    assert out.data_ptr in hooks().live_buffer_addresses()
     array = numpy.from_dlpack(out)
     assert address(array) == out.data_ptr
     numpy.testing.assert_array_equal(array, data)
@@ -349,7 +349,7 @@ def test_gpu_buffers_freed_after_many_requests(model, cupy):
         kept.append(cupy.from_dlpack(out))
     del out
     settle()
-    assert _core.live_buffer_count() >= 40
+    assert hooks().live_buffer_count() >= 40
     for i, array in enumerate(kept):
         assert bool((array == i).all())
     del kept, array

@@ -2,7 +2,7 @@
 
 import numpy
 
-from common import as_numpy, assert_no_live_buffers, single
+from common import as_numpy, assert_no_live_buffers, hooks, single
 from tritonserver import _core
 
 MiB = 1 << 20
@@ -21,7 +21,7 @@ def test_large_output_block_is_reused(model):
     numpy.testing.assert_array_equal(as_numpy(first.outputs["OUTPUT0"]), data)
     del first
     assert_no_live_buffers()
-    assert _core.host_pool_cached_bytes() >= 4 * MiB
+    assert hooks().host_pool_cached_bytes() >= 4 * MiB
 
     second = identity(model, data[::-1].copy())
     assert second.outputs["OUTPUT0"].data_ptr == address  # the same block again
@@ -35,7 +35,7 @@ def test_small_outputs_are_not_pooled(model):
     response = identity(model, numpy.ones(1024, numpy.float32))
     del response
     assert_no_live_buffers()
-    assert _core.host_pool_cached_bytes() == 0
+    assert hooks().host_pool_cached_bytes() == 0
 
 
 def test_pool_is_bounded_and_trims(model):
@@ -45,7 +45,7 @@ def test_pool_is_bounded_and_trims(model):
     assert len({r.outputs["OUTPUT0"].data_ptr for r in held}) == 24
     del held
     assert_no_live_buffers()
-    cached = _core.host_pool_cached_bytes()
+    cached = hooks().host_pool_cached_bytes()
     assert 16 * MiB <= cached <= POOL_LIMIT
     _core.host_pool_trim()
-    assert _core.host_pool_cached_bytes() == 0
+    assert hooks().host_pool_cached_bytes() == 0

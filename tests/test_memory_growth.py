@@ -15,8 +15,7 @@ import numpy
 import pytest
 
 import tritonserver
-from tritonserver import _core
-from common import as_numpy, assert_no_live_buffers, rss_bytes, settle, single
+from common import as_numpy, assert_no_live_buffers, drain_deferred, hooks, rss_bytes, settle, single
 
 MiB = 1 << 20
 BOUND = 1 * MiB
@@ -121,8 +120,8 @@ def test_rss_does_not_grow_stress(model, case, count):
 # -- the live-buffer registry ------------------------------------------------------------
 def live() -> int:
     gc.collect()
-    _core.drain_deferred()
-    return _core.live_buffer_count()
+    drain_deferred()
+    return hooks().live_buffer_count()
 
 
 def test_buffers_live_exactly_as_long_as_their_outputs(model):

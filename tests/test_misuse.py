@@ -12,8 +12,7 @@ import pytest
 
 import tritonserver
 from tritonserver import DataType, InferenceRequest, InvalidArgumentError, MemoryBuffer, NotFoundError, Tensor
-from tritonserver import _core
-from common import refused
+from common import hooks, refused
 from common import make_options
 
 X = numpy.arange(4, dtype=numpy.float32)
@@ -77,10 +76,10 @@ def test_stop_returns_cached_host_memory(backend_directory) -> None:
         for _ in range(4):
             responses = list(server.model("identity_fp32").infer(inputs={"INPUT0": big}))
             del responses
-        assert _core.host_pool_cached_bytes() > 0
+        assert hooks().host_pool_cached_bytes() > 0
     finally:
         server.stop()
-    assert _core.host_pool_cached_bytes() == 0
+    assert hooks().host_pool_cached_bytes() == 0
 
 
 # -- infer() arguments -----------------------------------------------------------

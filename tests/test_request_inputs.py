@@ -13,8 +13,7 @@ import pytest
 
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
-from tritonserver import _core
-from common import DLPackOnly, address, as_numpy, assert_no_live_buffers, single
+from common import DLPackOnly, address, as_numpy, assert_no_live_buffers, drain_deferred, single
 
 
 
@@ -122,7 +121,7 @@ def test_identity_request_keeps_input_alive_until_released(model):
     del iterator, response
     for _ in range(500):  # the release callback may trail the response a little
         gc.collect()
-        _core.drain_deferred()
+        drain_deferred()
         if ref() is None:
             break
         import time
@@ -252,7 +251,7 @@ def test_unknown_model_is_not_found(server):
 
 def test_identity_bad_inputs_do_not_leak(model):
     gc.collect()
-    _core.drain_deferred()
+    drain_deferred()
     for _ in range(20):
         with pytest.raises(tritonserver.InvalidArgumentError):
             model("identity_fp32").infer(inputs={"INPUT0": numpy.ones(4, numpy.float32)[::2].astype(numpy.int8)})

@@ -14,15 +14,14 @@ import pytest
 
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
-from tritonserver import _core
-from common import address, as_numpy, assert_no_live_buffers, has_gpu, single
+from common import address, as_numpy, assert_no_live_buffers, drain_deferred, has_gpu, hooks, single
 
 
 
 def settle() -> None:
     for _ in range(3):
         gc.collect()
-    _core.drain_deferred()
+    drain_deferred()
 
 
 no_cuda_only = pytest.mark.skipif(has_gpu(), reason="checks the behaviour without CUDA")
@@ -40,7 +39,7 @@ def test_output_zero_copy_end_to_end(model, model_name):
     out = response.outputs["OUTPUT0"]
     pointer = out.data_ptr
     assert out.memory_type == MemoryType.CPU and out.memory_type_id == 0
-    assert pointer in _core.live_buffer_addresses(), "the output is not the allocator's buffer"
+    assert pointer in hooks().live_buffer_addresses(), "the output is not the allocator's buffer"
     assert pointer != address(data)
 
     from_dlpack = numpy.from_dlpack(out)
@@ -51,7 +50,7 @@ def test_output_zero_copy_end_to_end(model, model_name):
 
     del response, iterator, request, out
     settle()
-    assert pointer in _core.live_buffer_addresses(), "the views must keep the buffer alive"
+    assert pointer in hooks().live_buffer_addresses(), "the views must keep the buffer alive"
     # Make freed memory likely to be reused before looking at the values.
     churn = [single(model("identity_fp32").infer(inputs={"INPUT0": numpy.full(4096, 9.0, numpy.float32)}))
              for _ in range(4)]
@@ -63,16 +62,16 @@ def test_output_zero_copy_end_to_end(model, model_name):
 
     del from_dlpack
     settle()
-    assert pointer in _core.live_buffer_addresses(), "one view left: still alive"
+    assert pointer in hooks().live_buffer_addresses(), "one view left: still alive"
     numpy.testing.assert_array_equal(from_asarray, data)
     del from_asarray
     assert_no_live_buffers()
-    assert pointer not in _core.live_buffer_addresses()
+    assert pointer not in hooks().live_buffer_addresses()
 
 
 def test_identity_every_output_buffer_is_freed_with_its_response(model):
     settle()
-    before = _core.live_buffer_count()
+    before = hooks().live_buffer_count()
     response = single(model("identity_multi").infer(inputs={
         "INPUT0": numpy.ones((3, 3), numpy.int8),
         "INPUT1": numpy.ones((2, 2, 2), numpy.float16),
@@ -80,9 +79,9 @@ def test_identity_every_output_buffer_is_freed_with_its_response(model):
     }))
     pointers = [t.data_ptr for t in response.outputs.values()]
     assert len(set(pointers)) == 3
-    live = set(_core.live_buffer_addresses())
+    live = set(hooks().live_buffer_addresses())
     assert all(p in live for p in pointers)
-    assert _core.live_buffer_count() == before + 3
+    assert hooks().live_buffer_count() == before + 3
     del response
     assert_no_live_buffers()
 
@@ -93,7 +92,7 @@ def test_stream_outputs_are_zero_copy(model):
         if response.final:
             break
         out = response.outputs["OUT"]
-        assert out.data_ptr in _core.live_buffer_addresses()
+        assert out.data_ptr in hooks().live_buffer_addresses()
         array = numpy.from_dlpack(out)
         assert address(array) == out.data_ptr
         arrays.append(array)
@@ -110,7 +109,7 @@ def test_identity_views_of_many_responses_are_freed(model):
         kept.append(numpy.from_dlpack(out.outputs["OUTPUT0"]))
     del out
     settle()
-    assert _core.live_buffer_count() >= 50
+    assert hooks().live_buffer_count() >= 50
     for i, array in enumerate(kept):
         assert (array == i).all()
     del kept, array
@@ -183,7 +182,7 @@ def test_identity_pinned_output_without_cuda_is_cpu(model, memory):
     response = single(model("identity_fp32").infer(inputs={"INPUT0": data}, output_memory_type=memory))
     out = response.outputs["OUTPUT0"]
     assert out.memory_type == MemoryType.CPU
-    assert out.data_ptr in _core.live_buffer_addresses()
+    assert out.data_ptr in hooks().live_buffer_addresses()
     array = numpy.from_dlpack(out)
     assert address(array) == out.data_ptr
     numpy.testing.assert_array_equal(array, data)
@@ -208,7 +207,7 @@ def test_identity_gpu_output_zero_copy_cupy(model, model_name):
     response = single(model(model_name).infer(inputs={"INPUT0": data}, output_memory_type="gpu:0"))
     out = response.outputs["OUTPUT0"]
     assert out.memory_type == MemoryType.GPU and out.memory_type_id == 0
-    assert out.data_ptr in _core.live_buffer_addresses()
+    assert out.data_ptr in hooks().live_buffer_addresses()
     array = cupy.from_dlpack(out)
     assert array.data.ptr == out.data_ptr
     del response, out

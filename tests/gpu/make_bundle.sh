@@ -48,7 +48,8 @@ rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/identity"
 
 echo "== building the tritonserver wheel (cp312 abi3)"
-"$PY" -m pip wheel -q --no-build-isolation --no-deps -C build-dir=build/gpu-cp312 -w "$BUNDLE" .
+"$PY" -m pip wheel -q --no-build-isolation --no-deps -C build-dir=build/gpu-cp312 \
+  -C cmake.define.TRITONSERVER_TESTING=ON -w "$BUNDLE" .  # with the test hooks
 
 echo "== building the identity test backend"
 "$VENV/bin/cmake" -S tests/backends/identity -B build/gpu-identity -G Ninja \

@@ -8,8 +8,6 @@ written for the official binding (which reports cancellation as
 
 from __future__ import annotations
 
-from .. import _core
-
 
 class TritonError(Exception):
     """Base class of every error raised by the Triton core."""
@@ -47,8 +45,9 @@ class CancelledError(UnknownError):
     """The request was cancelled (``ResponseIterator.cancel()``)."""
 
 
-# Indexed by TRITONSERVER_Error_Code.
-_BY_CODE: list[type[TritonError]] = [
+# Indexed by TRITONSERVER_Error_Code; the native module raises its errors
+# through this table (cpp/errors.cc reads it on the first error).
+_BY_CODE: tuple[type[TritonError], ...] = (
     UnknownError,
     InternalError,
     NotFoundError,
@@ -57,12 +56,10 @@ _BY_CODE: list[type[TritonError]] = [
     UnsupportedError,
     AlreadyExistsError,
     CancelledError,
-]
+)
 
 for _cls in (TritonError, *_BY_CODE):
     _cls.__module__ = "tritonserver"
-
-_core.set_error_classes(list(_BY_CODE))
 
 
 def error_from_code(code: int, message: str) -> TritonError:

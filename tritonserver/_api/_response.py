@@ -21,10 +21,6 @@ if TYPE_CHECKING:
     from ._request import InferenceRequest
 
 
-# Enum members by value, indexed in the core: its `fields` hands out the
-# members themselves (cheaper than calling the enum class per output).
-_core.set_enum_tables(tuple(DataType), tuple(MemoryType))
-
 _wakeup: "Optional[ModuleType]" = None
 
 

@@ -1,0 +1,63 @@
+// Python's view of a response and of its output buffers: the last step of
+// a response's walk (response_queue.h hands the plain C++ data over; this
+// turns it into the tuples and objects tritonserver._api reads).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+
+#include "allocator.h"
+#include "response_queue.h"
+
+namespace tsb {
+
+// One output buffer held by Python: a reference plus the tensor's extent
+// (bound as Buffer).
+struct BufferHandle {
+  BufferRef ref;
+  uintptr_t data_ptr;
+  size_t size;
+
+  // The whole buffer, adopting `ref`.
+  explicit BufferHandle(BufferRef r)
+      : ref(std::move(r)), data_ptr(reinterpret_cast<uintptr_t>(ref->data)),
+        size(ref->size) {}
+  BufferHandle(BufferRef r, size_t extent)
+      : ref(std::move(r)), data_ptr(reinterpret_cast<uintptr_t>(ref->data)),
+        size(extent) {}
+  BufferHandle(const BufferHandle&) = default;
+  BufferHandle(BufferHandle&&) = default;
+  // The last reference to GPU or pinned memory frees it with cudaFree /
+  // cudaFreeHost, which may wait for the device: never with the GIL held.
+  // (A BufferHandle lives only in Python objects and binding temporaries,
+  // so it is always destroyed with the GIL held.)
+  ~BufferHandle();
+};
+
+// One response (bound as Response; the data stays shared with other
+// holders).
+struct ResponseHandle {
+  ResponsePtr data;
+
+  bool final() const noexcept { return data->final; }
+  // Everything InferenceResponse needs, in one call (this is on the
+  // per-request path): (request id, parameters, final, (code, message) or
+  // None, [(name, DataType, shape, data_ptr, MemoryType, memory_type_id,
+  // byte_size, Buffer)]).
+  nanobind::tuple fields() const;
+};
+
+// A Response object, or None for a null pointer (a timed-out wait).
+nanobind::object response_to_python(ResponsePtr response);
+
+// A copy of `size` bytes at `src` (memory of `src_type`) in a new buffer of
+// the given kind; the GIL is released while copying.
+BufferHandle copy_buffer(uintptr_t src, size_t size, int src_type,
+                         int memory_type, int64_t memory_type_id);
+
+// The next (token, Response) of the user-queue dispatch queue, waiting at
+// most `timeout_s` without the GIL; None on timeout.
+nanobind::object dispatch_pop_from_python(double timeout_s);
+
+}  // namespace tsb
