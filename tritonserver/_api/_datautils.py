@@ -4,7 +4,7 @@ parsing of memory-type specs, and the BYTES wire format."""
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ._dlpack import DLDataTypeCode, DLDeviceType
 from ._enums import DataType, MemoryType
@@ -17,39 +17,26 @@ DeviceOrMemoryType = Union[
     tuple[MemoryType, int], MemoryType, tuple[DLDeviceType, int], str
 ]
 
-# NumPy dtype kind and item size -> Triton type (numpy itself is not
-# imported here: `import tritonserver` stays fast).
-_NUMPY_KIND_TO_TRITON: dict[tuple[str, int], DataType] = {
-    ("b", 1): DataType.BOOL,
-    ("u", 1): DataType.UINT8,
-    ("u", 2): DataType.UINT16,
-    ("u", 4): DataType.UINT32,
-    ("u", 8): DataType.UINT64,
-    ("i", 1): DataType.INT8,
-    ("i", 2): DataType.INT16,
-    ("i", 4): DataType.INT32,
-    ("i", 8): DataType.INT64,
-    ("f", 2): DataType.FP16,
-    ("f", 4): DataType.FP32,
-    ("f", 8): DataType.FP64,
-}
+_BOOL, _UINT, _INT, _FLOAT = (DLDataTypeCode.kDLBool, DLDataTypeCode.kDLUInt, DLDataTypeCode.kDLInt,
+                              DLDataTypeCode.kDLFloat)
 
-_DLPACK_TO_TRITON: dict[tuple[int, int], DataType] = {
-    (DLDataTypeCode.kDLBool, 8): DataType.BOOL,
-    (DLDataTypeCode.kDLUInt, 8): DataType.UINT8,
-    (DLDataTypeCode.kDLUInt, 16): DataType.UINT16,
-    (DLDataTypeCode.kDLUInt, 32): DataType.UINT32,
-    (DLDataTypeCode.kDLUInt, 64): DataType.UINT64,
-    (DLDataTypeCode.kDLInt, 8): DataType.INT8,
-    (DLDataTypeCode.kDLInt, 16): DataType.INT16,
-    (DLDataTypeCode.kDLInt, 32): DataType.INT32,
-    (DLDataTypeCode.kDLInt, 64): DataType.INT64,
-    (DLDataTypeCode.kDLFloat, 16): DataType.FP16,
-    (DLDataTypeCode.kDLFloat, 32): DataType.FP32,
-    (DLDataTypeCode.kDLFloat, 64): DataType.FP64,
-    (DLDataTypeCode.kDLBfloat, 16): DataType.BF16,
+# The one element-type table: Triton type -> (NumPy dtype kind or None,
+# DLPack type code, bits per element). The NumPy and DLPack lookups below,
+# and the KServe codec's datatype names, are derived from it (numpy itself
+# is not imported here: `import tritonserver` stays fast). BYTES has no
+# fixed-size element (NumPy object/str/bytes arrays map to it).
+ELEMENT_TYPES: dict[DataType, tuple[Optional[str], int, int]] = {
+    DataType.BOOL: ("b", _BOOL, 8),
+    DataType.UINT8: ("u", _UINT, 8), DataType.UINT16: ("u", _UINT, 16),
+    DataType.UINT32: ("u", _UINT, 32), DataType.UINT64: ("u", _UINT, 64),
+    DataType.INT8: ("i", _INT, 8), DataType.INT16: ("i", _INT, 16), DataType.INT32: ("i", _INT, 32),
+    DataType.INT64: ("i", _INT, 64),
+    DataType.FP16: ("f", _FLOAT, 16), DataType.FP32: ("f", _FLOAT, 32), DataType.FP64: ("f", _FLOAT, 64),
+    DataType.BF16: (None, DLDataTypeCode.kDLBfloat, 16),  # no NumPy type
 }
-_TRITON_TO_DLPACK = {v: k for k, v in _DLPACK_TO_TRITON.items()}
+_NUMPY_KIND_TO_TRITON = {(kind, bits // 8): t for t, (kind, _, bits) in ELEMENT_TYPES.items() if kind}
+_DLPACK_TO_TRITON = {(code, bits): t for t, (_, code, bits) in ELEMENT_TYPES.items()}
+_TRITON_TO_DLPACK = {t: (code, bits) for t, (_, code, bits) in ELEMENT_TYPES.items()}
 
 _MEMORY_TYPE_NAMES = {
     "CPU": MemoryType.CPU,

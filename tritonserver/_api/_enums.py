@@ -46,7 +46,8 @@ class ModelControlMode(IntEnum):
 
 
 class RateLimitMode(IntEnum):
-    """Rate limiter mode (``TRITONSERVER_RateLimitMode``)."""
+    """Rate limiter mode (``TRITONSERVER_RateLimitMode``): off, or model
+    instances scheduled by the resources they declare."""
 
     OFF = 0
     EXEC_COUNT = 1
@@ -62,14 +63,16 @@ class InstanceGroupKind(IntEnum):
 
 
 class LogFormat(IntEnum):
-    """Log line format (``TRITONSERVER_LogFormat``)."""
+    """Log line format (``TRITONSERVER_LogFormat``): Triton's default
+    prefix, or an ISO 8601 timestamp first."""
 
     DEFAULT = 0
     ISO8601 = 1
 
 
 class LogLevel(IntEnum):
-    """Log levels (``TRITONSERVER_LogLevel``)."""
+    """Log levels (``TRITONSERVER_LogLevel``), as log_callback receives them
+    and as ``logging`` levels are mapped from them."""
 
     INFO = 0
     WARN = 1
@@ -78,40 +81,46 @@ class LogLevel(IntEnum):
 
 
 class MetricFormat(IntEnum):
-    """Output format of ``Server.metrics()``."""
+    """Output format of ``Server.metrics()`` (``TRITONSERVER_MetricFormat``):
+    the Prometheus text format, the only one the core has."""
 
     PROMETHEUS = 0
 
 
 class MetricKind(IntEnum):
-    """Kinds of custom metrics."""
+    """Kinds of custom metrics (``TRITONSERVER_MetricKind``)."""
 
     COUNTER = 0
     GAUGE = 1
 
 
 class ModelBatchFlag(IntFlag):
-    """Batching properties of a model."""
+    """Batching properties of a model (``TRITONSERVER_ModelBatchFlag``):
+    FIRST_DIM when the model batches along its first dimension, UNKNOWN
+    when the core cannot tell."""
 
     UNKNOWN = 1
     FIRST_DIM = 2
 
 
 class ModelTxnPropertyFlag(IntFlag):
-    """Transaction properties of a model (decoupled or one-to-one)."""
+    """Transaction properties of a model (``TRITONSERVER_ModelTxnPropertyFlag``):
+    ONE_TO_ONE, one response per request, or DECOUPLED, any number."""
 
     ONE_TO_ONE = 1
     DECOUPLED = 2
 
 
 class ModelIndexFlag(IntFlag):
-    """Flags of the model index query."""
+    """Flags of the model index query (``TRITONSERVER_ModelIndexFlag``):
+    READY lists only the models ready for inference."""
 
     READY = 1
 
 
 class RequestFlag(IntFlag):
-    """Sequence flags of an inference request."""
+    """Sequence flags of an inference request (``TRITONSERVER_RequestFlag``):
+    the first and the last request of a sequence."""
 
     SEQUENCE_START = 1
     SEQUENCE_END = 2

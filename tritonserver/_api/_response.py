@@ -116,13 +116,7 @@ class AsyncResponseIterator(ResponseIterator):
     def __init__(self, model: "Model", request: "_core.Request", inference_request: "InferenceRequest",
                  raise_on_error: bool, loop: "asyncio.AbstractEventLoop",
                  waiters: "_core.AsyncioWaiters") -> None:
-        # ResponseIterator's fields, set here (this runs once per request).
-        self._model = model
-        self._request = request
-        self._inference_request = inference_request
-        self._raise_on_error = raise_on_error
-        self._complete = False
-        self._cancelled = False
+        super().__init__(model, request, inference_request, raise_on_error)
         self._loop = loop
         # The loop's waiters, to which the request was attached at submission.
         self._waiters = waiters
@@ -148,12 +142,7 @@ class AsyncResponseIterator(ResponseIterator):
         except BaseException:  # cancelled: stop holding the future
             waiters.forget(self._request)
             raise
-        # As ResponseIterator._deliver, inline (once per response).
-        response = _from_core(self._model, self._inference_request, core, self._cancelled)
-        self._complete = response.final
-        if response.error is not None and self._raise_on_error:
-            raise response.error
-        return response
+        return self._deliver(core)
 
     def __iter__(self) -> Any:
         """Not iterable synchronously: use ``async for``."""

@@ -17,31 +17,21 @@ from typing import Any, Callable, Optional, Union
 
 import numpy
 
-from .._api._datautils import deserialize_bytes
+from .._api._datautils import ELEMENT_TYPES, deserialize_bytes
 from .._api._enums import DataType, MemoryType, RequestFlag
 from .._api._memorybuffer import MemoryBuffer
 from .._api._tensor import Tensor
 
 ParameterValue = Union[str, int, float, bool]
 
-# Protocol datatype name -> (Triton type, NumPy dtype of its elements).
-# BF16 travels as its raw 16-bit patterns (NumPy has no bfloat16).
+# Protocol datatype name (the DataType's name) -> (Triton type, NumPy dtype
+# of its elements, little-endian), from the element-type table. BF16
+# travels as its raw 16-bit patterns (NumPy has no bfloat16).
 DATATYPES: dict[str, tuple[DataType, Any]] = {
-    "BOOL": (DataType.BOOL, numpy.dtype(numpy.bool_)),
-    "UINT8": (DataType.UINT8, numpy.dtype("<u1")),
-    "UINT16": (DataType.UINT16, numpy.dtype("<u2")),
-    "UINT32": (DataType.UINT32, numpy.dtype("<u4")),
-    "UINT64": (DataType.UINT64, numpy.dtype("<u8")),
-    "INT8": (DataType.INT8, numpy.dtype("<i1")),
-    "INT16": (DataType.INT16, numpy.dtype("<i2")),
-    "INT32": (DataType.INT32, numpy.dtype("<i4")),
-    "INT64": (DataType.INT64, numpy.dtype("<i8")),
-    "FP16": (DataType.FP16, numpy.dtype("<f2")),
-    "FP32": (DataType.FP32, numpy.dtype("<f4")),
-    "FP64": (DataType.FP64, numpy.dtype("<f8")),
-    "BYTES": (DataType.BYTES, numpy.dtype(object)),
-    "BF16": (DataType.BF16, numpy.dtype("<u2")),
+    t.name: (t, numpy.dtype(numpy.bool_) if kind == "b" else numpy.dtype(f"<{kind or 'u'}{bits // 8}"))
+    for t, (kind, _, bits) in ELEMENT_TYPES.items()
 }
+DATATYPES["BYTES"] = (DataType.BYTES, numpy.dtype(object))
 _NAMES = {data_type: name for name, (data_type, _) in DATATYPES.items()}
 
 # Request parameters that set fields of the request (as Triton's own HTTP

@@ -117,23 +117,13 @@ class TritonReplica:
         return Response(reply.body, status_code=reply.status, headers=reply.headers)
 
     # -- DeploymentHandle calls -----------------------------------------------
-    async def infer(
-        self,
-        model_name: str,
-        inputs: dict[str, Any],
-        *,
-        model_version: int = -1,
-        parameters: Optional[dict[str, Any]] = None,
-        output_names: Optional[list[str]] = None,
-        request_id: Optional[str] = None,
-    ) -> InferResult:
-        """One inference; its final response. Errors raise the matching
-        TritonError (Ray wraps it in a RayTaskError that is also one)."""
+    async def infer(self, model_name: str, inputs: dict[str, Any], **options: Any) -> InferResult:
+        """One inference; its final response. Takes stream()'s keyword
+        options (model_version, parameters, output_names, request_id).
+        Errors raise the matching TritonError (Ray wraps it in a RayTaskError
+        that is also one)."""
         last: Optional[InferResult] = None
-        async for result in self.stream(
-            model_name, inputs, model_version=model_version, parameters=parameters,
-            output_names=output_names, request_id=request_id,
-        ):
+        async for result in self.stream(model_name, inputs, **options):
             last = result
         if last is None:
             raise RuntimeError(f"model '{model_name}' sent no response with outputs")
