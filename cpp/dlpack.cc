@@ -7,7 +7,9 @@
 #include <limits>
 #include <string>
 
+#include "deferred_release.h"
 #include "errors.h"
+#include "response_view.h"
 
 namespace nb = nanobind;
 
@@ -51,19 +53,36 @@ struct DLManagedTensorVersioned {
 };
 
 // One heap block owns everything an export needs; the deleter frees it.
+// The memory's owner is held once: our own output buffer as a native
+// reference (freed without Python), any other owner as a Python reference.
 struct Export {
-  PyObject* owner;
+  BufferRef buffer;
+  PyObject* owner = nullptr;
   std::vector<int64_t> shape;  // copied: later shape changes do not leak in
   DLManagedTensor legacy;
   DLManagedTensorVersioned versioned;
 };
 
+// Consumers may call the deleter from any thread, with or without the GIL,
+// even at shutdown: it never takes the GIL.
 void release(Export* e) noexcept {
-  // Consumers may call the deleter from any thread, even at shutdown.
-  if (Py_IsInitialized()) {
-    PyGILState_STATE state = PyGILState_Ensure();
-    Py_XDECREF(e->owner);
-    PyGILState_Release(state);
+  const bool gil = Py_IsInitialized() && PyGILState_Check();
+  if (e->owner != nullptr) {
+    if (gil) {
+      Py_DECREF(e->owner);
+    } else {
+      std::vector<nb::object> owner;
+      owner.push_back(nb::steal(e->owner));
+      defer_release(std::move(owner));
+    }
+  }
+  // The last reference to GPU or pinned memory frees it with cudaFree /
+  // cudaFreeHost, which may wait for the device: not with the GIL held.
+  if (gil && e->buffer && e->buffer->memory_type != TRITONSERVER_MEMORY_CPU) {
+    PyThreadState* saved = PyEval_SaveThread();
+    delete e;
+    PyEval_RestoreThread(saved);
+    return;
   }
   delete e;
 }
@@ -76,25 +95,17 @@ void versioned_deleter(DLManagedTensorVersioned* t) noexcept {
   release(static_cast<Export*>(t->manager_ctx));
 }
 
-void legacy_capsule_destructor(PyObject* capsule) noexcept {
-  // Only an unconsumed capsule still carries its name; a consumer renames it.
-  if (PyCapsule_IsValid(capsule, "dltensor")) {
-    auto* t = static_cast<DLManagedTensor*>(
-        PyCapsule_GetPointer(capsule, "dltensor"));
-    t->deleter(t);
-  } else {
-    PyErr_Clear();
+// Only an unconsumed capsule still carries its name (a consumer renames it
+// "used_dltensor..."): then the export is still ours to release.
+void capsule_destructor(PyObject* capsule) noexcept {
+  const char* name = PyCapsule_GetName(capsule);
+  if (name != nullptr && (std::strcmp(name, "dltensor") == 0 ||
+                          std::strcmp(name, "dltensor_versioned") == 0)) {
+    if (void* e = PyCapsule_GetContext(capsule)) {
+      release(static_cast<Export*>(e));
+    }
   }
-}
-
-void versioned_capsule_destructor(PyObject* capsule) noexcept {
-  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
-    auto* t = static_cast<DLManagedTensorVersioned*>(
-        PyCapsule_GetPointer(capsule, "dltensor_versioned"));
-    t->deleter(t);
-  } else {
-    PyErr_Clear();
-  }
+  PyErr_Clear();
 }
 
 }  // namespace
@@ -157,8 +168,12 @@ nb::object export_dlpack(nb::handle owner, uintptr_t data, size_t nbytes,
             .c_str());
   }
   auto* e = new Export();
-  e->owner = owner.ptr();
-  Py_INCREF(e->owner);
+  if (nb::isinstance<BufferHandle>(owner)) {
+    e->buffer = nb::cast<const BufferHandle&>(owner).ref;
+  } else {
+    e->owner = owner.ptr();
+    Py_INCREF(e->owner);
+  }
   e->shape = shape;
   DLTensor t{};
   t.data = reinterpret_cast<void*>(data);
@@ -176,16 +191,16 @@ nb::object export_dlpack(nb::handle owner, uintptr_t data, size_t nbytes,
     e->versioned.flags = 0;
     e->versioned.dl_tensor = t;
     capsule = PyCapsule_New(&e->versioned, "dltensor_versioned",
-                            versioned_capsule_destructor);
+                            capsule_destructor);
   } else {
     e->legacy.dl_tensor = t;
     e->legacy.manager_ctx = e;
     e->legacy.deleter = legacy_deleter;
-    capsule = PyCapsule_New(&e->legacy, "dltensor", legacy_capsule_destructor);
+    capsule = PyCapsule_New(&e->legacy, "dltensor", capsule_destructor);
   }
-  if (capsule == nullptr) {
-    Py_DECREF(e->owner);
-    delete e;
+  if (capsule == nullptr || PyCapsule_SetContext(capsule, e) != 0) {
+    Py_XDECREF(capsule);  // its destructor finds no context: nothing freed
+    release(e);
     throw nb::python_error();
   }
   return nb::steal(capsule);

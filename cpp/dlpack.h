@@ -22,8 +22,9 @@ enum DLDeviceTypeCode : int32_t {
 };
 
 // Returns a "dltensor" (or "dltensor_versioned") capsule describing
-// contiguous memory at `data`. The capsule holds a reference to `owner`
-// until the consumer's deleter runs. Raises ValueError, exporting nothing,
+// contiguous memory at `data`. The capsule holds `owner` until the
+// consumer's deleter runs: a Buffer (our output) as its native reference,
+// anything else as a Python reference; the deleter never takes the GIL. Raises ValueError, exporting nothing,
 // when the shape does not fit in the `nbytes` bytes at `data` or `data` is
 // null (a consumer would read past the buffer, or at address 0).
 nanobind::object export_dlpack(nanobind::handle owner, uintptr_t data,

@@ -94,7 +94,7 @@ NB_MODULE(_core, m) {
         nb::call_guard<nb::gil_scoped_release>());
 
   nb::class_<BufferHandle>(m, "Buffer")
-      .def_prop_ro("data_ptr", [](const BufferHandle& b) { return b.data_ptr; })
+      .def_prop_ro("data_ptr", &BufferHandle::data_ptr)
       .def_prop_ro("size", [](const BufferHandle& b) { return b.size; })
       .def_prop_ro("memory_type",
                    [](const BufferHandle& b) {
@@ -103,9 +103,11 @@ NB_MODULE(_core, m) {
       .def_prop_ro("memory_type_id",
                    [](const BufferHandle& b) { return b.ref->memory_type_id; });
   m.def("copy", &copy_buffer, "src"_a, "size"_a, "src_type"_a,
-        "memory_type"_a, "memory_type_id"_a);
+        "memory_type"_a, "memory_type_id"_a,
+        nb::sig("def copy(src: int, size: int, src_type: int, memory_type: int, "
+                "memory_type_id: int) -> typing.Any"));
 
-  m.def("export_dlpack", &export_dlpack, "owner"_a, "data_ptr"_a, "nbytes"_a,
+  m.def("export_dlpack", &export_dlpack, "owner"_a.none(), "data_ptr"_a, "nbytes"_a,
         "shape"_a,
         "code"_a, "bits"_a, "device_type"_a, "device_id"_a, "versioned"_a);
 
@@ -119,8 +121,10 @@ NB_MODULE(_core, m) {
       .def_prop_ro("nbytes", &DLPackView::nbytes)
       .def_prop_ro("c_contiguous", &DLPackView::c_contiguous)
       .def("contiguous_copy", [](const DLPackView& v) {
-        return BufferHandle(v.contiguous_copy());
-      });
+        BufferRef copy = v.contiguous_copy();
+        const size_t size = copy->size;
+        return memory_buffer(std::move(copy), size);
+      }, nb::sig("def contiguous_copy(self) -> typing.Any"));
   m.def(
       "import_dlpack",
       [](nb::ndarray<nb::ro> array) { return DLPackView(std::move(array)); },
@@ -260,7 +264,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("final", &ResponseHandle::final)
       .def_prop_ro("fields", &ResponseHandle::fields, nb::for_getter(nb::sig(
           "def fields(self, /) -> tuple[str, dict[str, str | int | bool | float | bytes], bool, "
-          "tuple[int, str] | None, list[tuple[str, typing.Any, list[int], int, typing.Any, int, int, Buffer]]]")));
+          "tuple[int, str] | None, list[tuple[str, typing.Any, list[int], typing.Any]]]")));
 
   nb::class_<Request>(m, "Request", nb::is_weak_referenceable())
       .def("__init__",

@@ -10,17 +10,21 @@ namespace nb = nanobind;
 namespace tsb {
 namespace {
 
-// DataType and MemoryType members indexed by value, taken once from
-// tritonserver._api._enums: `fields` hands out members, not ints (no
-// per-output lookup in Python). Never freed (no Python after teardown).
-struct EnumTables {
+// What the view hands out, taken once from tritonserver._api: DataType and
+// MemoryType members indexed by value (members, not ints, with no
+// per-output lookup in Python) and the MemoryBuffer class. Never freed (no
+// Python after teardown).
+struct PythonTypes {
   nb::tuple data_types, memory_types;
+  nb::object memory_buffer;
 };
 
-const EnumTables& enum_tables() {
-  static EnumTables* tables = [] {
+const PythonTypes& python_types() {
+  static PythonTypes* types = [] {
     nb::module_ enums = nb::module_::import_("tritonserver._api._enums");
-    auto* t = new EnumTables();
+    auto* t = new PythonTypes();
+    t->memory_buffer = nb::module_::import_("tritonserver._api._memorybuffer")
+                           .attr("MemoryBuffer");
     auto as_tuple = [](nb::handle members) {
       PyObject* t = PySequence_Tuple(members.ptr());
       if (t == nullptr) throw nb::python_error();
@@ -30,7 +34,7 @@ const EnumTables& enum_tables() {
     t->memory_types = as_tuple(enums.attr("MemoryType"));
     return t;
   }();
-  return *tables;
+  return *types;
 }
 
 nb::object enum_member(const nb::tuple& table, int value) {
@@ -65,17 +69,30 @@ BufferHandle::~BufferHandle() {
   }
 }
 
+nb::object memory_buffer(BufferRef buffer, size_t size) {
+  const PythonTypes& types = python_types();
+  const OutputBuffer& b = *buffer.get();
+  // MemoryBuffer(data_ptr, memory_type, memory_type_id, size, owner)
+  nb::object args[] = {
+      nb::int_(reinterpret_cast<uintptr_t>(b.data)),
+      enum_member(types.memory_types, static_cast<int>(b.memory_type)),
+      nb::int_(b.memory_type_id), nb::int_(size),
+      nb::cast(BufferHandle(std::move(buffer), size))};
+  PyObject* raw[] = {args[0].ptr(), args[1].ptr(), args[2].ptr(),
+                     args[3].ptr(), args[4].ptr()};
+  PyObject* result = PyObject_Vectorcall(types.memory_buffer.ptr(), raw, 5, nullptr);
+  if (result == nullptr) throw nb::python_error();
+  return nb::steal(result);
+}
+
 nb::tuple ResponseHandle::fields() const {
   const ResponseData& d = *data;
-  const EnumTables& enums = enum_tables();
+  const PythonTypes& types = python_types();
   nb::list outputs;
   for (const OutputTensor& t : d.outputs) {
-    const OutputBuffer& b = *t.buffer.get();
     outputs.append(nb::make_tuple(
-        t.name, enum_member(enums.data_types, static_cast<int>(t.datatype)),
-        nb::cast(t.shape), reinterpret_cast<uintptr_t>(b.data),
-        enum_member(enums.memory_types, static_cast<int>(b.memory_type)),
-        b.memory_type_id, t.byte_size, BufferHandle(t.buffer, t.byte_size)));
+        t.name, enum_member(types.data_types, static_cast<int>(t.datatype)),
+        nb::cast(t.shape), memory_buffer(t.buffer, t.byte_size)));
   }
   nb::object error = nb::none();
   if (d.has_error) {
@@ -90,8 +107,8 @@ nb::object response_to_python(ResponsePtr response) {
   return nb::cast(ResponseHandle{std::move(response)});
 }
 
-BufferHandle copy_buffer(uintptr_t src, size_t size, int src_type,
-                         int memory_type, int64_t memory_type_id) {
+nb::object copy_buffer(uintptr_t src, size_t size, int src_type,
+                       int memory_type, int64_t memory_type_id) {
   BufferRef copy;
   {
     nb::gil_scoped_release release;
@@ -100,7 +117,7 @@ BufferHandle copy_buffer(uintptr_t src, size_t size, int src_type,
                        static_cast<TRITONSERVER_MemoryType>(memory_type),
                        memory_type_id);
   }
-  return BufferHandle(std::move(copy));
+  return memory_buffer(std::move(copy), size);
 }
 
 nb::object dispatch_pop_from_python(double timeout_s) {

@@ -12,28 +12,29 @@
 
 namespace tsb {
 
-// One output buffer held by Python: a reference plus the tensor's extent
-// (bound as Buffer).
+// One output buffer held by Python (bound as Buffer, the `owner` of its
+// MemoryBuffer): a reference plus the tensor's extent in it.
 struct BufferHandle {
   BufferRef ref;
-  uintptr_t data_ptr;
   size_t size;
 
-  // The whole buffer, adopting `ref`.
-  explicit BufferHandle(BufferRef r)
-      : ref(std::move(r)), data_ptr(reinterpret_cast<uintptr_t>(ref->data)),
-        size(ref->size) {}
-  BufferHandle(BufferRef r, size_t extent)
-      : ref(std::move(r)), data_ptr(reinterpret_cast<uintptr_t>(ref->data)),
-        size(extent) {}
+  BufferHandle(BufferRef r, size_t extent) : ref(std::move(r)), size(extent) {}
   BufferHandle(const BufferHandle&) = default;
   BufferHandle(BufferHandle&&) = default;
+  uintptr_t data_ptr() const noexcept {
+    return reinterpret_cast<uintptr_t>(ref->data);
+  }
   // The last reference to GPU or pinned memory frees it with cudaFree /
   // cudaFreeHost, which may wait for the device: never with the GIL held.
   // (A BufferHandle lives only in Python objects and binding temporaries,
   // so it is always destroyed with the GIL held.)
   ~BufferHandle();
 };
+
+// The tritonserver.MemoryBuffer of `size` bytes of `buffer` (its owner a
+// Buffer holding the reference): an output is handed to Python once, as
+// the official API's object.
+nanobind::object memory_buffer(BufferRef buffer, size_t size);
 
 // One response (bound as Response; the data stays shared with other
 // holders).
@@ -43,8 +44,7 @@ struct ResponseHandle {
   bool final() const noexcept { return data->final; }
   // Everything InferenceResponse needs, in one call (this is on the
   // per-request path): (request id, parameters, final, (code, message) or
-  // None, [(name, DataType, shape, data_ptr, MemoryType, memory_type_id,
-  // byte_size, Buffer)]).
+  // None, [(name, DataType, shape, MemoryBuffer)]).
   nanobind::tuple fields() const;
 };
 
@@ -52,8 +52,8 @@ struct ResponseHandle {
 nanobind::object response_to_python(ResponsePtr response);
 
 // A copy of `size` bytes at `src` (memory of `src_type`) in a new buffer of
-// the given kind; the GIL is released while copying.
-BufferHandle copy_buffer(uintptr_t src, size_t size, int src_type,
+// the given kind, as a MemoryBuffer; the GIL is released while copying.
+nanobind::object copy_buffer(uintptr_t src, size_t size, int src_type,
                          int memory_type, int64_t memory_type_id);
 
 // The next (token, Response) of the user-queue dispatch queue, waiting at

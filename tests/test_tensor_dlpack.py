@@ -16,7 +16,7 @@ import pytest
 
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
-from common import address, assert_no_live_buffers, has_gpu, single
+from common import address, assert_no_live_buffers, has_gpu, hooks, single
 
 
 # -- reading a capsule with ctypes ---------------------------------------------
@@ -163,35 +163,58 @@ def test_identity_dlpack_stream_on_host_memory_must_be_none(output, stream):
         output.__dlpack__(stream=stream)
 
 
-def test_identity_dlpack_export_adds_one_reference_released_with_consumer(output):
+def _output_of(model):
+    data = numpy.arange(12, dtype=numpy.float32) / 2
+    response = single(model("identity_fp32").infer(inputs={"INPUT0": data}))
+    return response, response.outputs["OUTPUT0"]
+
+
+def test_identity_dlpack_export_holds_the_native_buffer_not_the_tensor(model):
+    # One owner per export: the capsule of an output holds its native buffer
+    # (freed by the consumer's deleter without the GIL), not the Tensor.
+    response, tensor = _output_of(model)
     gc.collect()
-    base = sys.getrefcount(output)
-    first = numpy.from_dlpack(output)
-    assert sys.getrefcount(output) == base + 1
-    second = numpy.from_dlpack(output)
-    assert sys.getrefcount(output) == base + 2
-    assert address(first) == address(second) == output.data_ptr
+    base = sys.getrefcount(tensor)
+    first = numpy.from_dlpack(tensor)
+    second = numpy.from_dlpack(tensor)
+    assert sys.getrefcount(tensor) == base
+    pointer = tensor.data_ptr
+    assert address(first) == address(second) == pointer
+    del tensor, response
+    gc.collect()
+    assert pointer in hooks().live_buffer_addresses()
     del first
     gc.collect()
-    assert sys.getrefcount(output) == base + 1
+    assert pointer in hooks().live_buffer_addresses()
+    numpy.testing.assert_array_equal(second, numpy.arange(12, dtype=numpy.float32) / 2)
     del second
-    gc.collect()
-    assert sys.getrefcount(output) == base
+    assert_no_live_buffers()
 
 
-def test_identity_dlpack_unconsumed_capsule_releases_its_reference(output):
+@pytest.mark.parametrize("max_version", [None, (1, 0)])
+def test_identity_dlpack_unconsumed_capsule_releases_its_buffer(model, max_version):
+    response, tensor = _output_of(model)
+    capsule = tensor.__dlpack__(max_version=max_version)
+    pointer = tensor.data_ptr
+    del tensor, response
     gc.collect()
-    base = sys.getrefcount(output)
-    capsule = output.__dlpack__()
-    assert sys.getrefcount(output) == base + 1
+    assert pointer in hooks().live_buffer_addresses()
     del capsule
+    assert_no_live_buffers()
+
+
+def test_dlpack_export_of_a_foreign_owner_holds_it_until_the_consumer_goes():
+    array = numpy.arange(6, dtype=numpy.float32)
+    tensor = Tensor.from_dlpack(array)
     gc.collect()
-    assert sys.getrefcount(output) == base
-    capsule = output.__dlpack__(max_version=(1, 0))
-    assert sys.getrefcount(output) == base + 1
-    del capsule
+    base = sys.getrefcount(array)
+    view = numpy.from_dlpack(tensor)
+    assert sys.getrefcount(array) == base + 1
+    capsule = tensor.__dlpack__(max_version=(1, 0))
+    assert sys.getrefcount(array) == base + 2
+    del view, capsule
     gc.collect()
-    assert sys.getrefcount(output) == base
+    assert sys.getrefcount(array) == base
 
 
 def test_identity_dlpack_array_keeps_its_export_shape(output):

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Optional
 from .. import _core
 from ._enums import DataType, MemoryType
 from ._errors import CancelledError, TritonError, error_from_code
-from ._memorybuffer import MemoryBuffer
 from ._tensor import Tensor
 
 if TYPE_CHECKING:
@@ -59,9 +58,7 @@ def _from_core(model: "Model", request: "InferenceRequest", core: "_core.Respons
                cancelled: bool = False) -> InferenceResponse:
     """The InferenceResponse of a native response (runs once per response)."""
     request_id, parameters, final, core_error, core_outputs = core.fields
-    outputs = {}
-    for name, data_type, shape, data_ptr, memory_type, memory_type_id, size, buffer in core_outputs:
-        outputs[name] = Tensor(data_type, shape, MemoryBuffer(data_ptr, memory_type, memory_type_id, size, buffer))
+    outputs = {name: Tensor(data_type, shape, memory) for name, data_type, shape, memory in core_outputs}
     error: Optional[TritonError] = None
     if core_error is not None:
         error = error_from_code(*core_error)

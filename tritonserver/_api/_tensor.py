@@ -78,8 +78,8 @@ class Tensor:
         dl_device: Optional[tuple[int, int]] = None,
         copy: Optional[bool] = None,
     ) -> Any:
-        """Export as a DLPack capsule (zero-copy; the capsule holds a reference
-        to this Tensor). A versioned capsule is returned when the consumer
+        """Export as a DLPack capsule (zero-copy; the capsule holds the owner
+        of this Tensor's memory, ``memory_buffer.owner``). A versioned capsule is returned when the consumer
         passes ``max_version`` >= (1, 0).
 
         ``stream`` follows the array API standard: for GPU memory None or 1
@@ -118,8 +118,10 @@ class Tensor:
             raise ValueError(f"cannot export this Tensor: {problem}")
         # The native export checks that the shape fits in the buffer (a
         # changed shape or data_type would make the consumer read past it).
+        # The capsule holds the memory's owner: for outputs the native buffer
+        # (its deleter then needs no GIL), else the owner object.
         return _core.export_dlpack(
-            self, self.data_ptr, self.size, [int(d) for d in self.shape], code, bits,
+            self.memory_buffer.owner, self.data_ptr, self.size, [int(d) for d in self.shape], code, bits,
             device[0], device[1], versioned,
         )
 
@@ -162,8 +164,7 @@ class Tensor:
         if view.c_contiguous:
             buffer = _from_view(view, obj)
         else:
-            copy = view.contiguous_copy()
-            buffer = MemoryBuffer(copy.data_ptr, MemoryType.CPU, 0, copy.size, copy)
+            buffer = view.contiguous_copy()
         return Tensor(data_type, list(view.shape), buffer)
 
     @staticmethod
@@ -271,13 +272,11 @@ class Tensor:
         if memory_type == MemoryType.CPU and self.memory_type in host_kinds:
             return self
         try:
-            buffer = _core.copy(self.data_ptr, self.size, int(self.memory_type), int(memory_type), device_id)
+            memory: MemoryBuffer = _core.copy(self.data_ptr, self.size, int(self.memory_type), int(memory_type),
+                                              device_id)
         except UnsupportedError as e:
             raise UnsupportedError(
                 f"Conversion from {here} to {(memory_type, device_id)} not supported: {e}"
             ) from e
-        memory = MemoryBuffer(
-            buffer.data_ptr, MemoryType(buffer.memory_type), buffer.memory_type_id, buffer.size, buffer
-        )
         return Tensor(self.data_type, list(self.shape), memory)
 
