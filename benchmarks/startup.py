@@ -37,12 +37,12 @@ t1 = time.perf_counter()
 c1 = time.process_time()
 rss1 = rss_mib()
 if sys.argv[1] == "phases":
-    from tritonserver import _core
+    from tritonserver import _native
     from tritonserver._api import _options, _triton_core
     install = _triton_core.find_core()
     t = time.perf_counter(); phases["find"] = t - t1
     companions = [install.python_backend[0]] if install.python_backend else []
-    _core.load_triton(install.library, companions)
+    _native.load_triton(install.library, companions)
     phases["load core"] = time.perf_counter() - t; t = time.perf_counter()
     _triton_core._load_cuda(install)
     _triton_core._loaded = install
@@ -50,7 +50,7 @@ if sys.argv[1] == "phases":
     options = _options.build_core_options(tritonserver.Options(
         model_repository=repo, model_control_mode=tritonserver.ModelControlMode.EXPLICIT))
     phases["options"] = time.perf_counter() - t; t = time.perf_counter()
-    native = _core.Server(options)
+    native = _native.Server(options)
     phases["ServerNew"] = time.perf_counter() - t; t = time.perf_counter()
     while not native.is_ready():
         pass

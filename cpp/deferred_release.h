@@ -1,6 +1,6 @@
 // The one path by which Python references are dropped from threads that do
 // not hold the GIL (Triton's callback threads): they are parked here and
-// released the next time Python code calls into the core, or, at the
+// released the next time Python code calls into this module, or, at the
 // latest, by the releaser thread shortly after they were parked (so that a
 // program that only idles, or waits elsewhere, does not keep them).
 #pragma once

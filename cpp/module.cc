@@ -42,8 +42,8 @@ using namespace tsb;
     o.apply(triton().core_fn, field, a.c_str(), b.c_str(), c.c_str());    \
   })
 
-NB_MODULE(_core, m) {
-  m.doc() = "Native core of the tritonserver package (private).";
+NB_MODULE(_native, m) {
+  m.doc() = "The native module of the tritonserver package (private).";
 #ifndef TRITONSERVER_LEAK_WARNINGS
   // Objects a user still holds at interpreter exit (a NumPy view of an
   // output, a Tensor, an iterator) are not freed by Python's teardown;
@@ -61,7 +61,7 @@ NB_MODULE(_core, m) {
 
   nb::register_exception_translator(&translate_exception);
 
-  // --- core and CUDA loading -------------------------------------------
+  // --- loading libtritonserver and CUDA -------------------------------------------
   m.def(
       "load_triton",
       [](const std::string& path, const std::vector<std::string>& companions) {

@@ -14,8 +14,8 @@ echo "== auditwheel show"
 .venv/bin/auditwheel show "$WHEEL"
 
 echo "== NEEDED of the extension"
-unzip -q -o "$WHEEL" 'tritonserver/_core*.so' -d "$WORK/unzipped"
-needed=$(readelf -d "$WORK"/unzipped/tritonserver/_core*.so | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p')
+unzip -q -o "$WHEEL" 'tritonserver/_native*.so' -d "$WORK/unzipped"
+needed=$(readelf -d "$WORK"/unzipped/tritonserver/_native*.so | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p')
 echo "$needed"
 if echo "$needed" | grep -vqE '^(libstdc\+\+\.so|libgcc_s\.so|libc\.so|libm\.so|libdl\.so|libpthread\.so|ld-linux)'; then
   echo "ERROR: unexpected NEEDED entries" >&2

@@ -20,7 +20,7 @@ import numpy
 import pytest
 
 import tritonserver
-from tritonserver import _core
+from tritonserver import _native
 from tritonserver._api import _triton_core
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -32,7 +32,7 @@ IDENTITY_LIBRARY = pathlib.Path(os.environ.get("TRITONSERVER_TEST_IDENTITY_LIBRA
 
 def has_gpu() -> bool:
     _triton_core.load_core()
-    return _core.cuda_device_count() > 0
+    return _native.cuda_device_count() > 0
 
 
 # -- numpy 2 (make test-numpy2, tests/run_numpy2.sh) ---------------------------
@@ -107,7 +107,7 @@ def dedicated_server(backend_directory: str, server_id: str, models: list[str], 
 # option TRITONSERVER_TESTING: make build, run_asan.sh, run_numpy2.sh, the
 # GPU bundle), never into a wheel. test_api_surface.py checks the test build
 # has them; without them the tests that need them skip.
-HOOKS = getattr(_core, "testing", None)
+HOOKS = getattr(_native, "testing", None)
 
 
 def hooks():
@@ -151,7 +151,7 @@ def settle(trim_host_pool: bool = False) -> None:
         gc.collect()
     drain_deferred()
     if trim_host_pool:
-        _core.host_pool_trim()
+        _native.host_pool_trim()
 
 
 class DLPackOnly:

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 import tritonserver
-from tritonserver import _core
+from tritonserver import _native
 from tritonserver._api import _triton_core
 
 from common import (IDENTITY_LIBRARY, NUMPY2, NUMPY2_SKIP_REASON, has_gpu, make_options,
@@ -42,7 +42,7 @@ def pytest_collection_modifyitems(config, items):
             config.hook.pytest_deselected(items=left_out)
             items[:] = [item for item in items if not item.get_closest_marker(marker)]
     if any(item.get_closest_marker("gpu") for item in items) and not has_gpu():
-        skip = pytest.mark.skip(reason=f"needs a CUDA GPU ({_core.cuda_status()})")
+        skip = pytest.mark.skip(reason=f"needs a CUDA GPU ({_native.cuda_status()})")
         for item in items:
             if item.get_closest_marker("gpu"):
                 item.add_marker(skip)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite against an AddressSanitizer + UndefinedBehaviorSanitizer
-# build of the _core extension (`make test-asan`). See docs/sanitizers.md.
+# build of the _native extension (`make test-asan`). See docs/sanitizers.md.
 #
 #   - creates .venv-asan at the repository root (reused when present): the
 #     same set-up as .venv (numpy<2, so the python-backend tests run too),
@@ -14,7 +14,7 @@
 #     the subprocesses that tests start included) and tests/asan/lsan.supp
 #     for leaks that are not ours,
 #   - summarizes every sanitizer report with tests/asan/asan_report.py,
-#     telling ours (cpp/, _core) from not ours (CPython, libtritonserver,
+#     telling ours (cpp/, _native) from not ours (CPython, libtritonserver,
 #     the python backend, numpy).
 # Fails when a test fails or a sanitizer report is in our code.
 #
@@ -85,7 +85,7 @@ LD_PRELOAD="$ASAN_LIB" ASAN_OPTIONS=detect_leaks=0 \
 EXT=$("$PY" - <<'PYEOF'
 import glob, os, sysconfig
 site = sysconfig.get_paths()["platlib"]
-print(glob.glob(os.path.join(site, "tritonserver", "_core*.so"))[0])
+print(glob.glob(os.path.join(site, "tritonserver", "_native*.so"))[0])
 PYEOF
 )
 readelf -d "$EXT" | grep -q 'libasan' || { echo "ERROR: $EXT is not an ASan build" >&2; exit 1; }

@@ -240,4 +240,4 @@ def test_test_build_has_its_hooks():
     (test_wheel_smoke.py checks that under tests/check_wheel.sh)."""
     from common import HOOKS
 
-    assert HOOKS is not None, "tritonserver._core was built without TRITONSERVER_TESTING=ON: run `make build`"
+    assert HOOKS is not None, "tritonserver._native was built without TRITONSERVER_TESTING=ON: run `make build`"

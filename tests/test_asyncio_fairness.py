@@ -12,8 +12,8 @@ import time
 import numpy
 import pytest
 
-from tritonserver import _core
-from tritonserver._api import _async_wakeup
+from tritonserver import _native
+from tritonserver._api import _asyncio_waiters
 from common import as_numpy, call_with_deadline
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
@@ -88,7 +88,7 @@ def test_queued_response_awaitable_by_hand(model):
     async def main() -> None:
         loop = asyncio.get_running_loop()
         iterator = identity.async_infer(inputs=INPUTS)
-        waiters = _async_wakeup.waker(loop)
+        waiters = _asyncio_waiters.for_loop(loop)
         time.sleep(0.01)
         awaitable = waiters.next(iterator._request, loop)
         if isinstance(awaitable, asyncio.Future):  # not queued yet (slow machine)
@@ -100,7 +100,7 @@ def test_queued_response_awaitable_by_hand(model):
             with pytest.raises(StopIteration) as stop:
                 next(steps)
             response = stop.value.value
-        assert isinstance(response, _core.Response)
+        assert isinstance(response, _native.Response)
         assert response.fields[2] is True  # final
 
     asyncio.run(asyncio.wait_for(main(), HANG_S))

@@ -12,8 +12,8 @@ import queue
 import numpy
 import pytest
 
-from tritonserver import CancelledError, _core
-from tritonserver._api import _async_wakeup
+from tritonserver import CancelledError, _native
+from tritonserver._api import _asyncio_waiters
 from common import as_numpy, call_with_deadline, run_loops_in_threads
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
@@ -59,7 +59,7 @@ def test_stream_queued_before_async_iteration_needs_no_future(model):
         iterator = model("streaming").async_infer(inputs=streaming_inputs(30), response_queue=side)
         await asyncio.get_running_loop().run_in_executor(None, _wait_for_final, side)
         responses = [r async for r in iterator]
-        return responses, _async_wakeup.waker(asyncio.get_running_loop()).waiting
+        return responses, _asyncio_waiters.for_loop(asyncio.get_running_loop()).waiting
 
     responses, waiting = asyncio.run(asyncio.wait_for(main(), HANG_S))
     assert [r.final for r in responses] == [False] * 30 + [True]
@@ -86,7 +86,7 @@ def test_cancelled_await_forgets_its_future(model):
         loop = asyncio.get_running_loop()
         iterator = model("streaming").async_infer(inputs=streaming_inputs(2, delay_ms=2000), raise_on_error=False)
         first = [r async for r in _take(iterator, 1)]
-        waiters = _async_wakeup.waker(loop)
+        waiters = _asyncio_waiters.for_loop(loop)
         task = asyncio.ensure_future(iterator.__anext__())  # waits ~2 s for the second
         while waiters.waiting == 0:
             await asyncio.sleep(0.005)
@@ -120,7 +120,7 @@ def test_many_loops_each_with_its_waiters(model):
         return _values([r async for r in m.async_infer(inputs=streaming_inputs(10, delay_ms=1))])
 
     async def main(t):
-        waiters = _async_wakeup.waker(asyncio.get_running_loop())
+        waiters = _asyncio_waiters.for_loop(asyncio.get_running_loop())
         streams = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(8))), HANG_S)
         return streams, waiters.waiting
 
@@ -133,7 +133,7 @@ def test_many_loops_each_with_its_waiters(model):
 @pytest.mark.parametrize("dtype", ["?", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f2", "f4", "f8"])
 def test_host_array_taken_with_its_triton_type(server, model, dtype):
     model("identity_fp32")
-    request = _core.Request(server._started(), "identity_fp32", -1)
+    request = _native.Request(server._started(), "identity_fp32", -1)
     try:
         assert request.add_host_array("X", numpy.zeros((2, 3), dtype=dtype))
     finally:
@@ -150,7 +150,7 @@ def test_host_array_taken_with_its_triton_type(server, model, dtype):
 ], ids=["byteswapped", "complex", "unicode", "object", "strided", "struct"])
 def test_host_array_declined_for_the_general_path(server, model, array):
     model("identity_fp32")
-    request = _core.Request(server._started(), "identity_fp32", -1)
+    request = _native.Request(server._started(), "identity_fp32", -1)
     try:
         assert not request.add_host_array("X", array)
     finally:

@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 import tritonserver
-from tritonserver import _core
+from tritonserver import _native
 from tritonserver._api import _triton_core
 from common import MODELS, ROOT, hooks
 
@@ -65,7 +65,7 @@ def test_load_core_returns_the_nvidia_pytriton_core():
 def test_load_core_is_loaded_once():
     first = tritonserver.load_core()
     assert tritonserver.load_core() == first
-    assert _core.triton_loaded()
+    assert _native.triton_loaded()
     assert hooks().loaded_core_path() == first
 
 

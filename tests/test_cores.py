@@ -21,7 +21,7 @@ import numpy
 import pytest
 
 import tritonserver
-from tritonserver import _core
+from tritonserver import _native
 from tritonserver._api import _triton_core
 from common import as_numpy, make_options, single, skip_if_python_backend_unusable
 
@@ -46,7 +46,7 @@ def core_exports(function: str) -> bool:
 def assert_unsupported(excinfo: pytest.ExceptionInfo[tritonserver.UnsupportedError], function: str) -> None:
     """The message names the feature, the C function and the core."""
     message = str(excinfo.value)
-    major, minor = _core.loaded_api_version()
+    major, minor = _native.loaded_api_version()
     assert OPTIONAL[function] in message
     assert function in message
     assert f"C API {major}.{minor}" in message
@@ -62,12 +62,12 @@ def start(backend_directory: str, **overrides: object) -> tritonserver.Server:
 
 def test_metadata_reports_the_expected_version(server):
     assert server.metadata()["version"] == EXPECTED_VERSION
-    major, minor = _core.loaded_api_version()
+    major, minor = _native.loaded_api_version()
     assert (major, minor) >= (1, 25)
 
 
 def test_missing_functions_are_those_the_core_does_not_export():
-    missing = dict(_core.missing_functions())
+    missing = dict(_native.missing_functions())
     assert set(missing) <= set(OPTIONAL)
     assert set(missing) == {f for f in OPTIONAL if not core_exports(f)}
     for function, feature in missing.items():

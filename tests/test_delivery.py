@@ -149,23 +149,23 @@ def test_identity_asyncio_loop_reused_after_close_and_new_loop(model):
         assert as_numpy(responses[0].outputs["OUTPUT0"]).tolist() == [round_]
 
 
-def test_finished_event_loops_are_released_with_their_wakers(model):
-    # Each loop that awaited a response gets a waker (an eventfd reader); once
+def test_finished_event_loops_are_released_with_their_waiters(model):
+    # Each loop that awaited a response gets its waiters (an eventfd reader); once
     # the loop has finished, neither may keep the other, or its eventfd, alive.
-    from tritonserver._api import _async_wakeup
+    from tritonserver._api import _asyncio_waiters
 
     loops = []
     for _ in range(3):
         async def main():
             loops.append(weakref.ref(asyncio.get_running_loop()))
-            # The delay makes the iterator wait, so the waker is made.
+            # The delay makes the iterator wait, so the waiters are made.
             stream = model("streaming").async_infer(inputs=streaming_inputs(2, delay_ms=20))
             return await asyncio.wait_for(_collect(stream), HANG_S)
 
         assert [r.final for r in asyncio.run(main())] == [False, False, True]
     gc.collect()
     assert [ref() for ref in loops] == [None, None, None]
-    assert len(_async_wakeup._wakers) == 0
+    assert len(_asyncio_waiters._by_loop) == 0
 
 
 # -- user queues ---------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import pytest
 
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
-from tritonserver import _core
+from tritonserver import _native
 from common import address, as_numpy, assert_no_live_buffers, hooks, settle, single
 
 pytestmark = pytest.mark.gpu
@@ -221,7 +221,7 @@ def test_gpu_output_async(model, cupy):
 
 
 def test_gpu_output_bad_device_id(model):
-    count = _core.cuda_device_count()
+    count = _native.cuda_device_count()
     for device in (count, count + 7):
         with pytest.raises(tritonserver.InvalidArgumentError, match="out of range"):
             model("identity_fp32").infer(inputs={"INPUT0": numpy.ones(2, numpy.float32)},

@@ -3,7 +3,7 @@
 import numpy
 
 from common import as_numpy, assert_no_live_buffers, hooks, single
-from tritonserver import _core
+from tritonserver import _native
 
 MiB = 1 << 20
 POOL_LIMIT = 256 * MiB  # kMaxCachedBytes in cpp/host_pool.cc
@@ -14,7 +14,7 @@ def identity(model, data):
 
 
 def test_large_output_block_is_reused(model):
-    _core.host_pool_trim()
+    _native.host_pool_trim()
     data = numpy.arange(MiB, dtype=numpy.float32)  # 4 MiB
     first = identity(model, data)
     address = first.outputs["OUTPUT0"].data_ptr
@@ -31,7 +31,7 @@ def test_large_output_block_is_reused(model):
 
 
 def test_small_outputs_are_not_pooled(model):
-    _core.host_pool_trim()
+    _native.host_pool_trim()
     response = identity(model, numpy.ones(1024, numpy.float32))
     del response
     assert_no_live_buffers()
@@ -39,7 +39,7 @@ def test_small_outputs_are_not_pooled(model):
 
 
 def test_pool_is_bounded_and_trims(model):
-    _core.host_pool_trim()
+    _native.host_pool_trim()
     data = numpy.ones(4 * MiB, numpy.float32)  # 16 MiB per output
     held = [identity(model, data) for _ in range(24)]  # 384 MiB in use at once
     assert len({r.outputs["OUTPUT0"].data_ptr for r in held}) == 24
@@ -47,5 +47,5 @@ def test_pool_is_bounded_and_trims(model):
     assert_no_live_buffers()
     cached = hooks().host_pool_cached_bytes()
     assert 16 * MiB <= cached <= POOL_LIMIT
-    _core.host_pool_trim()
+    _native.host_pool_trim()
     assert hooks().host_pool_cached_bytes() == 0

@@ -321,7 +321,7 @@ out = list(again.load("identity_fp32").infer(inputs={{"INPUT0": numpy.arange(3, 
 print("AFTER", numpy.from_dlpack(out[-1].outputs["OUTPUT0"]).tolist(), flush=True)
 again.stop()
 # The first server finished stopping in the background: deleted, not leaked.
-print("NOT DELETED", tritonserver._core.Server.reap_stopped(60.0), flush=True)
+print("NOT DELETED", tritonserver._native.Server.reap_stopped(60.0), flush=True)
 """
 
 
@@ -369,7 +369,7 @@ try:
 except tritonserver.TritonError as e:
     print("STOP", type(e).__name__, e, flush=True)
 started = time.monotonic()
-print("NOT DELETED", tritonserver._core.Server.reap_stopped(60.0), flush=True)
+print("NOT DELETED", tritonserver._native.Server.reap_stopped(60.0), flush=True)
 print("GAVE UP AFTER", round(time.monotonic() - started), flush=True)
 """
 

@@ -10,7 +10,7 @@ import pytest
 
 from common import ROOT, run_script
 
-SOURCE_TREE_MESSAGE = "which has no built extension (tritonserver._core): run Python from another folder"
+SOURCE_TREE_MESSAGE = "which has no built extension (tritonserver._native): run Python from another folder"
 
 
 @pytest.mark.parametrize("code", [

@@ -15,7 +15,7 @@ import numpy
 import pytest
 
 import tritonserver
-from tritonserver import _core
+from tritonserver import _native
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -35,7 +35,7 @@ def test_import_and_public_names():
 
 def _needed(path: str) -> list[str]:
     """DT_NEEDED of a shared object: the test build's own ELF reader, else readelf."""
-    hooks = getattr(_core, "testing", None)
+    hooks = getattr(_native, "testing", None)
     if hooks is not None:
         return list(hooks.elf_needed(path))
     if shutil.which("readelf") is None:
@@ -45,7 +45,7 @@ def _needed(path: str) -> list[str]:
 
 
 def test_extension_needs_no_cuda_or_triton_library():
-    names = _needed(_core.__file__)
+    names = _needed(_native.__file__)
     allowed = ("libstdc++", "libgcc_s", "libc.so", "libm.so", "libdl.so", "ld-linux", "libpthread")
     assert names and all(n.startswith(allowed) for n in names), names
 
@@ -53,7 +53,7 @@ def test_extension_needs_no_cuda_or_triton_library():
 @pytest.mark.skipif(os.environ.get("TRITONSERVER_WHEEL_CHECK") != "1",
                     reason="checks a wheel (tests/check_wheel.sh sets TRITONSERVER_WHEEL_CHECK=1)")
 def test_wheel_has_no_test_hooks():
-    assert not hasattr(_core, "testing")
+    assert not hasattr(_native, "testing")
 
 
 def test_tensor_round_trip_without_a_core():

@@ -18,20 +18,20 @@ def _source_tree_without_extension() -> "str | None":
     import sys
 
     here = os.path.dirname(os.path.abspath(__file__))
-    if any(os.path.exists(os.path.join(here, "_core" + suffix)) for suffix in importlib.machinery.EXTENSION_SUFFIXES):
+    if any(os.path.exists(os.path.join(here, "_native" + suffix)) for suffix in importlib.machinery.EXTENSION_SUFFIXES):
         return None  # built here: the extension itself failed to load
     root = os.path.dirname(here)
     elsewhere = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != root]
     spec = importlib.machinery.PathFinder.find_spec("tritonserver", elsewhere)
     installed = (f" (the installed package is at {os.path.dirname(spec.origin)})"
                  if spec is not None and spec.origin else " (after `make build`)")
-    return (f"you are importing the source tree at {here}, which has no built extension (tritonserver._core): "
+    return (f"you are importing the source tree at {here}, which has no built extension (tritonserver._native): "
             f"run Python from another folder{installed}, e.g. `cd tests`, or install this tree in editable "
             f"mode with `make develop` (docs/development.md), which imports it with its built extension")
 
 
 try:
-    from . import _core as _core
+    from . import _native as _native
 except ImportError:
     _message = _source_tree_without_extension()
     if _message is None:

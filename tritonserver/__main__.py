@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 import tritonserver
-from tritonserver import _core
+from tritonserver import _native
 from tritonserver._api import _triton_core
 from tritonserver._api._options import DEFAULT_BACKEND_DIRECTORY
 
@@ -75,7 +75,7 @@ def main() -> int:
     except tritonserver.TritonError as e:
         print(f"Triton core: none found\n{e}")
         return 1
-    major, minor = _core.loaded_api_version()
+    major, minor = _native.loaded_api_version()
     with tempfile.TemporaryDirectory() as repository:
         server = tritonserver.Server(model_repository=repository, server_id="probe",
                                      model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
@@ -83,12 +83,12 @@ def main() -> int:
             version = server.metadata()["version"]
     print(f"Triton core: {install.library}")
     print(f"  found via: {install.source}; Triton {version}, C API {major}.{minor}")
-    missing = _core.missing_functions()
+    missing = _native.missing_functions()
     print("  every optional feature available" if not missing else "  features this core lacks (docs/cores.md):")
     for function, feature in missing:
         print(f"    {feature}: needs {function}")
-    devices = _core.cuda_device_count()
-    print(f"CUDA: {devices} device(s) — {_core.cuda_status()}")
+    devices = _native.cuda_device_count()
+    print(f"CUDA: {devices} device(s) — {_native.cuda_status()}")
     backends = _backends(install)
     print("Backends:" if backends else "Backends: none found")
     for line in backends:

@@ -12,7 +12,7 @@ into findings:
   - sanitizer failures (a CHECK failure, LeakSanitizer's own fatal error).
 
 Each finding is "ours" when a frame of its stack is in this project's code:
-the _core extension (cpp/, and nanobind, which is compiled into it), or
+the _native extension (cpp/, and nanobind, which is compiled into it), or
 "test backend" when it is in tests/backends/identity (libtriton_identity.so).
 Everything else is "not ours" and is attributed to the first library in the
 stack below the sanitizer's own frames (libpython, libtritonserver, the
@@ -31,7 +31,7 @@ import re
 import sys
 
 FRAME = re.compile(r"^\s*#(\d+) 0x[0-9a-f]+ (.*)$")
-OURS = (re.compile(r"/cpp/[\w./-]+\.(cc|h)\b"), re.compile(r"tritonserver/_core\."),
+OURS = (re.compile(r"/cpp/[\w./-]+\.(cc|h)\b"), re.compile(r"tritonserver/_native\."),
         re.compile(r"/nanobind/(src|include)/"))
 TEST_BACKEND = (re.compile(r"libtriton_identity\.so"), re.compile(r"tests/backends/identity/"))
 # Frames of the sanitizer runtime and of the C/C++ allocators: skipped when
@@ -167,7 +167,7 @@ def main() -> int:
     ours = [k for k in examples if k[1] == "ours"]
     test_backend = [k for k in examples if k[1] == "test backend"]
     reached = [k for k in examples if k[1].endswith("(reached from our code)")]
-    lines += ["", f"Distinct findings in our code (cpp/, _core): {len(ours)}",
+    lines += ["", f"Distinct findings in our code (cpp/, _native): {len(ours)}",
               f"Distinct findings in the identity test backend: {len(test_backend)}",
               f"Distinct findings of other code reached from ours (listed, not failing;"
               f" an Indirect leak here is usually held by a leak above): {len(reached)}"]

@@ -22,7 +22,7 @@ from typing import Any
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import tritonserver  # noqa: E402
-from tritonserver import _core  # noqa: E402
+from tritonserver import _native  # noqa: E402
 from common import IDENTITY_LIBRARY, make_options, single  # noqa: E402
 
 SIZE = 64 * 2**20
@@ -46,7 +46,7 @@ def main() -> None:
     except ImportError as e:
         record["summary"] = f"skipped: CuPy not installed ({e})"
         cupy = None
-    if cupy is not None and _core.cuda_device_count() == 0:
+    if cupy is not None and _native.cuda_device_count() == 0:
         record["summary"] = "skipped: no CUDA device"
     if "summary" in record:
         json.dump(record, open(out_path, "w"))

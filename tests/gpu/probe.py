@@ -63,7 +63,7 @@ def main() -> None:
     site, out_path = sys.argv[1], sys.argv[2]
     import numpy
     import tritonserver
-    from tritonserver import _core
+    from tritonserver import _native
 
     record: dict[str, Any] = {
         "python": sys.version.split()[0],
@@ -74,10 +74,10 @@ def main() -> None:
     if not os.path.realpath(tritonserver.__file__).startswith(os.path.realpath(site) + os.sep):
         raise SystemExit(f"tritonserver was imported from {tritonserver.__file__}, not from the bundle in {site}")
     record["core"] = tritonserver.load_core()
-    record["allocator_cuda_runtime"] = _core.cuda_status()
-    record["cuda_devices"] = _core.cuda_device_count()
+    record["allocator_cuda_runtime"] = _native.cuda_status()
+    record["cuda_devices"] = _native.cuda_device_count()
     record["driver"] = driver()
-    gpu = _core.cuda_device_count() > 0
+    gpu = _native.cuda_device_count() > 0
     data = numpy.arange(1024, dtype=numpy.float32)
     ours = None
     if gpu:

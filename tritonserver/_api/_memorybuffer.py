@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .. import _core
+from .. import _native
 from ._datautils import dlpack_device_to_memory_type
 from ._enums import MemoryType
 from ._errors import InvalidArgumentError
@@ -65,9 +65,9 @@ class MemoryBuffer:
 
 def _owner_extent(owner: Any) -> Optional[tuple[int, int]]:
     """(address, size) of the memory an owner object holds, when known."""
-    if isinstance(owner, _core.Buffer):
+    if isinstance(owner, _native.Buffer):
         return owner.data_ptr, owner.size
-    if isinstance(owner, _core.DLPackView):
+    if isinstance(owner, _native.DLPackView):
         return owner.data_ptr, owner.nbytes
     interface = getattr(owner, "__array_interface__", None)
     if isinstance(interface, dict) and "data" in interface:
@@ -77,14 +77,14 @@ def _owner_extent(owner: Any) -> Optional[tuple[int, int]]:
     return None
 
 
-def import_dlpack(obj: Any) -> "_core.DLPackView":
+def import_dlpack(obj: Any) -> "_native.DLPackView":
     """Import `obj` through DLPack (or the buffer protocol)."""
     if not hasattr(obj, "__dlpack__") and not isinstance(obj, memoryview):
         raise InvalidArgumentError(
             f"Object of type {type(obj).__name__} does not support the DLPack protocol"
         )
     try:
-        return _core.import_dlpack(obj)
+        return _native.import_dlpack(obj)
     except (TypeError, RuntimeError, BufferError, ValueError) as e:
         raise InvalidArgumentError(f"Object does not support DLPack protocol: {_producer_error(obj, e)}") from e
 
@@ -99,6 +99,6 @@ def _producer_error(obj: Any, error: Exception) -> str:
     return str(error)
 
 
-def _from_view(view: "_core.DLPackView", owner: Any) -> MemoryBuffer:
+def _from_view(view: "_native.DLPackView", owner: Any) -> MemoryBuffer:
     memory_type, device_id = dlpack_device_to_memory_type(view.device_type, view.device_id)
     return MemoryBuffer(view.data_ptr, memory_type, device_id, view.nbytes, owner)

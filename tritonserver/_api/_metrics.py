@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .. import _core
+from .. import _native
 from . import _triton_core
 from ._enums import MetricKind
 
@@ -20,7 +20,7 @@ class MetricFamily:
 
     def __init__(self, kind: MetricKind, name: str, description: str) -> None:
         _triton_core.load_core()
-        self._family = _core.MetricFamily(int(MetricKind(kind)), name, description)
+        self._family = _native.MetricFamily(int(MetricKind(kind)), name, description)
         self.kind = MetricKind(kind)
         self.name = name
         self.description = description
@@ -31,7 +31,7 @@ class Metric:
 
     def __init__(self, family: MetricFamily, labels: Optional[dict[str, str]] = None) -> None:
         pairs = [(str(k), str(v)) for k, v in (labels or {}).items()]
-        self._metric = _core.Metric(family._family, pairs)
+        self._metric = _native.Metric(family._family, pairs)
         self.family = family
 
     @property

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 
 from ._enums import ModelBatchFlag, ModelTxnPropertyFlag
 from ._request import InferenceRequest, InferenceRequestKwargs, _model_version
-from ._response import AsyncResponseIterator, ResponseIterator, async_wakeup
-from ._response_queue import register_user_queue, unregister_user_queue
+from ._response import AsyncResponseIterator, ResponseIterator, asyncio_waiters
+from ._user_queues import register_user_queue, unregister_user_queue
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -21,7 +21,7 @@ elif TYPE_CHECKING:  # no runtime dependency on typing_extensions for 3.10
 if TYPE_CHECKING:
     import asyncio
 
-    from .. import _core
+    from .. import _native
     from ._server import Server
 
 
@@ -101,8 +101,8 @@ class Model:
             request = self.create_request(**kwargs)
         else:
             request = _given_request(inference_request, kwargs)
-        core_request = self._submit(request)
-        return ResponseIterator(self, core_request, request, raise_on_error)
+        native_request = self._submit(request)
+        return ResponseIterator(self, native_request, request, raise_on_error)
 
     def async_infer(
         self,
@@ -114,40 +114,40 @@ class Model:
         with an event loop running in this thread."""
         if inference_request is not None:
             inference_request = _given_request(inference_request, kwargs)
-        wakeup = async_wakeup()
-        loop = wakeup.running_loop()
-        waiters = wakeup.waker(loop)
+        waiters_module = asyncio_waiters()
+        loop = waiters_module.running_loop()
+        waiters = waiters_module.for_loop(loop)
         # create_request(), inline: this runs for every request.
         if inference_request is None:
             cast("dict[str, Any]", kwargs).pop("model", None)
             inference_request = InferenceRequest(self, **kwargs)
         if inference_request.response_queue is None:
-            core_request = inference_request._create_core_request()
-            waiters.submit(core_request)  # attach and submit, one call
+            native_request = inference_request._create_native_request()
+            waiters.submit(native_request)  # attach and submit, one call
         else:
-            core_request = self._submit(inference_request, loop, waiters)
-        return AsyncResponseIterator(self, core_request, inference_request, raise_on_error, loop, waiters)
+            native_request = self._submit(inference_request, loop, waiters)
+        return AsyncResponseIterator(self, native_request, inference_request, raise_on_error, loop, waiters)
 
     def _submit(self, request: InferenceRequest, loop: Optional["asyncio.AbstractEventLoop"] = None,
-                waiters: Optional["_core.AsyncioWaiters"] = None) -> "_core.Request":
+                waiters: Optional["_native.AsyncioWaiters"] = None) -> "_native.Request":
         """Build and submit the native request (attached to `waiters`, the
         asyncio waiters of `loop`, if given; feeding a user queue, if any,
         on `loop`)."""
-        core_request = request._create_core_request()
+        native_request = request._create_native_request()
         token = None
         try:
             if request.response_queue is not None:
-                token = register_user_queue(core_request, request.response_queue, self, request, loop)
+                token = register_user_queue(native_request, request.response_queue, self, request, loop)
             if waiters is not None:
-                waiters.submit(core_request)  # attach and submit, one call
+                waiters.submit(native_request)  # attach and submit, one call
             else:
-                core_request.submit()
+                native_request.submit()
         except BaseException:
             if token is not None:
                 unregister_user_queue(token)
-            core_request.discard()  # its inputs go now (a no-op once submitted)
+            native_request.discard()  # its inputs go now (a no-op once submitted)
             raise
-        return core_request
+        return native_request
 
     # -- introspection ---------------------------------------------------------
     def ready(self) -> bool:

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, NoReturn, Optional, TypedDict, Union
 
-from .. import _core
+from .. import _native
 from . import _logging, _triton_core
 from ._enums import InstanceGroupKind, LogFormat, LogLevel, ModelControlMode, RateLimitMode
 from ._errors import InvalidArgumentError
@@ -215,7 +215,7 @@ def _resolve_directory(value: str, default: str, discovered: Optional[str]) -> s
     return value
 
 
-def build_core_options(options: Options) -> "_core.ServerOptions":
+def build_core_options(options: Options) -> "_native.ServerOptions":
     """Validate `options`, load the Triton core, and make its server options."""
     o = options
     server_id = _str("server_id", o.server_id)
@@ -270,7 +270,7 @@ def build_core_options(options: Options) -> "_core.ServerOptions":
         _triton_core.prepare_stub_environment(install)
     _logging.package_log(_logging.DEBUG, "backend directory: %s", backend_directory)
 
-    c = _core.ServerOptions()
+    c = _native.ServerOptions()
     c.set_server_id(server_id)
     for repository in repositories:
         c.set_model_repository(repository)
@@ -312,7 +312,7 @@ def build_core_options(options: Options) -> "_core.ServerOptions":
     c.set_log_verbose(verbose)
     c.set_metrics(_bool("metrics", o.metrics))
     # GPU metrics need a GPU: without one the core only prints an NVML error.
-    c.set_gpu_metrics(_bool("gpu_metrics", o.gpu_metrics) and _core.cuda_device_count() > 0)
+    c.set_gpu_metrics(_bool("gpu_metrics", o.gpu_metrics) and _native.cuda_device_count() > 0)
     c.set_cpu_metrics(_bool("cpu_metrics", o.cpu_metrics))
     c.set_metrics_interval(_uint("metrics_interval", o.metrics_interval))
     c.set_backend_directory(backend_directory)

@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 
-from .. import _core
+from .. import _native
 from ._datautils import DeviceOrMemoryType, parse_device_or_memory_type
 from ._errors import InvalidArgumentError
 from ._tensor import Tensor
@@ -66,7 +66,7 @@ class InferenceRequest:
     response_queue: Optional[Union["queue.SimpleQueue[Any]", "asyncio.Queue[Any]", Any]] = None
     output_names: Optional[list[str]] = None
 
-    def _create_core_request(self) -> "_core.Request":
+    def _create_native_request(self) -> "_native.Request":
         """Build the native request; raises for anything invalid.
 
         This runs for every request: the common case (no optional settings,
@@ -89,7 +89,7 @@ class InferenceRequest:
         inputs: dict[str, Any] = self.inputs  # values of any kind, checked below
         if type(inputs) is not dict:
             inputs = _mapping("inputs", inputs)
-        request = _core.Request(server, model_name, version)
+        request = _native.Request(server, model_name, version)
         try:
             if (self.request_id is not None or self.flags or self.correlation_id is not None
                     or self.priority or self.timeout):
@@ -133,7 +133,7 @@ class InferenceRequest:
             raise
         return request
 
-    def _set_options(self, request: "_core.Request") -> None:
+    def _set_options(self, request: "_native.Request") -> None:
         """Request id, flags, correlation id, priority and timeout."""
         if self.request_id is not None:
             request.set_id(_text("request_id", _typed("request_id", self.request_id, str)))
@@ -162,7 +162,7 @@ def _find_ndarray() -> Optional[type]:
     return _ndarray
 
 
-def _set_parameters(request: "_core.Request", parameters: dict[str, Any]) -> None:
+def _set_parameters(request: "_native.Request", parameters: dict[str, Any]) -> None:
     for key, value in _mapping("parameters", parameters).items():
         setter = _PARAMETER_SETTERS.get(type(value))
         if setter is None:

@@ -1,5 +1,5 @@
 """InferenceResponse and the iterators that deliver responses (blocking and
-asyncio). The native core queues each response as it arrives; iterating
+asyncio). The native module queues each response as it arrives; iterating
 only takes it from there."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from .. import _core
+from .. import _native
 from ._enums import DataType, MemoryType
 from ._errors import CancelledError, TritonError, error_from_code
 from ._tensor import Tensor
@@ -20,19 +20,19 @@ if TYPE_CHECKING:
     from ._request import InferenceRequest
 
 
-_wakeup: "Optional[ModuleType]" = None
+_waiters_module: "Optional[ModuleType]" = None
 
 
-def async_wakeup() -> Any:
-    """The `_async_wakeup` module, imported (with asyncio) on first use and
+def asyncio_waiters() -> Any:
+    """The `_asyncio_waiters` module, imported (with asyncio) on first use and
     kept in a global: import statements on the per-request path cost ~0.7 us
     per request in the asyncio profile."""
-    global _wakeup
-    if _wakeup is None:
-        from . import _async_wakeup
+    global _waiters_module
+    if _waiters_module is None:
+        from . import _asyncio_waiters
 
-        _wakeup = _async_wakeup
-    return _wakeup
+        _waiters_module = _asyncio_waiters
+    return _waiters_module
 
 
 @dataclass
@@ -49,19 +49,19 @@ class InferenceResponse:
     final: bool = False
 
     @staticmethod
-    def _from_core(model: "Model", request: "InferenceRequest", core: "_core.Response",
+    def _from_native(model: "Model", request: "InferenceRequest", native: "_native.Response",
                    cancelled: bool = False) -> "InferenceResponse":
-        return _from_core(model, request, core, cancelled)
+        return _from_native(model, request, native, cancelled)
 
 
-def _from_core(model: "Model", request: "InferenceRequest", core: "_core.Response",
+def _from_native(model: "Model", request: "InferenceRequest", native: "_native.Response",
                cancelled: bool = False) -> InferenceResponse:
     """The InferenceResponse of a native response (runs once per response)."""
-    request_id, parameters, final, core_error, core_outputs = core.fields
-    outputs = {name: Tensor(data_type, shape, memory) for name, data_type, shape, memory in core_outputs}
+    request_id, parameters, final, native_error, native_outputs = native.fields
+    outputs = {name: Tensor(data_type, shape, memory) for name, data_type, shape, memory in native_outputs}
     error: Optional[TritonError] = None
-    if core_error is not None:
-        error = error_from_code(*core_error)
+    if native_error is not None:
+        error = error_from_code(*native_error)
     elif cancelled and final and not outputs:
         error = CancelledError("request cancelled")
     return InferenceResponse(model, request_id or request.request_id, parameters, outputs, error, None, final)
@@ -71,7 +71,7 @@ class ResponseIterator:
     """Blocking iterator over a request's responses (the GIL is released
     while waiting). Iterate from one thread at a time."""
 
-    def __init__(self, model: "Model", request: "_core.Request", inference_request: "InferenceRequest",
+    def __init__(self, model: "Model", request: "_native.Request", inference_request: "InferenceRequest",
                  raise_on_error: bool = False) -> None:
         self._model = model
         self._request = request
@@ -88,12 +88,12 @@ class ResponseIterator:
         """The next response, waiting for it with the GIL released."""
         if self._complete:
             raise StopIteration
-        core = self._request.next()
-        assert core is not None  # no timeout given: next() waits for one
-        return self._deliver(core)
+        native = self._request.next()
+        assert native is not None  # no timeout given: next() waits for one
+        return self._deliver(native)
 
-    def _deliver(self, core: "_core.Response") -> InferenceResponse:
-        response = _from_core(self._model, self._inference_request, core, self._cancelled)
+    def _deliver(self, native: "_native.Response") -> InferenceResponse:
+        response = _from_native(self._model, self._inference_request, native, self._cancelled)
         self._complete = response.final
         if response.error is not None and self._raise_on_error:
             raise response.error
@@ -110,9 +110,9 @@ class AsyncResponseIterator(ResponseIterator):
     """asyncio iterator over a request's responses, woken on its own event
     loop without a thread per request."""
 
-    def __init__(self, model: "Model", request: "_core.Request", inference_request: "InferenceRequest",
+    def __init__(self, model: "Model", request: "_native.Request", inference_request: "InferenceRequest",
                  raise_on_error: bool, loop: "asyncio.AbstractEventLoop",
-                 waiters: "_core.AsyncioWaiters") -> None:
+                 waiters: "_native.AsyncioWaiters") -> None:
         super().__init__(model, request, inference_request, raise_on_error)
         self._loop = loop
         # The loop's waiters, to which the request was attached at submission.
@@ -135,11 +135,11 @@ class AsyncResponseIterator(ResponseIterator):
         # requests of a fast model while the others starve.
         response_or_future = waiters.next(self._request, self._loop)
         try:
-            core = await response_or_future
+            native = await response_or_future
         except BaseException:  # cancelled: stop holding the future
             waiters.forget(self._request)
             raise
-        return self._deliver(core)
+        return self._deliver(native)
 
     def __iter__(self) -> Any:
         """Not iterable synchronously: use ``async for``."""

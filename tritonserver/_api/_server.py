@@ -12,7 +12,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from .. import _core
+from .. import _native
 from . import _logging, _triton_core
 from ._enums import MetricFormat, ModelIndexFlag
 from ._errors import InvalidArgumentError, NotFoundError, TritonError, UnavailableError, UnsupportedError
@@ -73,7 +73,7 @@ class Server:
                 "e.g. dataclasses.replace(options, ...)"
             )
         self.options = options
-        self._server: Optional[_core.Server] = None
+        self._server: Optional[_native.Server] = None
         # Serializes load() and unload(): see load().
         self._model_control = threading.Lock()
         # Set while a start() is creating the core server: a concurrent
@@ -103,7 +103,7 @@ class Server:
             self._starting = True
         try:
             core_options = build_core_options(self.options)
-            self._server = _core.Server(core_options)
+            self._server = _native.Server(core_options)
         finally:
             self._starting = False
         _running.add(self)
@@ -144,7 +144,7 @@ class Server:
         try:
             server.stop()
         finally:
-            _core.host_pool_trim()
+            _native.host_pool_trim()
 
     def __enter__(self) -> "Server":
         """Start the server (unless started) for the ``with`` block."""
@@ -157,7 +157,7 @@ class Server:
         if self._server is not None:
             self.stop()
 
-    def _started(self) -> _core.Server:
+    def _started(self) -> _native.Server:
         if self._server is None:
             raise InvalidArgumentError("Server not started")
         return self._server
@@ -346,7 +346,7 @@ def _after_fork_in_child() -> None:
     and ends without the core's exit handlers (the core's threads stayed in
     the parent; see cpp/fork.h)."""
     _running.clear()
-    _core.end_child_at_exit()
+    _native.end_child_at_exit()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -363,13 +363,13 @@ def _stop_running_servers() -> None:
     # background: wait for that (the core gives up exit_timeout + 30 s after
     # the stop), so that no thread is inside the core while the process
     # tears down. In short waits, so that Ctrl-C still interrupts it.
-    if _core.triton_loaded():
+    if _native.triton_loaded():
         deadline = time.monotonic() + 60.0
-        while _core.Server.reap_stopped(0.2) and time.monotonic() < deadline:
+        while _native.Server.reap_stopped(0.2) and time.monotonic() < deadline:
             pass
     # The core's log goes back to stderr; the reader of its log pipe stops.
     _logging.stop_core_log_pipe(_reset_core_log)
 
 
 def _reset_core_log() -> None:
-    _core.ServerOptions().set_log_file("")
+    _native.ServerOptions().set_log_file("")

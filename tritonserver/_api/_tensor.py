@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from .. import _core
+from .. import _native
 from ._datautils import (
     DeviceOrMemoryType,
     deserialize_bytes,
@@ -111,7 +111,7 @@ class Tensor:
             )
         code, bits = triton_to_dlpack_dtype(self.data_type)
         if stream is not None and stream > 2:
-            _core.cuda_stream_wait_default(device[1], stream)
+            _native.cuda_stream_wait_default(device[1], stream)
         versioned = max_version is not None and tuple(max_version)[0] >= 1
         problem = self.memory_buffer._problem()
         if problem is not None:
@@ -120,7 +120,7 @@ class Tensor:
         # changed shape or data_type would make the consumer read past it).
         # The capsule holds the memory's owner: for outputs the native buffer
         # (its deleter then needs no GIL), else the owner object.
-        return _core.export_dlpack(
+        return _native.export_dlpack(
             self.memory_buffer.owner, self.data_ptr, self.size, [int(d) for d in self.shape], code, bits,
             device[0], device[1], versioned,
         )
@@ -272,7 +272,7 @@ class Tensor:
         if memory_type == MemoryType.CPU and self.memory_type in host_kinds:
             return self
         try:
-            memory: MemoryBuffer = _core.copy(self.data_ptr, self.size, int(self.memory_type), int(memory_type),
+            memory: MemoryBuffer = _native.copy(self.data_ptr, self.size, int(self.memory_type), int(memory_type),
                                               device_id)
         except UnsupportedError as e:
             raise UnsupportedError(

@@ -19,7 +19,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import _core
+from .. import _native
 from ._errors import InvalidArgumentError, UnavailableError, UnsupportedError
 from ._logging import DEBUG, INFO, package_log
 
@@ -152,7 +152,7 @@ def load_core(path: Optional[str] = None) -> CoreInstall:
         if install.python_backend is not None:
             companions.append(install.python_backend[0])
         companions += glob.glob(os.path.join(install.cache_directory or "", "*", "*.so"))
-        _core.load_triton(install.library, companions)
+        _native.load_triton(install.library, companions)
         _load_cuda(install)
         _loaded = install
         package_log(INFO, "Triton core %s (found via %s)", install.library, install.source)
@@ -182,7 +182,7 @@ def _load_cuda(install: CoreInstall) -> None:
         candidates += glob.glob(os.path.join(site, "nvidia", "cuda_runtime", "lib", "libcudart.so.*"))
         candidates += glob.glob(os.path.join(site, "nvidia", "cu13", "lib", "libcudart.so.*"))
     candidates += ["libcudart.so.13", "libcudart.so.12", "libcudart.so"]
-    _core.cuda_load(candidates)
+    _native.cuda_load(candidates)
 
 
 def python_backend_directory(install: CoreInstall) -> Optional[str]:

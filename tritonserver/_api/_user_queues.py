@@ -24,7 +24,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
-from .. import _core
+from .. import _native
 from ._errors import InternalError
 
 if TYPE_CHECKING:
@@ -37,12 +37,12 @@ if TYPE_CHECKING:
 _lock = threading.Lock()
 _tokens = itertools.count(1)
 _targets: dict[int, tuple[Any, "Model", "InferenceRequest", Optional["asyncio.AbstractEventLoop"],
-                          "_core.Request"]] = {}
+                          "_native.Request"]] = {}
 # Responses waiting for room in a full queue, by token, oldest first, with
 # their queue and request: _full for queues fed by the dispatcher thread
 # (only it touches _full), _full_on_loop for asyncio queues (each token's
 # entry is touched only on its queue's event loop).
-_Waiting = tuple[Any, "_core.Request", "collections.deque[InferenceResponse]"]
+_Waiting = tuple[Any, "_native.Request", "collections.deque[InferenceResponse]"]
 _full: dict[int, _Waiting] = {}
 _full_on_loop: dict[int, _Waiting] = {}
 _failed: set[int] = set()  # tokens whose queue raised: nothing more is put
@@ -53,7 +53,7 @@ _thread: Optional[threading.Thread] = None
 _stopping = threading.Event()
 
 
-def register_user_queue(request: "_core.Request", user_queue: Any, model: "Model",
+def register_user_queue(request: "_native.Request", user_queue: Any, model: "Model",
                         inference_request: "InferenceRequest",
                         loop: Optional["asyncio.AbstractEventLoop"]) -> int:
     """Route the responses of `request` to `user_queue` too; returns the
@@ -80,7 +80,7 @@ def unregister_user_queue(token: int) -> None:
 
 def _run() -> None:
     while not _stopping.is_set():
-        item = _core.dispatch_pop(_RETRY_S if _full else 0.1)
+        item = _native.dispatch_pop(_RETRY_S if _full else 0.1)
         if item is not None:
             _deliver(*item)
         # Nothing of a delivered response stays bound here while waiting.
@@ -89,17 +89,17 @@ def _run() -> None:
             _retry_full_queues()
 
 
-def _deliver(token: int, core: "_core.Response") -> None:
+def _deliver(token: int, native: "_native.Response") -> None:
     from ._response import InferenceResponse
 
     with _lock:
         target = _targets.get(token)
-        if target is not None and core.final:
+        if target is not None and native.final:
             del _targets[token]
     if target is None:
         return
     user_queue, model, inference_request, loop, request = target
-    response = InferenceResponse._from_core(model, inference_request, core)
+    response = InferenceResponse._from_native(model, inference_request, native)
     if loop is not None:
         try:
             loop.call_soon_threadsafe(_put_on_loop, token, user_queue, request, response)
@@ -131,7 +131,7 @@ def _is_full_error(error: BaseException) -> bool:
     return isinstance(error, tuple(c for c in full if isinstance(c, type)))
 
 
-def _offer(token: int, user_queue: Any, request: "_core.Request", response: "InferenceResponse") -> bool:
+def _offer(token: int, user_queue: Any, request: "_native.Request", response: "InferenceResponse") -> bool:
     """Put `response` now (True), or keep it for a retry when the queue is
     full (False). A queue that raises otherwise is reported."""
     try:
@@ -156,7 +156,7 @@ def _retry_full_queues() -> None:
                 break
 
 
-def _put_on_loop(token: int, user_queue: Any, request: "_core.Request", response: "InferenceResponse") -> None:
+def _put_on_loop(token: int, user_queue: Any, request: "_native.Request", response: "InferenceResponse") -> None:
     """On the queue's event loop: put now, or wait for room in a task,
     keeping the responses of a request in order."""
     if _skip_failed(token, response):
@@ -193,7 +193,7 @@ async def _wait_for_room(token: int, entry: _Waiting) -> None:
         _full_on_loop.pop(token, None)
 
 
-def _report(token: int, user_queue: Any, request: "_core.Request", response: "InferenceResponse",
+def _report(token: int, user_queue: Any, request: "_native.Request", response: "InferenceResponse",
             error: BaseException, offer: bool = True) -> None:
     """A user queue raised putting `response`: log it, cancel the request,
     offer the queue a final error response, and put nothing more into it

@@ -1,7 +1,7 @@
 """How a response reaches asyncio: one native AsyncioWaiters per event loop.
 
 A request is attached to its loop's waiters when it is submitted (the same
-native call). On each response the native core records which request has
+native call). On each response the native module records which request has
 news and, if the loop was not already due to look, writes the waiters'
 eventfd (no GIL, no Python on Triton's threads). The loop's reader callback,
 the native ``on_ready``, then takes exactly those requests' responses off
@@ -18,36 +18,36 @@ import asyncio
 import weakref
 from typing import Optional
 
-from .. import _core
+from .. import _native
 
 # The waiters hold their loop only through futures being awaited (dropped
 # when resolved or when the awaiting task is cancelled); the loop holds them
 # through its reader callback. So a finished loop, with its waiters and
 # eventfd, can be collected.
-_wakers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _core.AsyncioWaiters]" = weakref.WeakKeyDictionary()
+_by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _native.AsyncioWaiters]" = weakref.WeakKeyDictionary()
 # The waiters used last, found without the WeakKeyDictionary's per-lookup
 # weak reference (a program usually runs one loop): (weakref to loop,
 # waiters), cleared when that loop goes.
-_last: Optional[tuple["weakref.ReferenceType[asyncio.AbstractEventLoop]", "_core.AsyncioWaiters"]] = None
+_last: Optional[tuple["weakref.ReferenceType[asyncio.AbstractEventLoop]", "_native.AsyncioWaiters"]] = None
 
 running_loop = asyncio.get_running_loop
 _BASE_CREATE_FUTURE = asyncio.BaseEventLoop.create_future
 
 
-def waker(loop: asyncio.AbstractEventLoop) -> "_core.AsyncioWaiters":
+def for_loop(loop: asyncio.AbstractEventLoop) -> "_native.AsyncioWaiters":
     """The AsyncioWaiters of `loop` (made, and watched by it, on first use)."""
     global _last
     last = _last
     if last is not None and last[0]() is loop:
         return last[1]
-    found = _wakers.get(loop)
+    found = _by_loop.get(loop)
     if found is None:
         # The native waiters own the eventfd (through their notifier, which
         # closes it only when no request refers to it any more).
         # asyncio's own loops make futures as Future(loop=loop); the native
         # waiters then do so directly (one Python frame less per request).
         own = getattr(type(loop), "create_future", None) is _BASE_CREATE_FUTURE
-        found = _wakers[loop] = _core.AsyncioWaiters(asyncio.Future if own else None)
+        found = _by_loop[loop] = _native.AsyncioWaiters(asyncio.Future if own else None)
         loop.add_reader(found.fd, found.on_ready)
     _last = (weakref.ref(loop, _forget_last), found)
     return found
