@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from .. import _native
-from ._enums import DataType, MemoryType
 from ._errors import CancelledError, TritonError, error_from_code
 from ._tensor import Tensor
 
