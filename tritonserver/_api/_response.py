@@ -57,7 +57,9 @@ def _from_native(model: "Model", request: "InferenceRequest", native: "_native.R
                cancelled: bool = False) -> InferenceResponse:
     """The InferenceResponse of a native response (runs once per response)."""
     request_id, parameters, final, native_error, native_outputs = native.fields
-    outputs = {name: Tensor(data_type, shape, memory) for name, data_type, shape, memory in native_outputs}
+    outputs = {}
+    for name, data_type, shape, memory in native_outputs:
+        outputs[name] = Tensor(data_type, shape, memory)
     error: Optional[TritonError] = None
     if native_error is not None:
         error = error_from_code(*native_error)
