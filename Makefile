@@ -66,6 +66,10 @@ test: build ray-env
 	# once its environment exists): the binding works there, and
 	# python-backend models are refused with UnsupportedError.
 	bash tests/run_numpy2.sh
+	# The GPU machine's one shot, rehearsed here (~3 min): the cp312 abi3
+	# wheel builds (the limited API), the bundle is complete and installs
+	# offline, the identity tests pass from it (GPU tests skip).
+	$(MAKE) gpu-dryrun
 
 # A wheel built here, repaired to a manylinux tag and checked in a clean venv
 # (the manylinux_2_28 release wheels come from cibuildwheel, see

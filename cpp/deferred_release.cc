@@ -1,5 +1,6 @@
 #include "deferred_release.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 
 #include <chrono>
@@ -76,6 +77,21 @@ void after_fork_child() {
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 
 }  // namespace
+
+bool holds_gil() noexcept {
+  if (!Py_IsInitialized()) return false;
+#ifdef Py_LIMITED_API
+  // PyGILState_Check() is outside the limited API (abi3 wheels), though
+  // every CPython since 3.4 exports it: looked up once by name. Without it,
+  // the answer is "no": references are then parked, never dropped unsafely.
+  using Check = int (*)();
+  static const Check check =
+      reinterpret_cast<Check>(dlsym(RTLD_DEFAULT, "PyGILState_Check"));
+  return check != nullptr && check() != 0;
+#else
+  return PyGILState_Check() != 0;
+#endif
+}
 
 void defer_release(std::vector<nanobind::object>&& objects) noexcept {
   if (objects.empty()) return;

@@ -11,6 +11,11 @@
 
 namespace tsb {
 
+// Whether this thread holds the GIL (false before the interpreter starts or
+// after it finalized). Decides between dropping a reference now and
+// parking it here.
+bool holds_gil() noexcept;
+
 // Takes ownership of `objects` without touching their reference counts.
 void defer_release(std::vector<nanobind::object>&& objects) noexcept;
 

@@ -66,7 +66,7 @@ struct Export {
 // Consumers may call the deleter from any thread, with or without the GIL,
 // even at shutdown: it never takes the GIL.
 void release(Export* e) noexcept {
-  const bool gil = Py_IsInitialized() && PyGILState_Check();
+  const bool gil = holds_gil();
   if (e->owner != nullptr) {
     if (gil) {
       Py_DECREF(e->owner);

@@ -151,8 +151,7 @@ BackgroundStops& background_stops() { return *background_stops_pointer(); }
 class GilReleasedIfHeld {
  public:
   GilReleasedIfHeld() noexcept
-      : saved_(Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread()
-                                                         : nullptr) {}
+      : saved_(holds_gil() ? PyEval_SaveThread() : nullptr) {}
   ~GilReleasedIfHeld() {
     if (saved_ == nullptr) return;
     PyEval_RestoreThread(saved_);

@@ -2,7 +2,7 @@
 # `make gpu-bundle`: everything the GPU check installs, prebuilt here, in
 # build/gpu-bundle/ (git-ignored; carried to the GPU machine with the tree).
 #
-#   tritonserver-*-cp312-abi3-*.whl   this package, built with pyenv's 3.12
+#   tritonserver_binding-*-cp312-abi3-*.whl   this package, built with pyenv's 3.12
 #   nvidia_pytriton-0.7.0-*.whl       the Triton 2.51 core (unmodified)
 #   identity/libtriton_identity.so    the C++ identity test backend
 #   MANIFEST.txt                      sizes, sha256, the source they came

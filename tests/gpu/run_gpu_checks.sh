@@ -61,9 +61,9 @@ want=$(cat "$BUNDLE/SOURCE_HASH" 2>/dev/null || echo none)
 have=$(bash tests/gpu/source_hash.sh)
 [ "$want" = "$have" ] || die "the bundle was built from other sources (hash $want, this tree $have): run \`make gpu-bundle\` again"
 shopt -s nullglob
-wheels=("$BUNDLE"/tritonserver-*.whl "$BUNDLE"/nvidia_pytriton-*.whl)
+wheels=("$BUNDLE"/tritonserver_binding-*.whl "$BUNDLE"/nvidia_pytriton-*.whl)
 shopt -u nullglob
-[ "${#wheels[@]}" -eq 2 ] || die "the bundle needs one tritonserver and one nvidia_pytriton wheel, has: ${wheels[*]:-none}"
+[ "${#wheels[@]}" -eq 2 ] || die "the bundle needs one tritonserver_binding and one nvidia_pytriton wheel, has: ${wheels[*]:-none}"
 IDENTITY=$BUNDLE/identity/libtriton_identity.so
 [ -f "$IDENTITY" ] || die "no $IDENTITY in the bundle"
 
