@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from .. import _native
-from ._errors import CancelledError, TritonError, error_from_code
+from ._errors import TritonError
 from ._tensor import Tensor
 
 if TYPE_CHECKING:
@@ -71,6 +71,14 @@ class ResponseIterator(_native.ResponseStream):
     """
 
     if TYPE_CHECKING:
+        # Kept by the native base (the stub leaves private names out).
+        _model: "Model"
+        _request: "_native.Request"
+        _inference_request: "InferenceRequest"
+        _raise_on_error: bool
+        _complete: bool
+        _cancelled: bool
+
         def __iter__(self) -> "ResponseIterator":
             """The iterator itself."""
 
