@@ -264,7 +264,31 @@ NB_MODULE(_native, m) {
       .def_prop_ro("final", &ResponseHandle::final)
       .def_prop_ro("fields", &ResponseHandle::fields, nb::for_getter(nb::sig(
           "def fields(self, /) -> tuple[str, dict[str, str | int | bool | float | bytes], bool, "
-          "tuple[int, str] | None, list[tuple[str, typing.Any, list[int], typing.Any]]]")));
+          "tuple[int, str] | None, list[tuple[str, typing.Any, list[int], typing.Any]]]")))
+      .def("inference_response",
+           [](const ResponseHandle& h, nb::handle model, nb::handle inference_request,
+              bool cancelled) {
+             return inference_response(*h.data, model, inference_request, cancelled);
+           },
+           "model"_a, "inference_request"_a, "cancelled"_a = false,
+           nb::sig("def inference_response(self, model: typing.Any, inference_request: typing.Any, "
+                   "cancelled: bool = False) -> typing.Any"));
+
+  // The base of tritonserver.ResponseIterator (iterated in C).
+  nb::class_<ResponseStream>(m, "ResponseStream", nb::type_slots(response_stream_slots))
+      .def(nb::init<nb::object, nb::object, nb::object, bool>(), "model"_a,
+           "request"_a, "inference_request"_a, "raise_on_error"_a = false,
+           nb::sig("def __init__(self, model: typing.Any, request: Request, "
+                   "inference_request: typing.Any, raise_on_error: bool = False) -> None"))
+      .def_ro("_model", &ResponseStream::model)
+      .def_ro("_request", &ResponseStream::request)
+      .def_ro("_inference_request", &ResponseStream::inference_request)
+      .def_ro("_raise_on_error", &ResponseStream::raise_on_error)
+      .def_rw("_complete", &ResponseStream::complete)
+      .def_rw("_cancelled", &ResponseStream::cancelled)
+      .def("_deliver",
+           [](ResponseStream& s, const ResponseHandle& h) { return s.deliver(*h.data); },
+           nb::sig("def _deliver(self, native: Response, /) -> typing.Any"));
 
   nb::class_<Request>(m, "Request", nb::is_weak_referenceable())
       .def("__init__",

@@ -3,7 +3,10 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <new>
 #include <utility>
+
+#include "errors.h"
 
 namespace nb = nanobind;
 
@@ -17,6 +20,10 @@ namespace {
 struct PythonTypes {
   nb::tuple data_types, memory_types;
   nb::object memory_buffer;
+  // For InferenceResponse: the classes, the error factory, and the name
+  // of the request id attribute.
+  nb::object tensor, inference_response, error_from_code, cancelled_error;
+  nb::object request_id_name;
 };
 
 const PythonTypes& python_types() {
@@ -32,6 +39,13 @@ const PythonTypes& python_types() {
     };
     t->data_types = as_tuple(enums.attr("DataType"));
     t->memory_types = as_tuple(enums.attr("MemoryType"));
+    t->tensor = nb::module_::import_("tritonserver._api._tensor").attr("Tensor");
+    t->inference_response = nb::module_::import_("tritonserver._api._response")
+                                .attr("InferenceResponse");
+    nb::module_ errors = nb::module_::import_("tritonserver._api._errors");
+    t->error_from_code = errors.attr("error_from_code");
+    t->cancelled_error = errors.attr("CancelledError");
+    t->request_id_name = nb::steal(PyUnicode_InternFromString("request_id"));
     return t;
   }();
   return *types;
@@ -101,6 +115,163 @@ nb::tuple ResponseHandle::fields() const {
   return nb::make_tuple(d.request_id, parameters_dict(d), d.final,
                         std::move(error), std::move(outputs));
 }
+
+namespace {
+
+nb::object vectorcall(const nb::object& callable, PyObject* const* args,
+                      size_t count) {
+  PyObject* result = PyObject_Vectorcall(callable.ptr(), args, count, nullptr);
+  if (result == nullptr) throw nb::python_error();
+  return nb::steal(result);
+}
+
+}  // namespace
+
+nb::object inference_response(const ResponseData& d, nb::handle model,
+                              nb::handle inference_request, bool cancelled,
+                              nb::object* error_out) {
+  const PythonTypes& types = python_types();
+  nb::dict outputs;
+  for (const OutputTensor& t : d.outputs) {
+    // Tensor(data_type, shape, memory_buffer)
+    nb::object args[] = {
+        enum_member(types.data_types, static_cast<int>(t.datatype)),
+        nb::cast(t.shape), memory_buffer(t.buffer, t.byte_size)};
+    PyObject* raw[] = {args[0].ptr(), args[1].ptr(), args[2].ptr()};
+    nb::str name(t.name.data(), t.name.size());
+    if (PyDict_SetItem(outputs.ptr(), name.ptr(), vectorcall(types.tensor, raw, 3).ptr()) != 0) {
+      throw nb::python_error();
+    }
+  }
+  nb::object error = nb::none();
+  if (d.has_error) {
+    nb::object args[] = {nb::int_(static_cast<int>(d.error_code)),
+                         nb::str(d.error_message.data(), d.error_message.size())};
+    PyObject* raw[] = {args[0].ptr(), args[1].ptr()};
+    error = vectorcall(types.error_from_code, raw, 2);
+  } else if (cancelled && d.final && d.outputs.empty()) {
+    nb::object message = nb::str("request cancelled");
+    PyObject* raw[] = {message.ptr()};
+    error = vectorcall(types.cancelled_error, raw, 1);
+  }
+  nb::object request_id;
+  if (d.request_id.empty()) {
+    request_id = nb::steal(PyObject_GetAttr(inference_request.ptr(),
+                                            types.request_id_name.ptr()));
+    if (!request_id.is_valid()) throw nb::python_error();
+  } else {
+    request_id = nb::str(d.request_id.data(), d.request_id.size());
+  }
+  // InferenceResponse(model, request_id, parameters, outputs, error,
+  //                   classification_label, final)
+  nb::object parameters = parameters_dict(d);
+  PyObject* raw[] = {model.ptr(), request_id.ptr(), parameters.ptr(),
+                     outputs.ptr(), error.ptr(), Py_None,
+                     d.final ? Py_True : Py_False};
+  nb::object response = vectorcall(types.inference_response, raw, 7);
+  if (error_out != nullptr) *error_out = std::move(error);
+  return response;
+}
+
+ResponseStream::ResponseStream(nb::object model_, nb::object request_,
+                               nb::object inference_request_, bool raise)
+    : model(std::move(model_)),
+      request(std::move(request_)),
+      inference_request(std::move(inference_request_)),
+      native_request(&nb::cast<Request&>(request)),
+      raise_on_error(raise) {}
+
+nb::object ResponseStream::deliver(const ResponseData& data) {
+  nb::object error;
+  nb::object response =
+      inference_response(data, model, inference_request, cancelled, &error);
+  complete = data.final;
+  if (raise_on_error && !error.is_none()) {
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+    throw nb::python_error();
+  }
+  return response;
+}
+
+int ResponseStream::traverse(visitproc visit, void* arg) {
+  Py_VISIT(model.ptr());
+  Py_VISIT(request.ptr());
+  Py_VISIT(inference_request.ptr());
+  return 0;
+}
+
+void ResponseStream::clear() noexcept {
+  // The Request stays: native_request points into it (a Request holds no
+  // Python references that could close a cycle).
+  nb::object gone[] = {std::move(model), std::move(inference_request)};
+  model = nb::none();
+  inference_request = nb::none();
+}
+
+namespace {
+
+int stream_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  return nb::inst_ptr<ResponseStream>(self)->traverse(visit, arg);
+}
+
+int stream_clear(PyObject* self) {
+  if (nb::inst_ready(self)) nb::inst_ptr<ResponseStream>(self)->clear();
+  return 0;
+}
+
+PyObject* stream_self(PyObject* self) { return Py_NewRef(self); }
+
+// next(): the next response, waiting with the GIL released; NULL with no
+// exception set ends a loop (as StopIteration would) once the final
+// response was delivered.
+PyObject* stream_next(PyObject* self) {
+  if (!nb::inst_ready(self)) {
+    PyErr_SetString(PyExc_TypeError, "ResponseStream.__init__() was not called");
+    return nullptr;
+  }
+  ResponseStream* s = nb::inst_ptr<ResponseStream>(self);
+  if (s->complete) return nullptr;
+  try {
+    ResponsePtr r = s->native_request->next_from_python(-1.0);
+    if (!r) {  // no timeout given: next() waits for one
+      PyErr_SetString(PyExc_RuntimeError, "no response after an unbounded wait");
+      return nullptr;
+    }
+    return s->deliver(*r).release().ptr();
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const TritonException&) {
+    translate_exception(std::current_exception(), nullptr);
+  } catch (const nb::builtin_exception& e) {
+    // What nanobind would raise for it (a raw slot is not a bound function).
+    PyObject* type = PyExc_RuntimeError;
+    switch (e.type()) {
+      case nb::exception_type::value_error: type = PyExc_ValueError; break;
+      case nb::exception_type::type_error: type = PyExc_TypeError; break;
+      case nb::exception_type::index_error: type = PyExc_IndexError; break;
+      case nb::exception_type::key_error: type = PyExc_KeyError; break;
+      case nb::exception_type::buffer_error: type = PyExc_BufferError; break;
+      default: break;
+    }
+    PyErr_SetString(type, e.what());
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+PyType_Slot response_stream_slots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(stream_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(stream_clear)},
+    {Py_tp_iter, reinterpret_cast<void*>(stream_self)},
+    {Py_tp_iternext, reinterpret_cast<void*>(stream_next)},
+    {0, nullptr}};
 
 nb::object response_to_python(ResponsePtr response) {
   if (!response) return nb::none();

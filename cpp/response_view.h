@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "allocator.h"
+#include "request.h"
 #include "response_queue.h"
 
 namespace tsb {
@@ -47,6 +48,37 @@ struct ResponseHandle {
   // None, [(name, DataType, shape, MemoryBuffer)]).
   nanobind::tuple fields() const;
 };
+
+// The tritonserver.InferenceResponse of `data`, made by the classes' own
+// constructors (Tensor per output, InferenceResponse; its error also in
+// `error_out` when given), as
+// tritonserver._api._response used to in Python: the request id falls back
+// to `inference_request.request_id`; a final response of a cancelled
+// request without outputs or error carries CancelledError.
+nanobind::object inference_response(const ResponseData& data,
+                                     nanobind::handle model,
+                                     nanobind::handle inference_request,
+                                     bool cancelled,
+                                     nanobind::object* error_out = nullptr);
+
+// The native state of a blocking response iterator (bound as
+// ResponseStream, the base of tritonserver.ResponseIterator). Its `for`
+// loop steps in C (tp_iter/tp_iternext in response_stream_slots): no Python
+// frame per step, and the end of the loop raises no StopIteration.
+struct ResponseStream {
+  nanobind::object model, request, inference_request;
+  Request* native_request;  // of `request`, which keeps it alive
+  bool raise_on_error, complete = false, cancelled = false;
+
+  ResponseStream(nanobind::object model_, nanobind::object request_,
+                 nanobind::object inference_request_, bool raise);
+  // The InferenceResponse of `response`; after the final one the stream is
+  // complete; an error response raises its error when raise_on_error.
+  nanobind::object deliver(const ResponseData& response);
+  int traverse(visitproc visit, void* arg);
+  void clear() noexcept;
+};
+extern PyType_Slot response_stream_slots[];
 
 // A Response object, or None for a null pointer (a timed-out wait).
 nanobind::object response_to_python(ResponsePtr response);

@@ -54,6 +54,22 @@ def test_sync_iteration(model):
         next(iterator)
 
 
+def test_iterator_in_a_reference_cycle_is_collected(model):
+    """ResponseIterator keeps its model, request and InferenceRequest in its
+    native base, which shows them to the garbage collector: a cycle through
+    the iterator is freed, and a Python subclass instance still takes
+    attributes of its own."""
+    request = model("identity_fp32").create_request(inputs={"INPUT0": fp32(1, 2)})
+    iterator = model("identity_fp32").infer(request)
+    assert [r.final for r in iterator] == [True]
+    iterator.note = "a user attribute"
+    request.cycle = iterator  # InferenceRequest -> iterator -> InferenceRequest
+    gone = weakref.ref(iterator)
+    del request, iterator
+    gc.collect()
+    assert gone() is None
+
+
 def test_identity_sync_many_in_flight(model):
     m = model("identity_fp32")
     iterators = [(i, m.infer(inputs={"INPUT0": numpy.full(16, i, numpy.float32)})) for i in range(32)]

@@ -281,7 +281,11 @@ def test_model_statistics_count_inferences(repo_server):
         data = numpy.ones(4, dtype=numpy.float32)
         single(handle.infer(inputs={"INPUT0": data}))
         single(handle.infer(inputs={"INPUT0": data}))
-        assert wait_for(lambda: counts()[1] >= 2)
+        # The backend reports a request's statistics, releases it, then
+        # reports the execution's: wait for both (the client can see the
+        # response before the second report).
+        assert wait_for(lambda: counts()[1] >= 2
+                        and handle.statistics()["model_stats"][0]["execution_count"] >= 2)
         assert counts() == (2, 2)
         stats = handle.statistics()["model_stats"][0]
         assert stats["execution_count"] == 2

@@ -97,11 +97,21 @@ class Model:
         parameter, GPU output without CUDA) raise here, before anything is
         queued. Keyword arguments build the request when none is given.
         """
+        # create_request() and _submit(), inline for the common case: this
+        # runs for every request.
         if inference_request is None:
-            request = self.create_request(**kwargs)
+            cast("dict[str, Any]", kwargs).pop("model", None)
+            request = InferenceRequest(self, **kwargs)
         else:
             request = _given_request(inference_request, kwargs)
-        native_request = self._submit(request)
+        if request.response_queue is not None:
+            return ResponseIterator(self, self._submit(request), request, raise_on_error)
+        native_request = request._create_native_request()
+        try:
+            native_request.submit()
+        except BaseException:
+            native_request.discard()  # its inputs go now
+            raise
         return ResponseIterator(self, native_request, request, raise_on_error)
 
     def async_infer(

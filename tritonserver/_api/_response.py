@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from .. import _native
-from ._errors import CancelledError, TritonError, error_from_code
+from ._errors import TritonError
 from ._tensor import Tensor
 
 if TYPE_CHECKING:
@@ -55,50 +55,39 @@ class InferenceResponse:
 
 def _from_native(model: "Model", request: "InferenceRequest", native: "_native.Response",
                cancelled: bool = False) -> InferenceResponse:
-    """The InferenceResponse of a native response (runs once per response)."""
-    request_id, parameters, final, native_error, native_outputs = native.fields
-    outputs = {}
-    for name, data_type, shape, memory in native_outputs:
-        outputs[name] = Tensor(data_type, shape, memory)
-    error: Optional[TritonError] = None
-    if native_error is not None:
-        error = error_from_code(*native_error)
-    elif cancelled and final and not outputs:
-        error = CancelledError("request cancelled")
-    return InferenceResponse(model, request_id or request.request_id, parameters, outputs, error, None, final)
+    """The InferenceResponse of a native response (made natively, by the
+    classes' own constructors: `inference_response` in
+    cpp/response_view.cc)."""
+    response: InferenceResponse = native.inference_response(model, request, cancelled)
+    return response
 
 
-class ResponseIterator:
+class ResponseIterator(_native.ResponseStream):
     """Blocking iterator over a request's responses (the GIL is released
-    while waiting). Iterate from one thread at a time."""
+    while waiting). Iterate from one thread at a time.
 
-    def __init__(self, model: "Model", request: "_native.Request", inference_request: "InferenceRequest",
-                 raise_on_error: bool = False) -> None:
-        self._model = model
-        self._request = request
-        self._inference_request = inference_request
-        self._raise_on_error = raise_on_error
-        self._complete = False
-        self._cancelled = False
+    ``ResponseIterator(model, request, inference_request, raise_on_error=False)``;
+    its ``for`` loop steps in the native base (no Python frame per step).
+    """
 
-    def __iter__(self) -> "ResponseIterator":
-        """The iterator itself."""
-        return self
+    if TYPE_CHECKING:
+        # Kept by the native base (the stub leaves private names out).
+        _model: "Model"
+        _request: "_native.Request"
+        _inference_request: "InferenceRequest"
+        _raise_on_error: bool
+        _complete: bool
+        _cancelled: bool
 
-    def __next__(self) -> InferenceResponse:
-        """The next response, waiting for it with the GIL released."""
-        if self._complete:
-            raise StopIteration
-        native = self._request.next()
-        assert native is not None  # no timeout given: next() waits for one
-        return self._deliver(native)
+        def __iter__(self) -> "ResponseIterator":
+            """The iterator itself."""
 
-    def _deliver(self, native: "_native.Response") -> InferenceResponse:
-        response = _from_native(self._model, self._inference_request, native, self._cancelled)
-        self._complete = response.final
-        if response.error is not None and self._raise_on_error:
-            raise response.error
-        return response
+        def __next__(self) -> InferenceResponse:
+            """The next response, waiting for it with the GIL released."""
+
+        def _deliver(self, native: "_native.Response") -> InferenceResponse:
+            """The InferenceResponse of `native`; raises its error when
+            raise_on_error (the stream is complete after the final one)."""
 
     def cancel(self) -> None:
         """Ask Triton to cancel the request; the stream then ends promptly,
