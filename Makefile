@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo test build develop venv clean bench stress test-asan test-numpy2 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
+.PHONY: demo test build develop venv clean bench bench-build stress test-asan test-numpy2 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
 
 $(VENV)/.ready:
 	@echo "== [1/5] creating $(VENV), a virtual environment for everything below"
@@ -58,7 +58,7 @@ RAY_TESTS := cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m
 ray-env: venv
 	$(PY) -m pip install -q $(RAY) "numpy<2"
 
-test: build ray-env
+test: build bench-build ray-env
 	# From tests/: the installed package is tested, not the source tree.
 	cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. .
 	$(RAY_TESTS)
@@ -140,9 +140,14 @@ clean:
 
 # Benchmarks: the C API floor, this binding, and tritonclient (gRPC/HTTP)
 # against the tritonserver binary; writes docs/benchmarks.md.
-bench: build
-	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" "numpy<2"
+# The C API floor (benchmarks/c_api_floor.cc, linked with cpp/ files):
+# make test builds it too, so a change in cpp/ cannot break make bench
+# unnoticed.
+bench-build: build
 	$(VENV)/bin/cmake -S benchmarks -B build/bench -G Ninja \
 	  -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 	$(VENV)/bin/cmake --build build/bench
+
+bench: bench-build
+	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" "numpy<2"
 	$(PY) benchmarks/run.py

@@ -45,6 +45,11 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// TRITONSERVER_MODEL_CONTROL_EXPLICIT: cpp/triton_api.h declares only the
+// enumerators the package itself passes to the core.
+constexpr auto kModelControlExplicit =
+    static_cast<TRITONSERVER_ModelControlMode>(2);
+
 struct Args {
   std::string library, repository, backends, model;
   std::vector<std::string> inputs;  // default: INPUT0
@@ -210,7 +215,7 @@ int main(int argc, char** argv) {
   check(api.ServerOptionsSetModelRepositoryPath(options, a.repository.c_str()));
   check(api.ServerOptionsSetBackendDirectory(options, a.backends.c_str()));
   check(api.ServerOptionsSetModelControlMode(
-      options, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+      options, kModelControlExplicit));
   check(api.ServerOptionsSetLogInfo(options, false));
   check(api.ServerOptionsSetLogWarn(options, false));
   check(api.ServerOptionsSetLogError(options, true));
