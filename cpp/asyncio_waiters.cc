@@ -4,6 +4,7 @@
 
 #include "errors.h"
 #include "response_view.h"
+#include "type_slots.h"
 
 namespace nb = nanobind;
 
@@ -148,21 +149,9 @@ void AsyncioWaiters::clear() noexcept {
 
 namespace {
 
-int waiters_traverse(PyObject* self, visitproc visit, void* arg) {
-  Py_VISIT(Py_TYPE(self));
-  if (!nb::inst_ready(self)) return 0;
-  return nb::inst_ptr<AsyncioWaiters>(self)->traverse(visit, arg);
-}
-
-int waiters_clear(PyObject* self) {
-  if (nb::inst_ready(self)) nb::inst_ptr<AsyncioWaiters>(self)->clear();
-  return 0;
-}
-
-// __await__ and __iter__ return the object itself; each resumption
-// (send(None), or next() where CPython calls tp_iternext directly) runs one
-// step: first the yield, then the response.
-PyObject* queued_self(PyObject* self) { return Py_NewRef(self); }
+// __await__ and __iter__ return the object itself (self_slot); each
+// resumption (send(None), or next() where CPython calls tp_iternext
+// directly) runs one step: first the yield, then the response.
 
 PySendResult queued_send(PyObject* self, PyObject*, PyObject** result) {
   switch (nb::inst_ptr<QueuedResponse>(self)->step(result)) {
@@ -196,14 +185,14 @@ PyObject* queued_next(PyObject* self) {
 }  // namespace
 
 PyType_Slot asyncio_waiters_slots[] = {
-    {Py_tp_traverse, reinterpret_cast<void*>(waiters_traverse)},
-    {Py_tp_clear, reinterpret_cast<void*>(waiters_clear)},
+    {Py_tp_traverse, reinterpret_cast<void*>(traverse_slot<AsyncioWaiters>)},
+    {Py_tp_clear, reinterpret_cast<void*>(clear_slot<AsyncioWaiters>)},
     {0, nullptr}};
 
 PyType_Slot queued_response_slots[] = {
-    {Py_am_await, reinterpret_cast<void*>(queued_self)},
+    {Py_am_await, reinterpret_cast<void*>(self_slot)},
     {Py_am_send, reinterpret_cast<void*>(queued_send)},
-    {Py_tp_iter, reinterpret_cast<void*>(queued_self)},
+    {Py_tp_iter, reinterpret_cast<void*>(self_slot)},
     {Py_tp_iternext, reinterpret_cast<void*>(queued_next)},
     {0, nullptr}};
 

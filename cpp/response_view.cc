@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "errors.h"
+#include "type_slots.h"
 
 namespace nb = nanobind;
 
@@ -210,19 +211,6 @@ void ResponseStream::clear() noexcept {
 
 namespace {
 
-int stream_traverse(PyObject* self, visitproc visit, void* arg) {
-  Py_VISIT(Py_TYPE(self));
-  if (!nb::inst_ready(self)) return 0;
-  return nb::inst_ptr<ResponseStream>(self)->traverse(visit, arg);
-}
-
-int stream_clear(PyObject* self) {
-  if (nb::inst_ready(self)) nb::inst_ptr<ResponseStream>(self)->clear();
-  return 0;
-}
-
-PyObject* stream_self(PyObject* self) { return Py_NewRef(self); }
-
 // next(): the next response, waiting with the GIL released; NULL with no
 // exception set ends a loop (as StopIteration would) once the final
 // response was delivered.
@@ -267,9 +255,9 @@ PyObject* stream_next(PyObject* self) {
 }  // namespace
 
 PyType_Slot response_stream_slots[] = {
-    {Py_tp_traverse, reinterpret_cast<void*>(stream_traverse)},
-    {Py_tp_clear, reinterpret_cast<void*>(stream_clear)},
-    {Py_tp_iter, reinterpret_cast<void*>(stream_self)},
+    {Py_tp_traverse, reinterpret_cast<void*>(traverse_slot<ResponseStream>)},
+    {Py_tp_clear, reinterpret_cast<void*>(clear_slot<ResponseStream>)},
+    {Py_tp_iter, reinterpret_cast<void*>(self_slot)},
     {Py_tp_iternext, reinterpret_cast<void*>(stream_next)},
     {0, nullptr}};
 
