@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "spin_wait.h"
+
 namespace tsb {
 namespace {
 
@@ -76,6 +78,7 @@ void ResponseQueue::push(ResponsePtr response) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     if (empty_locked()) {
       first_ = std::move(response);
+      queued_.store(true, std::memory_order_release);
     } else {
       // Allocation failure here would end the process (noexcept), as any
       // allocation on this path would.
@@ -93,11 +96,14 @@ ResponsePtr ResponseQueue::pop_locked() noexcept {
   if (rest_ && !rest_->empty()) {
     first_ = std::move(rest_->front());
     rest_->pop_front();
+  } else {
+    queued_.store(false, std::memory_order_relaxed);
   }
   return r;
 }
 
 ResponsePtr ResponseQueue::pop(double timeout_s) {
+  SpinWait::poll([this] { return has_response(); }, timeout_s);
   std::unique_lock<std::mutex> lock(mutex_);
   if (!wait_until_ready(lock, ready_, timeout_s,
                         [this] { return !empty_locked(); })) {

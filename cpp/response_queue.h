@@ -53,13 +53,13 @@ class ResponseQueue {
  public:
   void push(ResponsePtr response) noexcept;
   // Blocks (the caller releases the GIL) until a response is there or
-  // `timeout_s` passes (negative: no limit). Returns null on timeout.
+  // `timeout_s` passes (negative: no limit). Returns null on timeout. Polls
+  // briefly before it sleeps (spin_wait.h).
   ResponsePtr pop(double timeout_s);
   ResponsePtr try_pop();
   // Whether a response is queued (takes nothing, never waits).
-  bool has_response() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return !empty_locked();
+  bool has_response() const noexcept {
+    return queued_.load(std::memory_order_acquire);
   }
   // asyncio wake-up: `notifier` is told token() on every push (null: none).
   void set_notifier(std::shared_ptr<LoopNotifier> notifier);
@@ -76,6 +76,7 @@ class ResponseQueue {
   std::mutex mutex_;
   std::condition_variable ready_;
   ResponsePtr first_;  // the oldest queued response, if any
+  std::atomic<bool> queued_{false};  // first_ is set; read without the mutex
   std::unique_ptr<std::deque<ResponsePtr>> rest_;  // those after it
   std::shared_ptr<LoopNotifier> notifier_;
 };

@@ -70,6 +70,28 @@ def test_iterator_in_a_reference_cycle_is_collected(model):
     assert gone() is None
 
 
+def test_blocking_waits_poll_briefly_then_sleep(model):
+    """A blocking wait polls for at most a short while (cpp/spin_wait.h)
+    before it sleeps: back-to-back fast requests each get their own
+    response, and waits on a slow model leave the waiting thread's CPU
+    almost idle, both on the first waits and once the thread has backed
+    off from polling. The CPU bounds are generous (polling without limit
+    would use all of each wait), not speed assertions."""
+    identity = model("identity_fp32")
+    for i in range(2000):
+        response = single(identity.infer(inputs={"INPUT0": numpy.full(4, i, numpy.float32)}))
+        assert as_numpy(response.outputs["OUTPUT0"]).tolist() == [float(i)] * 4
+
+    sleep = model("sleep")
+    seconds = {"SECONDS": fp32(0.1)}
+    for _ in range(12):  # past the misses that make a thread back off
+        start_cpu, start = time.thread_time(), time.monotonic()
+        single(sleep.infer(inputs=seconds))
+        cpu, wall = time.thread_time() - start_cpu, time.monotonic() - start
+        assert wall >= 0.09
+        assert cpu < 0.5 * wall, f"the waiting thread used {cpu:.3f} s of CPU in a {wall:.3f} s wait"
+
+
 def test_identity_sync_many_in_flight(model):
     m = model("identity_fp32")
     iterators = [(i, m.infer(inputs={"INPUT0": numpy.full(16, i, numpy.float32)})) for i in range(32)]
