@@ -23,6 +23,7 @@ struct State {
   std::condition_variable exited;  // the releaser thread has ended
   std::vector<nanobind::object> parked;
   bool running = false;   // a releaser thread exists in this process
+  bool idle = false;      // the releaser waits for a first parked reference
   bool stopping = false;  // the interpreter is about to finalize
 };
 
@@ -36,9 +37,16 @@ State* g_state = new State();
 // Python once stop_deferred_releaser() has begun (the interpreter may then
 // finalize, and a thread taking the GIL then would be killed mid-frame).
 void releaser_main(State* s) {
+  pthread_setname_np(pthread_self(), "tsb-releaser");  // seen in ps, gdb, /proc
   std::unique_lock<std::mutex> lock(s->mutex);
   for (;;) {
-    s->wake.wait(lock, [s] { return s->stopping || !s->parked.empty(); });
+    // `idle` is set again before each sleep: a wake-up whose references a
+    // drain in Python took first sleeps again, and must be woken again.
+    while (!s->stopping && s->parked.empty()) {
+      s->idle = true;
+      s->wake.wait(lock);
+    }
+    s->idle = false;
     if (s->stopping) break;
     s->wake.wait_for(lock, kGrace, [s] { return s->stopping; });
     if (s->stopping) break;
@@ -97,7 +105,6 @@ void defer_release(std::vector<nanobind::object>&& objects) noexcept {
   if (objects.empty()) return;
   State* s = g_state;
   std::lock_guard<std::mutex> lock(s->mutex);
-  const bool was_empty = s->parked.empty();
   for (auto& o : objects) s->parked.push_back(std::move(o));  // steals refs
   objects.clear();  // only moved-from (null) handles remain
   if (s->stopping) return;  // drained by the next drain_deferred(), if any
@@ -108,7 +115,11 @@ void defer_release(std::vector<nanobind::object>&& objects) noexcept {
     } catch (...) {
       // No thread: the references wait for the next drain in Python.
     }
-  } else if (was_empty) {
+  } else if (s->idle) {
+    // Only a releaser waiting for its first reference needs waking: during
+    // its grace it wakes by itself, and waking it for every request's
+    // inputs would cost a futex call and a context switch per request.
+    s->idle = false;
     s->wake.notify_one();
   }
 }
