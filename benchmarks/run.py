@@ -46,6 +46,8 @@ IDENTITY = ROOT / "build" / "identity" / "libtriton_identity.so"
 MiB = 1 << 20
 # asyncio_ceiling.py shapes and their labels in the report.
 ASYNCIO_REFERENCES = {"iterator": "asyncio", "api": "asyncio + API objects"}
+# sync_ceiling.py's label in the report.
+SYNC_REFERENCE = "sync API objects"
 
 
 @dataclass
@@ -60,6 +62,9 @@ class Workload:
     # Also run the asyncio references: asyncio alone (no Triton), and the
     # floor with asyncio's own per-request time spent before each submit.
     asyncio_reference: bool = False
+    # Also run the sync reference: the API's objects alone (no Triton), and
+    # the floor with their per-request time spent before each submit.
+    sync_reference: bool = False
     target: str = ""
     threads: int = 1  # Python threads sending blocking requests (ours only)
     # Every run's JSON line, by label ("floor block" and "floor spin" hold
@@ -77,7 +82,7 @@ def workloads(quick: bool) -> list[Workload]:
     small = "identity 16xfp32"
     return [
         Workload(f"{small} sync", "identity_fp32", requests=n(4000), clients=True,
-                 target="time <= 1.25x floor"),
+                 target="time <= 1.25x floor", sync_reference=True),
         Workload(f"{small} asyncio 8", "identity_fp32", inflight=8, requests=n(30000),
                  asyncio_reference=True),
         Workload(f"{small} asyncio 64", "identity_fp32", inflight=64, requests=n(40000), clients=True,
@@ -222,6 +227,11 @@ def main() -> None:
                                           "--requests", str(w.requests * 5)])
                         w.results.setdefault(label, []).append(alone)
                         runs["floor + " + label] = floor + ["--client-work-us", f"{alone['us_per_request']:.3f}"]
+                if w.sync_reference:
+                    alone = run_json([sys.executable, str(ROOT / "benchmarks" / "sync_ceiling.py"),
+                                      "--requests", str(w.requests * 20)])
+                    w.results.setdefault(SYNC_REFERENCE, []).append(alone)
+                    runs["floor + " + SYNC_REFERENCE] = floor + ["--client-work-us", f"{alone['us_per_request']:.3f}"]
                 if server is not None and w.clients:
                     client = [sys.executable, str(ROOT / "benchmarks" / "bench_client.py"), "--model", w.model,
                               "--requests", str(max(10, w.requests // 4)), "--inflight", str(w.inflight),
@@ -340,6 +350,35 @@ def write_report(items: list[Workload], startup: list[dict], args: argparse.Name
             f"| {w.name} | {us(fp50)} | {us(fp99)} | {us(sp50)} | {us(sp99)} | {us(p50)} | {us(p99)} "
             f"| {ratio(p50, fp50)} | {ratio(p50, sp50)} | {fmt(cmin)} | {fmt(cmax)} |"
         )
+    lines += [
+        "",
+        "## Sync reference",
+        "",
+        "| workload | ours /s | ours p50 | API objects alone /s | floor + API objects /s "
+        "| its p50 | its seen p50 | ours/(floor + API objects) | ours p50 / its seen p50 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    reference = "floor + " + SYNC_REFERENCE
+    for w in main:
+        if not w.sync_reference:
+            continue
+        ours, alone, floor_api = (median(w, k) for k in ("ours", SYNC_REFERENCE, reference))
+        p50 = median(w, "ours", "p50_us")
+        rp50, rseen = median(w, reference, "p50_us"), median(w, reference, "seen_p50_us")
+        lines.append(f"| {w.name} | {fmt(ours)} | {us(p50)} | {fmt(alone)} | {fmt(floor_api)} | {us(rp50)} "
+                     f"| {us(rseen)} | {ratio(ours, floor_api)} | {ratio(p50, rseen)} |")
+    lines += [
+        "",
+        "*API objects alone* is `benchmarks/sync_ceiling.py`: per request, the objects the official API",
+        "hands out (an InferenceRequest; an InferenceResponse with a Tensor and its MemoryBuffer), made",
+        "and iterated in a plain loop with no Triton: what every binding of this API pays at least.",
+        "*floor + API objects* is the floor (waiting its faster way) with that time per request",
+        "busy-waited on the submitting thread before each submit. The floor's fast regime needs the next",
+        "request to follow the last response within a few microseconds (Triton's backend thread is then",
+        "still awake; on this VM a few microseconds of client work between requests already moves its",
+        "callback p50 from ~5 us to ~20 us: benchmarks/NOTES.md), so this, not the bare floor, is what a",
+        "Python client's latency can be held to.",
+    ]
     references = [ASYNCIO_REFERENCES["iterator"], ASYNCIO_REFERENCES["api"]]
     references += ["floor + " + label for label in references]
     lines += [
