@@ -4,19 +4,14 @@ inference."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from ._enums import ModelBatchFlag, ModelTxnPropertyFlag
 from ._request import InferenceRequest, InferenceRequestKwargs, _model_version
 from ._response import AsyncResponseIterator, ResponseIterator, asyncio_waiters
+from ._typing import Unpack
 from ._user_queues import register_user_queue, unregister_user_queue
-
-if sys.version_info >= (3, 11):
-    from typing import Unpack
-elif TYPE_CHECKING:  # no runtime dependency on typing_extensions for 3.10
-    from typing_extensions import Unpack
 
 if TYPE_CHECKING:
     import asyncio

@@ -6,11 +6,10 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import sys
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, Optional, Union
 
 from .. import _native
 from . import _logging, _triton_core
@@ -18,11 +17,7 @@ from ._enums import MetricFormat, ModelIndexFlag
 from ._errors import InvalidArgumentError, NotFoundError, TritonError, UnavailableError, UnsupportedError
 from ._model import Model, _json_object
 from ._options import Options, OptionsKwargs, build_core_options
-
-if sys.version_info >= (3, 11):
-    from typing import Unpack
-elif TYPE_CHECKING:  # no runtime dependency on typing_extensions for 3.10
-    from typing_extensions import Unpack
+from ._typing import Unpack
 
 
 class ModelDictionary(dict[tuple[str, int], Model]):
