@@ -103,7 +103,8 @@ ResponsePtr ResponseQueue::pop_locked() noexcept {
 }
 
 ResponsePtr ResponseQueue::pop(double timeout_s) {
-  SpinWait::poll([this] { return has_response(); }, timeout_s);
+  const SpinWait wait;  // this thread waits, polling first, until it returns
+  wait.poll([this] { return has_response(); }, timeout_s);
   std::unique_lock<std::mutex> lock(mutex_);
   if (!wait_until_ready(lock, ready_, timeout_s,
                         [this] { return !empty_locked(); })) {

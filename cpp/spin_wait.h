@@ -13,10 +13,11 @@
 //   slow model), the thread polls only on every kProbeEvery-th wait until a
 //   poll succeeds again, so slow models cost at most
 //   kSpinLimit / kProbeEvery of polling per wait;
-// - per process: at most one thread fewer than the machine has processors
-//   polls at a time (at least one); the others sleep at once, leaving the
-//   processors to the threads that do the work (Triton's, and the thread
-//   holding the GIL).
+// - per process: threads poll only while no more threads are waiting
+//   (polling or asleep) than one fewer than the machine's processors (at
+//   least one), and a poll stops as soon as more start waiting. Their
+//   responses then need the processors: Triton's threads produce them and
+//   each woken waiter must run, which a polling thread would hold up.
 #pragma once
 
 #include <atomic>
@@ -37,25 +38,31 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
+// One thread's blocking wait, from its start to its end (polling, then
+// sleeping): constructed by the waiter before it polls, destroyed when it
+// has its result.
 class SpinWait {
  public:
   static constexpr std::chrono::microseconds kSpinLimit{200};
   static constexpr uint32_t kMissesToBackOff = 8;
   static constexpr uint32_t kProbeEvery = 16;
 
+  SpinWait() noexcept { waiting().fetch_add(1, std::memory_order_relaxed); }
+  ~SpinWait() { waiting().fetch_sub(1, std::memory_order_relaxed); }
+  SpinWait(const SpinWait&) = delete;
+  SpinWait& operator=(const SpinWait&) = delete;
+
   // Polls `ready()` for at most kSpinLimit (less when `timeout_s` is
   // shorter; negative means no limit) when this thread's recent waits make
-  // it worthwhile and a processor is free for it. True when `ready()` is
-  // true by the end.
+  // it worthwhile and no more threads wait than processors can spare; stops
+  // early when more start waiting. True when `ready()` is true by the end.
   template <typename Ready>
-  static bool poll(Ready ready, double timeout_s) noexcept {
+  bool poll(Ready ready, double timeout_s) const noexcept {
     Recent& recent = this_thread();
-    if (recent.misses >= kMissesToBackOff &&
-        ++recent.skipped % kProbeEvery != 0) {
+    if (crowded() || (recent.misses >= kMissesToBackOff &&
+                      ++recent.skipped % kProbeEvery != 0)) {
       return ready();
     }
-    Slot slot;
-    if (!slot.taken) return ready();
     using Clock = std::chrono::steady_clock;
     auto limit = std::chrono::duration_cast<Clock::duration>(kSpinLimit);
     if (timeout_s >= 0 && timeout_s < 1e-6 * kSpinLimit.count()) {
@@ -69,9 +76,9 @@ class SpinWait {
         return true;
       }
       for (int i = 0; i < 16; ++i) cpu_relax();
-    } while (Clock::now() < deadline);
+    } while (Clock::now() < deadline && !crowded());
     if (ready()) return true;
-    ++recent.misses;
+    if (!crowded()) ++recent.misses;  // cut short by other waiters: no miss
     return false;
   }
 
@@ -84,30 +91,19 @@ class SpinWait {
     thread_local Recent recent;
     return recent;
   }
-
-  // One of the process's polling slots, for the scope of one poll.
-  struct Slot {
-    static std::atomic<int>& polling() noexcept {
-      static std::atomic<int> count{0};
-      return count;
-    }
-    static int limit() noexcept {
-      static const int n = [] {
-        const int cpus = static_cast<int>(std::thread::hardware_concurrency());
-        return cpus > 2 ? cpus - 1 : 1;
-      }();
-      return n;
-    }
-    Slot() : taken(polling().fetch_add(1) < limit()) {
-      if (!taken) polling().fetch_sub(1);
-    }
-    ~Slot() {
-      if (taken) polling().fetch_sub(1);
-    }
-    Slot(const Slot&) = delete;
-    Slot& operator=(const Slot&) = delete;
-    const bool taken;
-  };
+  static std::atomic<int>& waiting() noexcept {
+    static std::atomic<int> count{0};
+    return count;
+  }
+  // More threads wait than leave a processor to the threads that do the
+  // work (Triton's, the GIL's holder): polling would take it from them.
+  static bool crowded() noexcept {
+    static const int spare = [] {
+      const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+      return cpus > 2 ? cpus - 1 : 1;
+    }();
+    return waiting().load(std::memory_order_relaxed) > spare;
+  }
 };
 
 }  // namespace tsb
