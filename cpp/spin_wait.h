@@ -91,10 +91,9 @@ class SpinWait {
     thread_local Recent recent;
     return recent;
   }
-  static std::atomic<int>& waiting() noexcept {
-    static std::atomic<int> count{0};
-    return count;
-  }
+  // Threads in a blocking wait in this process (spin_wait.cc; a child of
+  // fork() starts from zero: the parent's waiting threads are not in it).
+  static std::atomic<int>& waiting() noexcept;
   // More threads wait than leave a processor to the threads that do the
   // work (Triton's, the GIL's holder): polling would take it from them.
   static bool crowded() noexcept {
