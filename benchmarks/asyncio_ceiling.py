@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import time
 from typing import Any
+
+from ceiling_parts import api_objects, print_result
 
 
 class _Notifier:
@@ -78,27 +79,6 @@ class _Responses:
         return self._make_response() if self._make_response else response
 
 
-def _api_objects() -> tuple[Any, Any]:
-    """(make a request, make its response) with the official API's objects."""
-    import numpy
-
-    import tritonserver as ts
-
-    inputs = {"INPUT0": numpy.ones(16, dtype=numpy.float32)}
-    output = numpy.ones(16, dtype=numpy.float32)
-    address, nbytes = output.ctypes.data, output.nbytes
-    fp32, cpu = ts.DataType.FP32, ts.MemoryType.CPU
-
-    def request() -> Any:
-        return ts.InferenceRequest(model=None, inputs=inputs)  # type: ignore[arg-type]
-
-    def response() -> Any:
-        tensor = ts.Tensor(fp32, [16], ts.MemoryBuffer(address, cpu, 0, nbytes, output))
-        return ts.InferenceResponse(None, None, {}, {"OUTPUT0": tensor}, None, None, True)  # type: ignore[arg-type]
-
-    return request, response
-
-
 async def run(inflight: int, count: int, shape: str) -> float:
     notifier = _Notifier(asyncio.get_running_loop())
     remaining = count
@@ -110,7 +90,7 @@ async def run(inflight: int, count: int, shape: str) -> float:
             async for _ in _Responses(notifier):
                 pass
 
-    make_request, make_response = _api_objects() if shape == "api" else (None, None)
+    make_request, make_response = api_objects() if shape == "api" else (None, None)
 
     async def api_worker() -> None:
         nonlocal remaining
@@ -141,13 +121,7 @@ def main() -> None:
     args = parser.parse_args()
     asyncio.run(run(args.inflight, max(1000, args.requests // 10), args.shape))  # warm-up
     seconds = asyncio.run(run(args.inflight, args.requests, args.shape))
-    print(json.dumps({
-        "requests_per_s": args.requests / seconds,
-        "responses_per_s": args.requests / seconds,
-        "us_per_request": seconds / args.requests * 1e6,
-        "seconds": seconds,
-        "requests": args.requests,
-    }))
+    print_result(args.requests, seconds)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ prints one JSON line in the same shape as c_api_floor.
 Each "request" makes the objects the official API hands out for a request
 of the identity workload (an InferenceRequest; an InferenceResponse with one
 Tensor and its MemoryBuffer: the public dataclasses of this package, made
-by `asyncio_ceiling._api_objects`; the core is not loaded), iterates the
+by `ceiling_parts.api_objects`; the core is not loaded), iterates the
 response with a `for` loop and reads its output. Every binding of this API
 pays at least this per request; `make bench` busy-waits it on the floor's
 submitting thread before each submit ("floor + API objects"), which is the
@@ -17,14 +17,13 @@ C API driven by a client whose only per-request work is the API's objects.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
-from asyncio_ceiling import _api_objects
+from ceiling_parts import api_objects, print_result
 
 
 def run(count: int) -> float:
-    make_request, make_response = _api_objects()
+    make_request, make_response = api_objects()
     start = time.perf_counter()
     for _ in range(count):
         make_request()
@@ -39,13 +38,7 @@ def main() -> None:
     args = parser.parse_args()
     run(max(1000, args.requests // 10))  # warm-up
     seconds = run(args.requests)
-    print(json.dumps({
-        "requests_per_s": args.requests / seconds,
-        "responses_per_s": args.requests / seconds,
-        "us_per_request": seconds / args.requests * 1e6,
-        "seconds": seconds,
-        "requests": args.requests,
-    }))
+    print_result(args.requests, seconds)
 
 
 if __name__ == "__main__":
