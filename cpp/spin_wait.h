@@ -23,7 +23,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <thread>
 
 namespace tsb {
