@@ -439,7 +439,7 @@ std::shared_ptr<ResponseQueue> Request::submitted_queue() const {
   return queue();
 }
 
-ResponsePtr Request::next(double timeout_s) {
+ResponsePtr Request::next(double timeout_s, bool poll) {
   if (!state_->submitted) {
     raise(TRITONSERVER_ERROR_INVALID_ARG, "the request was not submitted");
   }
@@ -452,17 +452,18 @@ ResponsePtr Request::next(double timeout_s) {
     std::atomic<bool>& flag;
     ~Reset() { flag.store(false); }
   } reset{waiting_};
-  return state_->queue.pop(timeout_s);
+  return state_->queue.pop(timeout_s, poll);
 }
 
 ResponsePtr Request::next_from_python(double timeout_s) {
   constexpr double kSliceS = 0.1;
-  for (double left = timeout_s;;) {
+  bool first = true;
+  for (double left = timeout_s;; first = false) {
     const bool last = left >= 0 && left <= kSliceS;
     ResponsePtr p;
     {
       nb::gil_scoped_release release;
-      p = next(last ? left : kSliceS);
+      p = next(last ? left : kSliceS, first);  // one poll per wait
     }
     if (p || last) {
       drain_deferred();  // what Triton released meanwhile goes with the GIL

@@ -183,8 +183,9 @@ class Request {
   // asyncio loop's), its responses are also announced there.
   void submit_from_python(
       const std::shared_ptr<LoopNotifier>& notifier = nullptr);
-  // Next response; blocks without the GIL. Null on timeout.
-  ResponsePtr next(double timeout_s);
+  // Next response; blocks without the GIL. Null on timeout. `poll`: as
+  // ResponseQueue::pop's.
+  ResponsePtr next(double timeout_s, bool poll = true);
   // The same from Python (call with the GIL): a long wait runs in slices,
   // between which Python's signal handlers run, so Ctrl-C interrupts a wait
   // for a model that never answers (the request is then cancelled and the

@@ -102,9 +102,9 @@ ResponsePtr ResponseQueue::pop_locked() noexcept {
   return r;
 }
 
-ResponsePtr ResponseQueue::pop(double timeout_s) {
-  const SpinWait wait;  // this thread waits, polling first, until it returns
-  wait.poll([this] { return has_response(); }, timeout_s);
+ResponsePtr ResponseQueue::pop(double timeout_s, bool poll) {
+  const SpinWait wait;  // this thread waits, until it returns
+  if (poll) wait.poll([this] { return has_response(); }, timeout_s);
   std::unique_lock<std::mutex> lock(mutex_);
   if (!wait_until_ready(lock, ready_, timeout_s,
                         [this] { return !empty_locked(); })) {

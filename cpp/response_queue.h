@@ -53,9 +53,10 @@ class ResponseQueue {
  public:
   void push(ResponsePtr response) noexcept;
   // Blocks (the caller releases the GIL) until a response is there or
-  // `timeout_s` passes (negative: no limit). Returns null on timeout. Polls
-  // briefly before it sleeps (spin_wait.h).
-  ResponsePtr pop(double timeout_s);
+  // `timeout_s` passes (negative: no limit). Returns null on timeout. With
+  // `poll`, polls briefly before it sleeps (spin_wait.h): once per wait,
+  // not again in each later slice of a wait cut into slices.
+  ResponsePtr pop(double timeout_s, bool poll = true);
   ResponsePtr try_pop();
   // Whether a response is queued (takes nothing, never waits).
   bool has_response() const noexcept {
