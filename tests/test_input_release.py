@@ -12,6 +12,7 @@ reference to the input must die within a generous bound.
 from __future__ import annotations
 
 import asyncio
+import pathlib
 import queue
 import time
 import weakref
@@ -101,8 +102,6 @@ def test_user_queue_request_inputs_released_while_idle(model) -> None:
 def _releaser_wakeups() -> int:
     """Voluntary context switches (wake-ups, each after a sleep) of the
     releaser thread, found by its name."""
-    import pathlib
-
     for task in pathlib.Path("/proc/self/task").iterdir():
         try:
             if (task / "comm").read_text().strip() == "tsb-releaser":

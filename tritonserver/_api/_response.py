@@ -49,17 +49,12 @@ class InferenceResponse:
 
     @staticmethod
     def _from_native(model: "Model", request: "InferenceRequest", native: "_native.Response",
-                   cancelled: bool = False) -> "InferenceResponse":
-        return _from_native(model, request, native, cancelled)
-
-
-def _from_native(model: "Model", request: "InferenceRequest", native: "_native.Response",
-               cancelled: bool = False) -> InferenceResponse:
-    """The InferenceResponse of a native response (made natively, by the
-    classes' own constructors: `inference_response` in
-    cpp/response_view.cc)."""
-    response: InferenceResponse = native.inference_response(model, request, cancelled)
-    return response
+                     cancelled: bool = False) -> "InferenceResponse":
+        """The InferenceResponse of a native response (made natively, by the
+        classes' own constructors: `inference_response` in
+        cpp/response_view.cc)."""
+        response: InferenceResponse = native.inference_response(model, request, cancelled)
+        return response
 
 
 class ResponseIterator(_native.ResponseStream):
