@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "errors.h"
-#include "response_view.h"
 #include "type_slots.h"
 
 namespace nb = nanobind;
@@ -39,11 +38,8 @@ AsyncioWaiters::AsyncioWaiters(nb::object future_type)
   names();
 }
 
-nb::object AsyncioWaiters::next(std::shared_ptr<ResponseQueue> queue,
-                                nb::handle loop) {
-  if (queue->has_response()) {
-    return nb::cast(QueuedResponse{std::move(queue)});
-  }
+nb::object AsyncioWaiters::future_for(std::shared_ptr<ResponseQueue> queue,
+                                      nb::handle loop) {
   auto waiting = waiting_.find(queue->token());
   if (waiting != waiting_.end() &&
       call_method(waiting->second.future, names().done).ptr() != Py_True) {
@@ -69,34 +65,199 @@ nb::object AsyncioWaiters::next(std::shared_ptr<ResponseQueue> queue,
   return future;
 }
 
-QueuedResponse::Step QueuedResponse::step(PyObject** result) {
-  if (!yielded) {
-    yielded = true;
-    *result = Py_NewRef(Py_None);
-    return Step::kYield;
-  }
-  ResponsePtr r = queue ? queue->try_pop() : nullptr;
-  if (!r) {
-    // Only another task iterating the same iterator can have taken it.
-    PyErr_SetString(PyExc_ValueError,
-                    "another task is already awaiting this response "
-                    "iterator; iterate it from one task at a time");
-    *result = nullptr;
-    return Step::kError;
-  }
-  queue.reset();
+namespace {
+
+// The InferenceResponse of `stream` for the Response `native`; null with
+// the error set on failure (or when the stream raises the response's
+// error).
+PyObject* deliver_python(AsyncResponseStream& stream, const ResponseData& data) {
   try {
-    *result = response_to_python(std::move(r)).release().ptr();
-  } catch (nb::python_error& e) {
-    e.restore();
-    *result = nullptr;
-    return Step::kError;
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    *result = nullptr;
-    return Step::kError;
+    return stream.deliver(data).release().ptr();
+  } catch (...) {
+    set_error_from_current_exception();
+    return nullptr;
   }
-  return Step::kDone;
+}
+
+}  // namespace
+
+PySendResult NextResponse::send(PyObject* value, PyObject** result) {
+  *result = nullptr;
+  AsyncResponseStream& s = *nb::inst_ptr<AsyncResponseStream>(stream);
+  switch (state) {
+    case State::kTaking: {  // after the turn of the loop
+      state = State::kDone;
+      ResponsePtr r = s.native_request->queue()->try_pop();
+      if (!r) {
+        // Only another task iterating the same iterator can have taken it.
+        PyErr_SetString(PyExc_ValueError,
+                        "another task is already awaiting this response "
+                        "iterator; iterate it from one task at a time");
+        return PYGEN_ERROR;
+      }
+      *result = deliver_python(s, *r);
+      return *result != nullptr ? PYGEN_RETURN : PYGEN_ERROR;
+    }
+    case State::kStart: {
+      if (s.complete) {  // another task took the final response meanwhile
+        state = State::kDone;
+        PyErr_SetNone(PyExc_StopAsyncIteration);
+        return PYGEN_ERROR;
+      }
+      if (s.waiters == nullptr) {
+        state = State::kDone;
+        PyErr_SetString(PyExc_RuntimeError, "the response iterator was cleared");
+        return PYGEN_ERROR;
+      }
+      try {
+        std::shared_ptr<ResponseQueue> queue = s.native_request->submitted_queue();
+        if (queue->has_response()) {  // the turn of the loop: a bare yield
+          state = State::kTaking;
+          *result = Py_NewRef(Py_None);
+          return PYGEN_NEXT;
+        }
+        future = s.waiters->future_for(std::move(queue), s.loop);
+      } catch (...) {
+        state = State::kDone;
+        set_error_from_current_exception();
+        return PYGEN_ERROR;
+      }
+      state = State::kAwaiting;
+      [[fallthrough]];
+    }
+    case State::kAwaiting: {
+      if (!steps.is_valid()) {  // the future's own await protocol
+        auto await_slot = reinterpret_cast<unaryfunc>(
+            PyType_GetSlot(Py_TYPE(future.ptr()), Py_am_await));
+        PyObject* it = await_slot != nullptr ? await_slot(future.ptr()) : nullptr;
+        if (it == nullptr) {
+          if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "the loop's future is not awaitable");
+          }
+          abandon();
+          return PYGEN_ERROR;
+        }
+        steps = nb::steal(it);
+      }
+      PyObject* out = nullptr;
+      const PySendResult step = PyIter_Send(steps.ptr(), value, &out);
+      if (step == PYGEN_NEXT) {  // the future itself, for the task to wait on
+        *result = out;
+        return PYGEN_NEXT;
+      }
+      if (step == PYGEN_ERROR) {  // cancelled, or the loop is closing
+        abandon();
+        return PYGEN_ERROR;
+      }
+      state = State::kDone;
+      nb::object native = nb::steal(out);
+      future = nb::object();
+      steps = nb::object();
+      ResponseHandle* handle = nullptr;
+      if (!nb::try_cast<ResponseHandle*>(native, handle) || handle == nullptr) {
+        PyErr_SetString(PyExc_TypeError, "an asyncio response future was resolved with "
+                                         "something other than a response");
+        return PYGEN_ERROR;
+      }
+      *result = deliver_python(s, *handle->data);
+      return *result != nullptr ? PYGEN_RETURN : PYGEN_ERROR;
+    }
+    case State::kDone:
+      break;
+  }
+  PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited __anext__()");
+  return PYGEN_ERROR;
+}
+
+void NextResponse::abandon() noexcept {
+  if (state == State::kAwaiting && stream.is_valid()) {
+    AsyncResponseStream& s = *nb::inst_ptr<AsyncResponseStream>(stream);
+    if (s.waiters != nullptr) s.waiters->forget(s.native_request->queue().get());
+  }
+  state = State::kDone;
+  nb::object gone[] = {std::move(future), std::move(steps)};
+}
+
+PyObject* NextResponse::step(PyObject* value) {
+  PyObject* result = nullptr;
+  switch (send(value, &result)) {
+    case PYGEN_NEXT:
+      return result;
+    case PYGEN_RETURN: {
+      // The await's value travels as StopIteration(value).
+      PyObject* stop = PyObject_CallOneArg(PyExc_StopIteration, result);
+      Py_DECREF(result);
+      if (stop != nullptr) {
+        PyErr_SetObject(PyExc_StopIteration, stop);
+        Py_DECREF(stop);
+      }
+      return nullptr;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+void NextResponse::throw_in(PyObject* type, PyObject* value, PyObject* traceback) {
+  abandon();
+  // As a generator's throw(): an exception instance, or an exception class
+  // with an optional argument.
+  nb::object error;
+  if (PyExceptionInstance_Check(type)) {
+    if (value != Py_None) {
+      PyErr_SetString(PyExc_TypeError, "instance exception may not have a separate value");
+      return;
+    }
+    error = nb::borrow(type);
+  } else if (PyExceptionClass_Check(type)) {
+    if (value != Py_None && PyObject_IsInstance(value, type) == 1) {
+      error = nb::borrow(value);
+    } else {
+      PyObject* made = value == Py_None ? PyObject_CallNoArgs(type)
+                                        : PyObject_CallOneArg(type, value);
+      if (made == nullptr) return;
+      error = nb::steal(made);
+    }
+  } else {
+    PyErr_SetString(PyExc_TypeError,
+                    "exceptions must be classes or instances deriving from BaseException");
+    return;
+  }
+  if (traceback != Py_None && PyException_SetTraceback(error.ptr(), traceback) != 0) return;
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+}
+
+int NextResponse::traverse(visitproc visit, void* arg) {
+  Py_VISIT(stream.ptr());
+  Py_VISIT(future.ptr());
+  Py_VISIT(steps.ptr());
+  return 0;
+}
+
+void NextResponse::clear() noexcept {
+  state = State::kDone;
+  nb::object gone[] = {std::move(stream), std::move(future), std::move(steps)};
+}
+
+AsyncResponseStream::AsyncResponseStream(nb::object model_, nb::object request_,
+                                         nb::object inference_request_, bool raise,
+                                         nb::object loop_, nb::object waiters_)
+    : ResponseStream(std::move(model_), std::move(request_),
+                     std::move(inference_request_), raise),
+      loop(std::move(loop_)),
+      waiters_object(std::move(waiters_)),
+      waiters(&nb::cast<AsyncioWaiters&>(waiters_object)) {}
+
+int AsyncResponseStream::traverse(visitproc visit, void* arg) {
+  Py_VISIT(loop.ptr());
+  Py_VISIT(waiters_object.ptr());
+  return ResponseStream::traverse(visit, arg);
+}
+
+void AsyncResponseStream::clear() noexcept {
+  waiters = nullptr;
+  nb::object gone[] = {std::move(loop), std::move(waiters_object)};
+  ResponseStream::clear();
 }
 
 void AsyncioWaiters::forget(const ResponseQueue* queue) noexcept {
@@ -149,51 +310,66 @@ void AsyncioWaiters::clear() noexcept {
 
 namespace {
 
-// __await__ and __iter__ return the object itself (self_slot); each
-// resumption (send(None), or next() where CPython calls tp_iternext
-// directly) runs one step: first the yield, then the response.
+// NextResponse: __await__ and __iter__ return the object itself; each
+// resumption (am_send, or tp_iternext where CPython calls that) runs one
+// step.
 
-PySendResult queued_send(PyObject* self, PyObject*, PyObject** result) {
-  switch (nb::inst_ptr<QueuedResponse>(self)->step(result)) {
-    case QueuedResponse::Step::kYield: return PYGEN_NEXT;
-    case QueuedResponse::Step::kDone: return PYGEN_RETURN;
-    default: return PYGEN_ERROR;
+PySendResult next_response_send(PyObject* self, PyObject* value, PyObject** result) {
+  return nb::inst_ptr<NextResponse>(self)->send(value, result);
+}
+
+PyObject* next_response_next(PyObject* self) {
+  return nb::inst_ptr<NextResponse>(self)->step(Py_None);
+}
+
+// AsyncResponseStream.__anext__: the NextResponse, or StopAsyncIteration
+// raised here once the final response was delivered.
+PyObject* async_stream_anext(PyObject* self) {
+  if (!nb::inst_ready(self)) {
+    PyErr_SetString(PyExc_TypeError, "AsyncResponseStream.__init__() was not called");
+    return nullptr;
+  }
+  if (nb::inst_ptr<AsyncResponseStream>(self)->complete) {
+    PyErr_SetNone(PyExc_StopAsyncIteration);
+    return nullptr;
+  }
+  try {
+    return nb::cast(NextResponse(nb::borrow(self))).release().ptr();
+  } catch (...) {
+    set_error_from_current_exception();
+    return nullptr;
   }
 }
 
-PyObject* queued_next(PyObject* self) {
-  PyObject* result = nullptr;
-  switch (nb::inst_ptr<QueuedResponse>(self)->step(&result)) {
-    case QueuedResponse::Step::kYield:
-      return result;
-    case QueuedResponse::Step::kDone: {
-      // The await's value travels as StopIteration(value).
-      PyObject* stop =
-          PyObject_CallFunctionObjArgs(PyExc_StopIteration, result, nullptr);
-      Py_DECREF(result);
-      if (stop != nullptr) {
-        PyErr_SetObject(PyExc_StopIteration, stop);
-        Py_DECREF(stop);
-      }
-      return nullptr;
-    }
-    default:
-      return nullptr;
-  }
+PyObject* not_sync_iterable(PyObject* self) {
+  PyErr_Format(PyExc_TypeError, "%s is iterated with 'async for'",
+               Py_TYPE(self)->tp_name);
+  return nullptr;
 }
 
 }  // namespace
 
+PyType_Slot next_response_slots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(traverse_slot<NextResponse>)},
+    {Py_tp_clear, reinterpret_cast<void*>(clear_slot<NextResponse>)},
+    {Py_am_await, reinterpret_cast<void*>(self_slot)},
+    {Py_am_send, reinterpret_cast<void*>(next_response_send)},
+    {Py_tp_iter, reinterpret_cast<void*>(self_slot)},
+    {Py_tp_iternext, reinterpret_cast<void*>(next_response_next)},
+    {0, nullptr}};
+
+PyType_Slot async_response_stream_slots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(traverse_slot<AsyncResponseStream>)},
+    {Py_tp_clear, reinterpret_cast<void*>(clear_slot<AsyncResponseStream>)},
+    {Py_am_aiter, reinterpret_cast<void*>(self_slot)},
+    {Py_am_anext, reinterpret_cast<void*>(async_stream_anext)},
+    {Py_tp_iter, reinterpret_cast<void*>(not_sync_iterable)},
+    {Py_tp_iternext, reinterpret_cast<void*>(not_sync_iterable)},
+    {0, nullptr}};
+
 PyType_Slot asyncio_waiters_slots[] = {
     {Py_tp_traverse, reinterpret_cast<void*>(traverse_slot<AsyncioWaiters>)},
     {Py_tp_clear, reinterpret_cast<void*>(clear_slot<AsyncioWaiters>)},
-    {0, nullptr}};
-
-PyType_Slot queued_response_slots[] = {
-    {Py_am_await, reinterpret_cast<void*>(self_slot)},
-    {Py_am_send, reinterpret_cast<void*>(queued_send)},
-    {Py_tp_iter, reinterpret_cast<void*>(self_slot)},
-    {Py_tp_iternext, reinterpret_cast<void*>(queued_next)},
     {0, nullptr}};
 
 }  // namespace tsb

@@ -11,8 +11,13 @@
 // Fairness: every response handed out costs its task one turn of the loop.
 // A response already queued when the task asks is not returned at once (a
 // task could then chain requests of a fast model without ever letting the
-// loop run its other tasks): next() returns a QueuedResponse, awaited like
-// the future, which yields once and only then takes the response.
+// loop run its other tasks): the awaitable yields once and only then takes
+// the response.
+//
+// AsyncResponseStream is the native base of tritonserver's
+// AsyncResponseIterator: its __anext__ (a type slot, no Python frame)
+// returns a NextResponse, or raises StopAsyncIteration itself after the
+// final response.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -23,24 +28,64 @@
 #include <vector>
 
 #include "response_queue.h"
+#include "response_view.h"
 
 namespace tsb {
 
-// The awaitable next() returns when a response is already queued. Awaiting
-// it suspends the task once (a bare yield: asyncio's task reschedules itself
-// behind the loop's other ready callbacks), then takes the response off the
-// queue. A task cancelled during that turn leaves the response queued.
-struct QueuedResponse {
-  std::shared_ptr<ResponseQueue> queue;
-  bool yielded = false;
-  // The await protocol (the type slots below). `step` runs once per
-  // resumption: first kYield with `*result` None, then kDone with
-  // `*result` the response, or kError with a Python error set.
-  enum class Step { kYield, kDone, kError };
-  Step step(PyObject** result);
+class AsyncioWaiters;
+
+// The native state of an asyncio response iterator: a ResponseStream with
+// the loop it was submitted on and that loop's waiters.
+struct AsyncResponseStream : ResponseStream {
+  nanobind::object loop, waiters_object;
+  AsyncioWaiters* waiters;  // of waiters_object, which keeps it alive
+
+  AsyncResponseStream(nanobind::object model_, nanobind::object request_,
+                      nanobind::object inference_request_, bool raise,
+                      nanobind::object loop_, nanobind::object waiters_);
+  int traverse(visitproc visit, void* arg);
+  void clear() noexcept;
 };
-// QueuedResponse's await and iterator slots, for its nanobind class.
-extern PyType_Slot queued_response_slots[];
+extern PyType_Slot async_response_stream_slots[];
+
+// The awaitable of one response of an AsyncResponseStream, with the
+// coroutine protocol (send, throw, close, __await__), so that asyncio also
+// accepts it as a coroutine (asyncio.create_task(iterator.__anext__())).
+// Like a coroutine it does nothing until first resumed. Then either the
+// response is already queued (one bare yield: asyncio's task reschedules
+// itself behind the loop's other ready callbacks; kTaking takes the
+// response when resumed, so a task cancelled during that turn leaves it
+// queued) or a future of the loop waits for it (kAwaiting: the future's own
+// await steps; AsyncioWaiters::on_ready resolves it). The result is the
+// stream's InferenceResponse (ResponseStream::deliver: raising its error
+// when the stream raises on errors).
+struct NextResponse {
+  enum class State { kStart, kTaking, kAwaiting, kDone };
+  nanobind::object stream;  // the AsyncResponseStream
+  State state = State::kStart;
+  nanobind::object future, steps;  // kAwaiting: the future, its __await__()
+
+  explicit NextResponse(nanobind::object stream_) : stream(std::move(stream_)) {}
+  NextResponse(NextResponse&&) = default;
+  // Dropped while awaiting (never resumed again): the waiters let go.
+  ~NextResponse() { abandon(); }
+
+  // One resumption: PYGEN_NEXT with `*result` the value to yield,
+  // PYGEN_RETURN with the InferenceResponse, or PYGEN_ERROR (error set).
+  PySendResult send(PyObject* value, PyObject** result);
+  // send() as an iterator step: the yielded value, or null with the error
+  // set (StopIteration(response) at the end).
+  PyObject* step(PyObject* value);
+  // close(), and before throw_in(): the waiters stop holding the future;
+  // the response, if queued, stays queued.
+  void abandon() noexcept;
+  // throw(type[, value[, traceback]]) as a generator's: sets the error
+  // to raise.
+  void throw_in(PyObject* type, PyObject* value, PyObject* traceback);
+  int traverse(visitproc visit, void* arg);
+  void clear() noexcept;
+};
+extern PyType_Slot next_response_slots[];
 // AsyncioWaiters' garbage-collector slots (it holds futures, which hold
 // their loop, whose reader callback holds the waiters).
 extern PyType_Slot asyncio_waiters_slots[];
@@ -60,12 +105,11 @@ class AsyncioWaiters {
   const std::shared_ptr<LoopNotifier>& notifier() const noexcept {
     return notifier_;
   }
-  // An awaitable of the next response of a submitted request's `queue`: a
-  // QueuedResponse if one is queued; otherwise a new future of `loop`
-  // (loop.create_future()) that on_ready resolves with it. Either way the
-  // awaiting task yields once.
-  nanobind::object next(std::shared_ptr<ResponseQueue> queue,
-                        nanobind::handle loop);
+  // A new future of `loop` (Future(loop=loop), or loop.create_future())
+  // that on_ready resolves with the next response of `queue`; raises
+  // ValueError while another task awaits one of that queue.
+  nanobind::object future_for(std::shared_ptr<ResponseQueue> queue,
+                              nanobind::handle loop);
   // Forgets the queue's waiting future (its awaiting task was cancelled).
   void forget(const ResponseQueue* queue) noexcept;
   // The loop's reader callback.

@@ -286,9 +286,21 @@ NB_MODULE(_native, m) {
       .def_ro("_raise_on_error", &ResponseStream::raise_on_error)
       .def_rw("_complete", &ResponseStream::complete)
       .def_rw("_cancelled", &ResponseStream::cancelled)
-      .def("_deliver",
-           [](ResponseStream& s, const ResponseHandle& h) { return s.deliver(*h.data); },
-           nb::sig("def _deliver(self, native: Response, /) -> typing.Any"));
+      .def("cancel", &ResponseStream::cancel,
+           "Ask Triton to cancel the request; the stream then ends promptly,\n"
+           "with CancelledError (raise_on_error) or a response carrying it.");
+
+  // The base of tritonserver.AsyncResponseIterator (__anext__ in C).
+  nb::class_<AsyncResponseStream, ResponseStream>(
+      m, "AsyncResponseStream", nb::type_slots(async_response_stream_slots))
+      .def(nb::init<nb::object, nb::object, nb::object, bool, nb::object, nb::object>(),
+           "model"_a, "request"_a, "inference_request"_a, "raise_on_error"_a,
+           "loop"_a, "waiters"_a,
+           nb::sig("def __init__(self, model: typing.Any, request: Request, "
+                   "inference_request: typing.Any, raise_on_error: bool, "
+                   "loop: typing.Any, waiters: AsyncioWaiters) -> None"))
+      .def_ro("_loop", &AsyncResponseStream::loop)
+      .def_ro("_waiters", &AsyncResponseStream::waiters_object);
 
   nb::class_<Request>(m, "Request", nb::is_weak_referenceable())
       .def("__init__",
@@ -326,9 +338,25 @@ NB_MODULE(_native, m) {
       .def("cancel", &Request::cancel)
       .def("discard", &Request::discard_from_python);
 
-  // A response already queued, awaited as one turn of the loop (fairness).
-  nb::class_<QueuedResponse>(m, "QueuedResponse",
-                             nb::type_slots(queued_response_slots));
+  // What AsyncResponseStream.__anext__ returns: the awaitable of the next
+  // response, with the coroutine protocol.
+  nb::class_<NextResponse>(m, "NextResponse", nb::type_slots(next_response_slots))
+      .def("send",
+           [](NextResponse& n, nb::handle value) {
+             PyObject* r = n.step(value.ptr());
+             if (r == nullptr) throw nb::python_error();
+             return nb::steal(r);
+           },
+           "value"_a.none(), nb::sig("def send(self, value: object, /) -> typing.Any"))
+      .def("throw",
+           [](NextResponse& n, nb::handle type, nb::handle value, nb::handle traceback) {
+             n.throw_in(type.ptr(), value.ptr(), traceback.ptr());
+             throw nb::python_error();
+           },
+           "type"_a, "value"_a.none() = nb::none(), "traceback"_a.none() = nb::none(),
+           nb::sig("def throw(self, type: typing.Any, value: typing.Any = None, "
+                   "traceback: typing.Any = None, /) -> typing.NoReturn"))
+      .def("close", &NextResponse::abandon);
 
   // Used on the loop's thread only (the loop's own callbacks and tasks).
   nb::class_<AsyncioWaiters>(m, "AsyncioWaiters",
@@ -341,14 +369,6 @@ NB_MODULE(_native, m) {
            [](AsyncioWaiters& w, Request& r) {
              r.submit_from_python(w.notifier());
            })
-      .def("next",
-           [](AsyncioWaiters& w, const Request& r, nb::handle loop) {
-             return w.next(r.submitted_queue(), loop);
-           },
-           nb::sig("def next(self, request: Request, loop: object, /) -> "
-                   "collections.abc.Awaitable[Response]"))
-      .def("forget",
-           [](AsyncioWaiters& w, const Request& r) { w.forget(r.queue().get()); })
       .def("on_ready", &AsyncioWaiters::on_ready);
 
   m.def("dispatch_pop", &dispatch_pop_from_python, "timeout_s"_a,

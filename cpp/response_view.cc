@@ -209,6 +209,39 @@ void ResponseStream::clear() noexcept {
   inference_request = nb::none();
 }
 
+void ResponseStream::cancel() {
+  cancelled = true;
+  native_request->cancel();
+}
+
+void set_error_from_current_exception() noexcept {
+  try {
+    throw;
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const TritonException&) {
+    translate_exception(std::current_exception(), nullptr);
+  } catch (const nb::builtin_exception& e) {
+    // What nanobind would raise for it.
+    PyObject* type = PyExc_RuntimeError;
+    switch (e.type()) {
+      case nb::exception_type::value_error: type = PyExc_ValueError; break;
+      case nb::exception_type::type_error: type = PyExc_TypeError; break;
+      case nb::exception_type::index_error: type = PyExc_IndexError; break;
+      case nb::exception_type::key_error: type = PyExc_KeyError; break;
+      case nb::exception_type::buffer_error: type = PyExc_BufferError; break;
+      default: break;
+    }
+    PyErr_SetString(type, e.what());
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "unknown C++ exception");
+  }
+}
+
 namespace {
 
 // next(): the next response, waiting with the GIL released; NULL with no
@@ -228,26 +261,8 @@ PyObject* stream_next(PyObject* self) {
       return nullptr;
     }
     return s->deliver(*r).release().ptr();
-  } catch (nb::python_error& e) {
-    e.restore();
-  } catch (const TritonException&) {
-    translate_exception(std::current_exception(), nullptr);
-  } catch (const nb::builtin_exception& e) {
-    // What nanobind would raise for it (a raw slot is not a bound function).
-    PyObject* type = PyExc_RuntimeError;
-    switch (e.type()) {
-      case nb::exception_type::value_error: type = PyExc_ValueError; break;
-      case nb::exception_type::type_error: type = PyExc_TypeError; break;
-      case nb::exception_type::index_error: type = PyExc_IndexError; break;
-      case nb::exception_type::key_error: type = PyExc_KeyError; break;
-      case nb::exception_type::buffer_error: type = PyExc_BufferError; break;
-      default: break;
-    }
-    PyErr_SetString(type, e.what());
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    set_error_from_current_exception();
   }
   return nullptr;
 }

@@ -75,10 +75,17 @@ struct ResponseStream {
   // The InferenceResponse of `response`; after the final one the stream is
   // complete; an error response raises its error when raise_on_error.
   nanobind::object deliver(const ResponseData& response);
+  // Asks Triton to cancel the request; the stream then ends promptly.
+  void cancel();
   int traverse(visitproc visit, void* arg);
   void clear() noexcept;
 };
 extern PyType_Slot response_stream_slots[];
+
+// Inside a catch block of a raw type slot (which nanobind does not wrap):
+// the exception being handled set as the Python error nanobind would raise
+// for it.
+void set_error_from_current_exception() noexcept;
 
 // A Response object, or None for a null pointer (a timed-out wait).
 nanobind::object response_to_python(ResponsePtr response);

@@ -12,8 +12,7 @@ import time
 import numpy
 import pytest
 
-from tritonserver import _native
-from tritonserver._api import _asyncio_waiters
+from tritonserver import InferenceResponse
 from common import as_numpy, call_with_deadline
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
@@ -80,30 +79,57 @@ def test_task_cancelled_during_its_turn_leaves_the_response_queued(model):
 
 
 def test_queued_response_awaitable_by_hand(model):
-    # The awaitable for a queued response, driven through the iterator
-    # protocol (CPython 3.12+ resumes an await with tp_iternext, 3.10-3.11
-    # with am_send): one bare yield, then StopIteration carrying the response.
+    # The awaitable __anext__ returns, driven through the iterator protocol
+    # (CPython 3.12+ resumes an await with tp_iternext, 3.10-3.11 with
+    # am_send): for a queued response one bare yield, then StopIteration
+    # carrying the InferenceResponse.
     identity = model("identity_fp32")
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
         iterator = identity.async_infer(inputs=INPUTS)
-        waiters = _asyncio_waiters.for_loop(loop)
-        time.sleep(0.01)
-        awaitable = waiters.next(iterator._request, loop)
-        if isinstance(awaitable, asyncio.Future):  # not queued yet (slow machine)
-            response = await awaitable
-        else:
-            steps = awaitable.__await__()
-            assert steps is awaitable and iter(steps) is steps
-            assert next(steps) is None
-            with pytest.raises(StopIteration) as stop:
-                next(steps)
-            response = stop.value.value
-        assert isinstance(response, _native.Response)
-        assert response.fields[2] is True  # final
+        time.sleep(0.05)  # a fast model: the response is queued by now
+        awaitable = iterator.__anext__()
+        steps = awaitable.__await__()
+        assert steps is awaitable and iter(steps) is steps
+        first = next(steps)
+        if first is not None:  # not queued yet (a slow machine): the loop's future
+            assert isinstance(first, asyncio.Future)
+            await first
+        with pytest.raises(StopIteration) as stop:
+            next(steps)
+        response = stop.value.value
+        assert isinstance(response, InferenceResponse) and response.final
+        assert as_numpy(response.outputs["OUTPUT0"]).tolist() == INPUTS["INPUT0"].tolist()
+        with pytest.raises(StopAsyncIteration):
+            iterator.__anext__()  # raised by __anext__ itself: nothing to await
 
     asyncio.run(asyncio.wait_for(main(), HANG_S))
+
+
+def test_next_response_is_a_coroutine_for_asyncio(model):
+    # __anext__() can be given to asyncio.create_task, as an `async def`
+    # __anext__ could (the official binding's), and a task cancelled while
+    # it waits leaves the iterator usable.
+    streaming = model("streaming")
+
+    async def main() -> tuple[list[int], list[int]]:
+        iterator = streaming.async_infer(
+            inputs={"COUNT": numpy.array([3], dtype=numpy.int32),
+                    "DELAY_MS": numpy.array([50], dtype=numpy.int32)})
+        assert asyncio.iscoroutine(iterator.__anext__())  # dropped unawaited: nothing waits
+        first = await asyncio.create_task(iterator.__anext__())
+        waiting = asyncio.create_task(iterator.__anext__())
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        rest = [r async for r in iterator]
+        return ([as_numpy(first.outputs["OUT"]).item()],
+                [as_numpy(r.outputs["OUT"]).item() for r in rest if r.outputs])
+
+    first, rest = asyncio.run(asyncio.wait_for(main(), HANG_S))
+    assert first == [0]
+    assert rest == [1, 2]
 
 
 def test_queued_stream_yields_before_every_response(model):

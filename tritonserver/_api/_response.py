@@ -13,6 +13,7 @@ from ._tensor import Tensor
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Coroutine
     from types import ModuleType
 
     from ._model import Model
@@ -80,56 +81,40 @@ class ResponseIterator(_native.ResponseStream):
         def __next__(self) -> InferenceResponse:
             """The next response, waiting for it with the GIL released."""
 
-        def _deliver(self, native: "_native.Response") -> InferenceResponse:
-            """The InferenceResponse of `native`; raises its error when
-            raise_on_error (the stream is complete after the final one)."""
-
-    def cancel(self) -> None:
-        """Ask Triton to cancel the request; the stream then ends promptly,
-        with CancelledError (raise_on_error) or a response carrying it."""
-        self._cancelled = True
-        self._request.cancel()
+        def cancel(self) -> None:
+            """Ask Triton to cancel the request; the stream then ends promptly,
+            with CancelledError (raise_on_error) or a response carrying it."""
 
 
-class AsyncResponseIterator(ResponseIterator):
+class AsyncResponseIterator(_native.AsyncResponseStream):
     """asyncio iterator over a request's responses, woken on its own event
-    loop without a thread per request."""
+    loop without a thread per request. Iterate from one task at a time.
 
-    def __init__(self, model: "Model", request: "_native.Request", inference_request: "InferenceRequest",
-                 raise_on_error: bool, loop: "asyncio.AbstractEventLoop",
-                 waiters: "_native.AsyncioWaiters") -> None:
-        super().__init__(model, request, inference_request, raise_on_error)
-        self._loop = loop
-        # The loop's waiters, to which the request was attached at submission.
-        self._waiters = waiters
+    ``AsyncResponseIterator(model, request, inference_request, raise_on_error,
+    loop, waiters)``; ``__anext__`` is the native base's: each call returns
+    an awaitable of the next response (also accepted by
+    ``asyncio.create_task``), and the loop runs its other ready tasks first,
+    even when the response is already there, so one task cannot chain
+    requests of a fast model while the others starve.
+    """
 
-    def __aiter__(self) -> "AsyncResponseIterator":
-        """The iterator itself."""
-        return self
+    if TYPE_CHECKING:
+        # Kept by the native base (the stub leaves private names out).
+        _model: "Model"
+        _request: "_native.Request"
+        _inference_request: "InferenceRequest"
+        _raise_on_error: bool
+        _complete: bool
+        _cancelled: bool
+        _loop: "asyncio.AbstractEventLoop"
+        _waiters: "_native.AsyncioWaiters"
 
-    async def __anext__(self) -> InferenceResponse:
-        """The next response, awaited on the calling event loop (which runs
-        its other ready tasks first, even when the response is already
-        there)."""
-        if self._complete:
-            raise StopAsyncIteration
-        waiters = self._waiters
-        # A future that the loop's waiters resolve, or (a response already
-        # queued) an awaitable that first lets the loop run its other tasks
-        # once: either way this task yields, so one task cannot chain
-        # requests of a fast model while the others starve.
-        response_or_future = waiters.next(self._request, self._loop)
-        try:
-            native = await response_or_future
-        except BaseException:  # cancelled: stop holding the future
-            waiters.forget(self._request)
-            raise
-        return self._deliver(native)
+        def __aiter__(self) -> "AsyncResponseIterator":
+            """The iterator itself."""
 
-    def __iter__(self) -> Any:
-        """Not iterable synchronously: use ``async for``."""
-        raise TypeError("AsyncResponseIterator is iterated with 'async for'")
+        def __anext__(self) -> "Coroutine[Any, None, InferenceResponse]":
+            """The next response, awaited on the calling event loop."""
 
-    def __next__(self) -> Any:
-        """Not iterable synchronously: use ``async for``."""
-        raise TypeError("AsyncResponseIterator is iterated with 'async for'")
+        def cancel(self) -> None:
+            """Ask Triton to cancel the request; the stream then ends promptly,
+            with CancelledError (raise_on_error) or a response carrying it."""

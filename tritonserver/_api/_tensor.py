@@ -7,7 +7,6 @@ other DLPack consumer, and freed when the last reference goes.
 
 from __future__ import annotations
 
-import ctypes
 import math
 import sys
 from dataclasses import dataclass
@@ -236,6 +235,8 @@ class Tensor:
         problem = self.memory_buffer._problem()
         if problem is not None:
             raise ValueError(f"cannot read this BYTES Tensor: {problem}")
+        import ctypes  # here, not at import: ~2 ms of `import tritonserver`
+
         host = self.to_host()
         raw = ctypes.string_at(host.data_ptr, host.size) if host.size else b""
         count = math.prod(int(d) for d in self.shape)
