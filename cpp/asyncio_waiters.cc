@@ -235,8 +235,8 @@ int NextResponse::traverse(visitproc visit, void* arg) {
 }
 
 void NextResponse::clear() noexcept {
-  state = State::kDone;
-  nb::object gone[] = {std::move(stream), std::move(future), std::move(steps)};
+  abandon();  // the waiters let go of the future first
+  nb::object gone = std::move(stream);
 }
 
 AsyncResponseStream::AsyncResponseStream(nb::object model_, nb::object request_,

@@ -108,6 +108,28 @@ def test_cancelled_await_forgets_its_future(model):
     assert all(r.error is None or isinstance(r.error, CancelledError) for r in rest)
 
 
+def test_dropped_awaitable_forgets_its_future(model):
+    # An __anext__() awaitable resumed once (it then waits on the loop's
+    # future) and dropped without being awaited again: the waiters let the
+    # future go, and the iterator goes on from another await.
+    async def main():
+        loop = asyncio.get_running_loop()
+        iterator = model("streaming").async_infer(inputs=streaming_inputs(2, delay_ms=300))
+        waiters = _asyncio_waiters.for_loop(loop)
+        awaitable = iterator.__anext__()
+        assert waiters.waiting == 0  # nothing happens before it is resumed
+        future = awaitable.__await__().send(None)
+        assert isinstance(future, asyncio.Future) and waiters.waiting == 1
+        del awaitable
+        forgotten = waiters.waiting == 0
+        rest = [r async for r in iterator]
+        return forgotten, rest
+
+    forgotten, rest = asyncio.run(asyncio.wait_for(main(), HANG_S))
+    assert forgotten
+    assert _values(rest) == [0, 1] and rest[-1].final
+
+
 async def _take(iterator, n):
     for _ in range(n):
         yield await iterator.__anext__()

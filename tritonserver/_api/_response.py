@@ -81,10 +81,6 @@ class ResponseIterator(_native.ResponseStream):
         def __next__(self) -> InferenceResponse:
             """The next response, waiting for it with the GIL released."""
 
-        def cancel(self) -> None:
-            """Ask Triton to cancel the request; the stream then ends promptly,
-            with CancelledError (raise_on_error) or a response carrying it."""
-
 
 class AsyncResponseIterator(_native.AsyncResponseStream):
     """asyncio iterator over a request's responses, woken on its own event
@@ -99,13 +95,8 @@ class AsyncResponseIterator(_native.AsyncResponseStream):
     """
 
     if TYPE_CHECKING:
-        # Kept by the native base (the stub leaves private names out).
-        _model: "Model"
-        _request: "_native.Request"
-        _inference_request: "InferenceRequest"
-        _raise_on_error: bool
-        _complete: bool
-        _cancelled: bool
+        # Kept by the native base: ResponseIterator's private attributes,
+        # and these (the stub leaves private names out).
         _loop: "asyncio.AbstractEventLoop"
         _waiters: "_native.AsyncioWaiters"
 
@@ -114,7 +105,3 @@ class AsyncResponseIterator(_native.AsyncResponseStream):
 
         def __anext__(self) -> "Coroutine[Any, None, InferenceResponse]":
             """The next response, awaited on the calling event loop."""
-
-        def cancel(self) -> None:
-            """Ask Triton to cancel the request; the stream then ends promptly,
-            with CancelledError (raise_on_error) or a response carrying it."""
