@@ -185,7 +185,7 @@ PyObject* NextResponse::step(PyObject* value) {
       return result;
     case PYGEN_RETURN: {
       // The await's value travels as StopIteration(value).
-      PyObject* stop = PyObject_CallOneArg(PyExc_StopIteration, result);
+      PyObject* stop = PyObject_CallFunctionObjArgs(PyExc_StopIteration, result, nullptr);
       Py_DECREF(result);
       if (stop != nullptr) {
         PyErr_SetObject(PyExc_StopIteration, stop);
@@ -213,8 +213,9 @@ void NextResponse::throw_in(PyObject* type, PyObject* value, PyObject* traceback
     if (value != Py_None && PyObject_IsInstance(value, type) == 1) {
       error = nb::borrow(value);
     } else {
-      PyObject* made = value == Py_None ? PyObject_CallNoArgs(type)
-                                        : PyObject_CallOneArg(type, value);
+      PyObject* made = value == Py_None
+                           ? PyObject_CallNoArgs(type)
+                           : PyObject_CallFunctionObjArgs(type, value, nullptr);
       if (made == nullptr) return;
       error = nb::steal(made);
     }
@@ -341,9 +342,9 @@ PyObject* async_stream_anext(PyObject* self) {
   }
 }
 
-PyObject* not_sync_iterable(PyObject* self) {
-  PyErr_Format(PyExc_TypeError, "%s is iterated with 'async for'",
-               Py_TYPE(self)->tp_name);
+PyObject* not_sync_iterable(PyObject*) {
+  PyErr_SetString(PyExc_TypeError,
+                  "AsyncResponseIterator is iterated with 'async for'");
   return nullptr;
 }
 
