@@ -123,22 +123,21 @@ PySendResult NextResponse::send(PyObject* value, PyObject** result) {
         return PYGEN_ERROR;
       }
       state = State::kAwaiting;
+      // From here on the future's own await protocol.
+      auto await_slot = reinterpret_cast<unaryfunc>(
+          PyType_GetSlot(Py_TYPE(future.ptr()), Py_am_await));
+      PyObject* it = await_slot != nullptr ? await_slot(future.ptr()) : nullptr;
+      if (it == nullptr) {
+        if (!PyErr_Occurred()) {
+          PyErr_SetString(PyExc_TypeError, "the loop's future is not awaitable");
+        }
+        abandon();
+        return PYGEN_ERROR;
+      }
+      steps = nb::steal(it);
       [[fallthrough]];
     }
     case State::kAwaiting: {
-      if (!steps.is_valid()) {  // the future's own await protocol
-        auto await_slot = reinterpret_cast<unaryfunc>(
-            PyType_GetSlot(Py_TYPE(future.ptr()), Py_am_await));
-        PyObject* it = await_slot != nullptr ? await_slot(future.ptr()) : nullptr;
-        if (it == nullptr) {
-          if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "the loop's future is not awaitable");
-          }
-          abandon();
-          return PYGEN_ERROR;
-        }
-        steps = nb::steal(it);
-      }
       PyObject* out = nullptr;
       const PySendResult step = PyIter_Send(steps.ptr(), value, &out);
       if (step == PYGEN_NEXT) {  // the future itself, for the task to wait on
