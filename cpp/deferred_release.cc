@@ -1,5 +1,7 @@
 #include "deferred_release.h"
 
+#include "thread_state.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 
@@ -35,7 +37,9 @@ State* g_state = new State();
 // The releaser: waits for parked references, gives Python's own drains a
 // short grace, then drops whatever is left with the GIL. It never runs
 // Python once stop_deferred_releaser() has begun (the interpreter may then
-// finalize, and a thread taking the GIL then would be killed mid-frame).
+// finalize, and a thread taking the GIL then would be killed mid-frame). It
+// keeps one Python thread state from its first drop to its end
+// (thread_state.h).
 void releaser_main(State* s) {
   pthread_setname_np(pthread_self(), "tsb-releaser");  // seen in ps, gdb, /proc
   std::unique_lock<std::mutex> lock(s->mutex);
@@ -52,8 +56,8 @@ void releaser_main(State* s) {
     if (s->stopping) break;
     if (s->parked.empty()) continue;  // a drain in Python took them
     lock.unlock();
-    PyGILState_STATE gil = PyGILState_Ensure();
     {
+      ThreadGil gil;  // this thread's one thread state (thread_state.h)
       std::vector<nanobind::object> doomed;
       {
         std::lock_guard<std::mutex> relock(s->mutex);
@@ -61,9 +65,13 @@ void releaser_main(State* s) {
       }
       // `doomed` is released here, with the GIL.
     }
-    PyGILState_Release(gil);
     lock.lock();
   }
+  // The thread state goes while stop_deferred_releaser() waits with the GIL
+  // released, not at the thread's end, when the interpreter may finalize.
+  lock.unlock();
+  forget_thread_state();
+  lock.lock();
   s->running = false;
   s->exited.notify_all();
 }

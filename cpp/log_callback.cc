@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "errors.h"
+#include "thread_state.h"
 #include "triton_library.h"
 
 namespace nb = nanobind;
@@ -16,8 +17,8 @@ nb::callable* g_callback = nullptr;
 
 void on_log(TRITONSERVER_LogLevel level, const char* filename, const int line,
             const char* msg, void*) noexcept {
-  if (!Py_IsInitialized()) return;
-  nb::gil_scoped_acquire gil;
+  if (!python_usable()) return;
+  ThreadGil gil;  // one thread state per core thread that logs
   nb::callable fn;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
