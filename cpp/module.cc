@@ -21,6 +21,7 @@
 #include "request.h"
 #include "response_view.h"
 #include "server.h"
+#include "spin_wait.h"
 #include "triton_library.h"
 
 namespace nb = nanobind;
@@ -397,6 +398,8 @@ NB_MODULE(_native, m) {
   testing.def("drain_deferred", &drain_deferred);
   testing.def("host_pool_cached_bytes", &host_pool_cached_bytes);
   testing.def("elf_needed", &elf_needed);
+  testing.def("spin_pollers_allowed", &SpinWait::pollers_allowed);
+  testing.def("usable_cpus", &SpinWait::usable_cpus);
   testing.def("loaded_core_path", []() {
     return triton_loaded() ? loaded_core().path : std::string();
   });

@@ -14,16 +14,19 @@
 //   poll succeeds again, so slow models cost at most
 //   kSpinLimit / kProbeEvery of polling per wait;
 // - per process: threads poll only while no more threads are waiting
-//   (polling or asleep) than one fewer than the machine's processors (at
+//   (polling or asleep) than one fewer than the processors this process may
+//   use (its CPU affinity and cgroup CPU quota, not the machine's count; at
 //   least one), and a poll stops as soon as more start waiting. Their
 //   responses then need the processors: Triton's threads produce them and
 //   each woken waiter must run, which a polling thread would hold up.
+//
+// TRITONSERVER_SPIN_WAIT=0 in the environment (read once, at the first
+// wait) turns polling off: every wait sleeps at once.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <thread>
 
 namespace tsb {
 
@@ -96,12 +99,17 @@ class SpinWait {
   // More threads wait than leave a processor to the threads that do the
   // work (Triton's, the GIL's holder): polling would take it from them.
   static bool crowded() noexcept {
-    static const int spare = [] {
-      const int cpus = static_cast<int>(std::thread::hardware_concurrency());
-      return cpus > 2 ? cpus - 1 : 1;
-    }();
-    return waiting().load(std::memory_order_relaxed) > spare;
+    static const int most = pollers_allowed();
+    return waiting().load(std::memory_order_relaxed) > most;
   }
+
+ public:
+  // How many threads may poll at once: one fewer than the processors this
+  // process may use (at least one), or 0 when TRITONSERVER_SPIN_WAIT=0.
+  static int pollers_allowed() noexcept;
+  // The processors this process may run on: its affinity mask, capped by a
+  // cgroup CPU quota; the machine's count when neither can be read.
+  static int usable_cpus() noexcept;
 };
 
 }  // namespace tsb

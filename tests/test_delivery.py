@@ -18,7 +18,8 @@ import pytest
 
 import tritonserver
 from tritonserver import CancelledError, InferenceResponse
-from common import MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, hooks, run_loops_in_threads, single
+from common import (MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, hooks, run_loops_in_threads,
+                    run_script, single)
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
 
@@ -690,3 +691,59 @@ def test_identity_a_request_object_can_be_sent_twice(model):
     second = single(model("identity_fp32").infer(request))
     assert as_numpy(first.outputs["OUTPUT0"]).tolist() == as_numpy(second.outputs["OUTPUT0"]).tolist() == [7.0, 8.0]
     assert first.outputs["OUTPUT0"].data_ptr != second.outputs["OUTPUT0"].data_ptr
+
+
+
+POLL_BUDGET = """
+import os
+if {pin}:
+    os.sched_setaffinity(0, {{sorted(os.sched_getaffinity(0))[0]}})
+from tritonserver import _native
+print(len(os.sched_getaffinity(0)), _native.testing.usable_cpus(), _native.testing.spin_pollers_allowed())
+"""
+
+NO_POLL_REQUESTS = """
+import numpy, tritonserver
+from tritonserver import _native
+from common import make_options, single, as_numpy
+assert _native.testing.spin_pollers_allowed() == 0
+with tritonserver.Server(make_options({backends!r}, server_id="no-poll")) as server:
+    server.load("identity_fp32")
+    model = server.model("identity_fp32")
+    for i in range(500):
+        response = single(model.infer(inputs={{"INPUT0": numpy.full(4, i, numpy.float32)}}))
+        assert as_numpy(response.outputs["OUTPUT0"]).tolist() == [float(i)] * 4
+print("served", i + 1)
+"""
+
+
+def _cgroup_quota_cpus() -> int:
+    """The processors a cgroup v2 CPU quota allows (0: no quota or no v2)."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()
+    except (OSError, ValueError):
+        return 0
+    return 0 if quota == "max" else -(-int(quota) // int(period))
+
+
+def test_poll_budget_follows_cpu_affinity_and_can_be_switched_off(backend_directory, tmp_path):
+    """Threads poll only while fewer wait than the processors this process
+    may use (its affinity and cgroup quota, not the machine's count), and
+    TRITONSERVER_SPIN_WAIT=0 turns polling off; waits stay correct then."""
+    hooks()  # the child processes read the test build's hooks
+    rc, out, err = run_script(POLL_BUDGET.format(pin=True), tmp_path, timeout=60)
+    assert rc == 0, err
+    assert out.split() == ["1", "1", "1"]  # one processor: one poller at most
+
+    rc, out, err = run_script(POLL_BUDGET.format(pin=False), tmp_path, timeout=60)
+    assert rc == 0, err
+    allowed_cpus, usable, pollers = map(int, out.split())
+    quota = _cgroup_quota_cpus()
+    assert usable == (min(allowed_cpus, quota) if quota else allowed_cpus)
+    assert pollers == (usable - 1 if usable > 2 else 1)
+
+    rc, out, err = run_script(NO_POLL_REQUESTS.format(backends=backend_directory), tmp_path, timeout=120,
+                              env={"TRITONSERVER_SPIN_WAIT": "0"})
+    assert rc == 0, err
+    assert "served 500" in out
