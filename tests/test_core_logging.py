@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 import tritonserver
-from common import make_options, wait_for
+from common import make_options, run_script, wait_for
 from tritonserver._api._logging import parse_line
 
 BROKEN_CONFIG = textwrap.dedent("""
@@ -173,3 +173,22 @@ def test_exit_with_a_running_server_is_clean_and_loses_no_line(broken_repository
     own = [r[2] for r in own]
     assert any(m.startswith("backend directory: ") for m in own), own
     assert not result["stderr"].strip(), result["stderr"][-2000:]
+
+
+def test_no_log_pipe_or_thread_when_every_level_is_off(backend_directory, tmp_path):
+    """With every log level off (the default) the core writes nothing, so no
+    pipe is made and no reader thread starts; turning a level on starts them."""
+    code = f"""
+import threading, tritonserver
+from common import make_options
+def log_threads():
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("tritonserver-core-log"))
+with tritonserver.Server(make_options({backend_directory!r}, server_id="quiet", log_error=False)):
+    print("off", log_threads())
+with tritonserver.Server(make_options({backend_directory!r}, server_id="loud", log_error=True)):
+    print("on", log_threads())
+"""
+    rc, out, err = run_script(code, tmp_path, timeout=120)
+    assert rc == 0, err
+    assert "off []" in out
+    assert "on ['tritonserver-core-log', 'tritonserver-core-log-emit']" in out

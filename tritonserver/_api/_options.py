@@ -300,8 +300,10 @@ def build_core_options(options: Options) -> "_native.ServerOptions":
     c.set_enable_peer_access(_bool("enable_peer_access", o.enable_peer_access))
     if o.log_file:
         c.set_log_file(o.log_file)
-    elif o.log_callback is None:
-        # The core's log lines become records of the "tritonserver.core" logger.
+    elif o.log_callback is None and log_error:
+        # The core's log lines become records of the "tritonserver.core"
+        # logger. Only when some level is on: with none (the default) the
+        # core writes nothing, and no pipe or reader thread is made.
         pipe = _logging.core_log_pipe()
         if pipe is not None:
             c.set_log_file(pipe)
