@@ -69,6 +69,10 @@ class Server:
             )
         self.options = options
         self._server: Optional[_native.Server] = None
+        # Set by stop() (until the next successful start()): a stopped
+        # server answers ready()/live() with False and a further stop() is a
+        # no-op, while one never started raises "Server not started".
+        self._stopped = False
         # Serializes load() and unload(): see load().
         self._model_control = threading.Lock()
         # Set while a start() is creating the core server: a concurrent
@@ -99,6 +103,7 @@ class Server:
         try:
             core_options = build_core_options(self.options)
             self._server = _native.Server(core_options)
+            self._stopped = False
         finally:
             self._starting = False
         _running.add(self)
@@ -132,8 +137,14 @@ class Server:
 
         Host memory kept for reuse by output buffers already freed (up to
         256 MiB, shared by all servers of the process) is returned to the
-        system here too; buffers still alive are not affected."""
+        system here too; buffers still alive are not affected.
+
+        Stopping a server already stopped does nothing (one never started
+        raises InvalidArgumentError)."""
+        if self._server is None and self._stopped:
+            return
         server = self._started()
+        self._stopped = True  # first: a concurrent ready() then answers False
         self._server = None
         _running.discard(self)
         try:
@@ -153,7 +164,11 @@ class Server:
             self.stop()
 
     def _started(self) -> _native.Server:
+        """The native server; InvalidArgumentError when not started (or
+        stopped)."""
         if self._server is None:
+            if self._stopped:
+                raise InvalidArgumentError("Server not started (it was stopped: call start() to use it again)")
             raise InvalidArgumentError("Server not started")
         return self._server
 
@@ -163,11 +178,17 @@ class Server:
 
     # -- health and metadata -------------------------------------------------
     def ready(self) -> bool:
-        """Whether the server is ready for inference."""
+        """Whether the server is ready for inference (False once stopped;
+        InvalidArgumentError if never started)."""
+        if self._server is None and self._stopped:
+            return False
         return self._started().is_ready()
 
     def live(self) -> bool:
-        """Whether the server is live."""
+        """Whether the server is live (False once stopped;
+        InvalidArgumentError if never started)."""
+        if self._server is None and self._stopped:
+            return False
         return self._started().is_live()
 
     def metadata(self) -> dict[str, Any]:
