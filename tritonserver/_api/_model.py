@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from ._enums import ModelBatchFlag, ModelTxnPropertyFlag
-from ._request import InferenceRequest, InferenceRequestKwargs, _model_version
+from ._request import InferenceRequest, InferenceRequestKwargs, _model_version, _text
 from ._response import AsyncResponseIterator, ResponseIterator, asyncio_waiters
 from ._typing import Unpack
 from ._user_queues import register_user_queue, unregister_user_queue
@@ -61,8 +61,7 @@ class Model:
         reason: Optional[str] = None,
     ) -> None:
         server._started()
-        if not isinstance(name, str):
-            raise TypeError(f"model name must be a str, not {type(name).__name__}")
+        _text("model name", name)
         self._server = server
         self.name = name
         self.version = _model_version(version)

@@ -17,6 +17,7 @@ from ._enums import MetricFormat, ModelIndexFlag
 from ._errors import InvalidArgumentError, NotFoundError, TritonError, UnavailableError, UnsupportedError
 from ._model import Model, _json_object
 from ._options import Options, OptionsKwargs, build_core_options
+from ._request import _text
 from ._typing import Unpack
 
 
@@ -229,10 +230,14 @@ class Server:
         instance of the same model is being destroyed (see
         docs/hostile_inputs.md).
         """
+        _text("load(): model_name", model_name)
         params = {}
         for key, value in (parameters or {}).items():
             if key == "config" and isinstance(value, dict):
                 value = json.dumps(value)
+            _text("load(): parameter name", key)
+            if isinstance(value, str):
+                _text(f"load(): parameter {key!r}", value)
             params[key] = value
         with self._model_control:
             self._wait_while_unloading(model_name)
@@ -276,6 +281,7 @@ class Server:
         name = model.name if isinstance(model, Model) else model
         if not isinstance(name, str):
             raise TypeError(f"unload() takes a model name (str) or a Model, not {type(model).__name__}")
+        _text("unload(): model name", name)
         # The core accepts any name silently: a misspelt one would look
         # unloaded. Known: in the repository index, or loaded (a model
         # loaded from in-memory files is not in the index).
@@ -307,11 +313,18 @@ class Server:
     ) -> None:
         """Add a model repository; ``name_mapping`` maps a subfolder name to
         the model name to serve it under."""
-        self._started().register_model_repository(repository_path, list((name_mapping or {}).items()))
+        server = self._started()
+        _text("register_model_repository(): repository_path", repository_path)
+        mapping = list((name_mapping or {}).items())
+        for directory, name in mapping:
+            _text("register_model_repository(): name_mapping key", directory)
+            _text(f"register_model_repository(): name_mapping[{directory!r}]", name)
+        server.register_model_repository(repository_path, mapping)
 
     def unregister_model_repository(self, repository_path: str) -> None:
         """Remove a model repository."""
-        self._started().unregister_model_repository(repository_path)
+        server = self._started()
+        server.unregister_model_repository(_text("unregister_model_repository(): repository_path", repository_path))
 
     def poll_model_repository(self) -> None:
         """Rescan the repositories now (POLL mode)."""
