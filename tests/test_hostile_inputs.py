@@ -165,6 +165,28 @@ def test_names_with_an_embedded_nul_are_refused(server, model, where):
     assert_serves(m)
 
 
+SURROGATE_CASES = {
+    "parameter_name": ({"parameters": {"key\udc80": 1}}, r"parameter name 'key\\udc80'"),
+    "parameter_value": ({"parameters": {"key": "value\udc80"}}, r"parameter 'key' 'value\\udc80'"),
+    "input_name": ({"inputs": {"INPUT0\udc80": numpy.ones(3, numpy.float32)}}, r"input name 'INPUT0\\udc80'"),
+    "output_name": ({"output_names": ["OUTPUT0\ud800"]}, r"output name 'OUTPUT0\\ud800'"),
+    "request_id": ({"request_id": "id\udc80"}, r"request_id 'id\\udc80'"),
+}
+
+
+@pytest.mark.parametrize("where", SURROGATE_CASES)
+def test_text_with_a_lone_surrogate_is_refused_naming_the_field(model, where):
+    # A lone surrogate has no UTF-8 form: the binding's conversion failed
+    # with a signature dump naming another setter. Now ValueError naming the
+    # field.
+    m = model("identity_fp32")
+    given, field = SURROGATE_CASES[where]
+    kwargs = {"inputs": {"INPUT0": numpy.ones(3, numpy.float32)}, **given}
+    with refused(ValueError, match=field + r" is not valid Unicode text \(surrogates not allowed at index \d+\)"):
+        single(m.infer(**kwargs))
+    assert_serves(m)
+
+
 SERVER_NUL_CASES = {
     "load_model_name": (lambda s: s.load("identity_fp32\x00-other"), r"load\(\): model_name"),
     "load_parameter_name": (lambda s: s.load("identity_fp32", {"config\x00x": "{}"}),
