@@ -13,8 +13,15 @@ from typing import Any, Optional, Union
 
 from .. import _native
 from . import _logging, _triton_core
-from ._enums import MetricFormat, ModelIndexFlag
-from ._errors import InvalidArgumentError, NotFoundError, TritonError, UnavailableError, UnsupportedError
+from ._enums import MetricFormat, ModelControlMode, ModelIndexFlag
+from ._errors import (
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    TritonError,
+    UnavailableError,
+    UnsupportedError,
+)
 from ._model import Model, _json_object
 from ._options import Options, OptionsKwargs, build_core_options
 from ._request import _text
@@ -74,6 +81,9 @@ class Server:
         # server answers ready()/live() with False and a further stop() is a
         # no-op, while one never started raises "Server not started".
         self._stopped = False
+        # Repositories added by register_model_repository() to the running
+        # core server (named by load()'s "not found" error).
+        self._registered_repositories: list[str] = []
         # Serializes load() and unload(): see load().
         self._model_control = threading.Lock()
         # Set while a start() is creating the core server: a concurrent
@@ -105,6 +115,7 @@ class Server:
             core_options = build_core_options(self.options)
             self._server = _native.Server(core_options)
             self._stopped = False
+            self._registered_repositories = []
         finally:
             self._starting = False
         _running.add(self)
@@ -231,6 +242,11 @@ class Server:
         docs/hostile_inputs.md).
         """
         _text("load(): model_name", model_name)
+        if parameters is not None and not isinstance(parameters, dict):
+            raise TypeError(
+                f"load({model_name!r}): parameters must be a dict (parameter name -> value, e.g. "
+                f"{{'config': ...}}), not {type(parameters).__name__}"
+            )
         params = {}
         for key, value in (parameters or {}).items():
             if key == "config" and isinstance(value, dict):
@@ -245,6 +261,8 @@ class Server:
                 self._started().load_model(model_name, params)
             except TritonError as e:
                 _triton_core.explain_model_load_error(e)
+                self._explain_model_control_error(e, "load", model_name)
+                self._explain_unknown_model_error(e, model_name, params)
                 raise
         self._refuse_unusable_python_models([model_name])
         return self.model(model_name)
@@ -288,7 +306,11 @@ class Server:
         if not any(key[0] == name for key in self.models()) and not self._is_ready(name):
             raise NotFoundError(f"unload(): no model named {name!r} is in the model repository or loaded")
         with self._model_control:
-            server.unload_model(name, unload_dependents)
+            try:
+                server.unload_model(name, unload_dependents)
+            except TritonError as e:
+                self._explain_model_control_error(e, "unload", name)
+                raise
         if not wait_until_unloaded:
             return
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -299,6 +321,42 @@ class Server:
             if deadline is not None and time.monotonic() >= deadline:
                 raise UnavailableError(f"Timeout before model '{name}' was unloaded")
             time.sleep(polling_interval)
+
+    def _explain_model_control_error(self, error: TritonError, operation: str, name: str) -> None:
+        """Raise a refusal of load()/unload() by a server not in EXPLICIT
+        mode (the core's "not allowed if polling is enabled", said in NONE
+        mode too) again, naming the model, the mode and the fix."""
+        mode = self.options.model_control_mode
+        if not isinstance(error, UnavailableError) or mode == ModelControlMode.EXPLICIT:
+            return
+        try:
+            mode_name = ModelControlMode(mode).name
+        except ValueError:
+            mode_name = repr(mode)
+        raise UnavailableError(
+            f"{operation}({name!r}) is refused: this server runs with model_control_mode={mode_name}, in which "
+            "the core itself loads the repository's models (at start, and in POLL mode on "
+            "poll_model_repository()); to load and unload models by name, create the server with "
+            f"model_control_mode=ModelControlMode.EXPLICIT (the core said: {error})"
+        ) from error
+
+    def _explain_unknown_model_error(self, error: TritonError, name: str, params: dict[str, Any]) -> None:
+        """Raise the core's "failed to poll from model repository" for a
+        name no repository holds as NotFoundError naming the model and the
+        repositories searched."""
+        if (not isinstance(error, InternalError) or "failed to poll" not in str(error)
+                or any(key.startswith("file:") for key in params)
+                or any(key[0] == name for key in self.models())):
+            return
+        given = self.options.model_repository
+        repositories = [given] if isinstance(given, str) else list(given or [])
+        repositories += self._registered_repositories
+        raise NotFoundError(
+            f"load({name!r}): no model named {name!r} is in the model repository "
+            f"({', '.join(repr(r) for r in repositories)}): check the name against server.models(), or add a "
+            f"folder {name}/ (config.pbtxt and a version folder such as 1/) to a repository "
+            f"(the core said: {error})"
+        ) from error
 
     def _is_ready(self, name: str) -> bool:
         """Whether a model of this name is loaded and ready (False for an
@@ -320,11 +378,14 @@ class Server:
             _text("register_model_repository(): name_mapping key", directory)
             _text(f"register_model_repository(): name_mapping[{directory!r}]", name)
         server.register_model_repository(repository_path, mapping)
+        self._registered_repositories.append(repository_path)
 
     def unregister_model_repository(self, repository_path: str) -> None:
         """Remove a model repository."""
         server = self._started()
         server.unregister_model_repository(_text("unregister_model_repository(): repository_path", repository_path))
+        if repository_path in self._registered_repositories:
+            self._registered_repositories.remove(repository_path)
 
     def poll_model_repository(self) -> None:
         """Rescan the repositories now (POLL mode)."""
