@@ -16,6 +16,9 @@ struct Names {
   nb::object done = nb::steal(PyUnicode_InternFromString("done"));
   nb::object set_result = nb::steal(PyUnicode_InternFromString("set_result"));
   nb::object loop_kwname = nb::make_tuple(nb::steal(PyUnicode_InternFromString("loop")));
+  // asyncio._get_running_loop (C in CPython): the loop running in this
+  // thread, or None. asyncio is imported: the waiters are made by it.
+  nb::object get_running_loop = nb::module_::import_("asyncio").attr("_get_running_loop");
 };
 
 const Names& names() {
@@ -108,6 +111,30 @@ PySendResult NextResponse::send(PyObject* value, PyObject** result) {
         state = State::kDone;
         PyErr_SetString(PyExc_RuntimeError, "the response iterator was cleared");
         return PYGEN_ERROR;
+      }
+      {
+        // Its wake-ups reach the loop async_infer() ran in: awaited from
+        // another loop it would wait on a future of the first (asyncio:
+        // "attached to a different loop"), or take a queued response in
+        // passing. Refused the same way in both cases, before anything is
+        // taken: the iterator stays usable in its own loop. (Resumed with
+        // no loop running, e.g. by hand, it is not refused.)
+        PyObject* running = PyObject_CallNoArgs(names().get_running_loop.ptr());
+        if (running == nullptr) {
+          state = State::kDone;
+          return PYGEN_ERROR;
+        }
+        const bool other = running != Py_None && running != s.loop.ptr();
+        Py_DECREF(running);
+        if (other) {
+          state = State::kDone;
+          PyErr_SetString(PyExc_RuntimeError,
+                          "this AsyncResponseIterator is awaited in another event loop than "
+                          "the one async_infer() ran in: an asyncio response iterator "
+                          "delivers its responses only to that loop; iterate it there, or "
+                          "call async_infer() in this loop");
+          return PYGEN_ERROR;
+        }
       }
       try {
         std::shared_ptr<ResponseQueue> queue = s.native_request->submitted_queue();

@@ -97,7 +97,16 @@ void versioned_deleter(DLManagedTensorVersioned* t) noexcept {
 
 // Only an unconsumed capsule still carries its name (a consumer renames it
 // "used_dltensor..."): then the export is still ours to release.
+//
+// A consumer that refuses the capsule (NumPy for a BF16 tensor) drops it
+// with its own exception set: that exception is saved first and restored
+// last, so that it reaches the caller, and the release runs with no
+// exception pending. Only what the destructor's own calls raise is
+// cleared. (PyErr_Fetch/PyErr_Restore: in the limited API of every
+// supported Python.)
 void capsule_destructor(PyObject* capsule) noexcept {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
   const char* name = PyCapsule_GetName(capsule);
   if (name != nullptr && (std::strcmp(name, "dltensor") == 0 ||
                           std::strcmp(name, "dltensor_versioned") == 0)) {
@@ -106,6 +115,7 @@ void capsule_destructor(PyObject* capsule) noexcept {
     }
   }
   PyErr_Clear();
+  PyErr_Restore(type, value, traceback);
 }
 
 }  // namespace

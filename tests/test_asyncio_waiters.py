@@ -220,3 +220,34 @@ def test_two_tasks_on_one_async_iterator(model):
             await iterator.__anext__()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("delay_ms", [0, 200], ids=["queued", "awaited"])
+def test_iterator_awaited_in_another_loop_is_refused_naming_the_rule(model, delay_ms):
+    # An iterator's wake-ups reach the loop async_infer() ran in. Awaited in
+    # another loop it failed with asyncio's "Task ... got Future ...
+    # attached to a different loop" (no response queued yet) or took a
+    # queued response in passing; both are now refused with one message,
+    # and the iterator still serves its own loop.
+    first_loop = asyncio.new_event_loop()
+    try:
+        async def start():
+            return model("streaming").async_infer(inputs=streaming_inputs(2, delay_ms=delay_ms))
+
+        iterator = first_loop.run_until_complete(start())
+
+        async def take_one():
+            return await iterator.__anext__()
+
+        with pytest.raises(RuntimeError, match=r"this AsyncResponseIterator is awaited in another event loop than "
+                                               r"the one async_infer\(\) ran in: .* iterate it there, or call "
+                                               r"async_infer\(\) in this loop"):
+            asyncio.run(asyncio.wait_for(take_one(), HANG_S))
+
+        async def rest():
+            return [r async for r in iterator]
+
+        responses = first_loop.run_until_complete(asyncio.wait_for(rest(), HANG_S))
+        assert _values(responses) == [0, 1] and responses[-1].final
+    finally:
+        first_loop.close()

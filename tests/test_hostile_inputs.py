@@ -34,6 +34,7 @@ from common import (
     address,
     as_numpy,
     call_with_deadline,
+    MODELS,
     dedicated_server,
     has_gpu,
     make_options,
@@ -162,6 +163,79 @@ def test_names_with_an_embedded_nul_are_refused(server, model, where):
         with refused(ValueError, match=f"embedded null character in {re.escape(field)}"):
             single(m.infer(**kwargs))
     assert_serves(m)
+
+
+SURROGATE_CASES = {
+    "parameter_name": ({"parameters": {"key\udc80": 1}}, r"parameter name 'key\\udc80'"),
+    "parameter_value": ({"parameters": {"key": "value\udc80"}}, r"parameter 'key' 'value\\udc80'"),
+    "input_name": ({"inputs": {"INPUT0\udc80": numpy.ones(3, numpy.float32)}}, r"input name 'INPUT0\\udc80'"),
+    "output_name": ({"output_names": ["OUTPUT0\ud800"]}, r"output name 'OUTPUT0\\ud800'"),
+    "request_id": ({"request_id": "id\udc80"}, r"request_id 'id\\udc80'"),
+}
+
+
+@pytest.mark.parametrize("where", SURROGATE_CASES)
+def test_text_with_a_lone_surrogate_is_refused_naming_the_field(model, where):
+    # A lone surrogate has no UTF-8 form: the binding's conversion failed
+    # with a signature dump naming another setter. Now ValueError naming the
+    # field.
+    m = model("identity_fp32")
+    given, field = SURROGATE_CASES[where]
+    kwargs = {"inputs": {"INPUT0": numpy.ones(3, numpy.float32)}, **given}
+    with refused(ValueError, match=field + r" is not valid Unicode text \(surrogates not allowed at index \d+\)"):
+        single(m.infer(**kwargs))
+    assert_serves(m)
+
+
+SERVER_NUL_CASES = {
+    "load_model_name": (lambda s: s.load("identity_fp32\x00-other"), r"load\(\): model_name"),
+    "load_parameter_name": (lambda s: s.load("identity_fp32", {"config\x00x": "{}"}),
+                            r"load\(\): parameter name"),
+    "load_parameter_value": (lambda s: s.load("identity_fp32", {"config": '{"max_batch_size": 0}\x00x'}),
+                             r"load\(\): parameter 'config'"),
+    "unload": (lambda s: s.unload("identity_fp32\x00-other"), r"unload\(\): model name"),
+    "register_path": (lambda s: s.register_model_repository(str(MODELS) + "\x00x"),
+                      r"register_model_repository\(\): repository_path"),
+    "register_mapping_key": (lambda s: s.register_model_repository(str(MODELS), {"identity_fp32\x00": "x"}),
+                             r"register_model_repository\(\): name_mapping key"),
+    "register_mapping_value": (lambda s: s.register_model_repository(str(MODELS), {"identity_fp32": "x\x00y"}),
+                               r"register_model_repository\(\): name_mapping\['identity_fp32'\]"),
+    "unregister_path": (lambda s: s.unregister_model_repository(str(MODELS) + "\x00x"),
+                        r"unregister_model_repository\(\): repository_path"),
+    "model_handle": (lambda s: s.model("identity_fp32\x00-other").ready(), r"model name"),
+    "metric_family_name": (lambda s: tritonserver.MetricFamily(tritonserver.MetricKind.COUNTER, "nul\x00x", "d"),
+                           r"MetricFamily name"),
+    "metric_family_description": (
+        lambda s: tritonserver.MetricFamily(tritonserver.MetricKind.COUNTER, "nul_description", "d\x00x"),
+        r"MetricFamily description"),
+    "metric_label": (lambda s: tritonserver.Metric(
+        tritonserver.MetricFamily(tritonserver.MetricKind.GAUGE, "nul_label", "d"), {"k": "v\x00x"}),
+        r"Metric label 'k'"),
+}
+
+
+def test_server_names_with_an_embedded_nul_are_refused(backend_directory):
+    # Every string the package hands the core is a C string: one with a NUL
+    # would be read cut at the NUL (unload("identity_fp32\x00-other") used to
+    # unload identity_fp32). Each is refused with ValueError naming the
+    # argument, and the model named by the cut string is left alone.
+    with dedicated_server(backend_directory, "hostile-nul-names", ["identity_fp32"]) as srv:
+        for case, (call, field) in SERVER_NUL_CASES.items():
+            with refused(ValueError, match=f"embedded null character in {field}"):
+                call(srv)
+            assert srv.model("identity_fp32").ready(), case
+        assert_serves(srv.model("identity_fp32"))
+        assert ("x", -1) not in srv.models()
+
+
+def test_options_with_an_embedded_nul_are_refused(backend_directory):
+    srv = tritonserver.Server(make_options(backend_directory, server_id="nul\x00x"))
+    with refused(ValueError, match=r"embedded null character in Options.server_id"):
+        srv.start()
+    srv = tritonserver.Server(make_options(backend_directory, server_id="options-nul",
+                                           backend_configuration={"identity": {"k": "v\x00x"}}))
+    with refused(ValueError, match=r"embedded null character in Options.backend_configuration"):
+        srv.start()
 
 
 # -- element type and shape ------------------------------------------------------------

@@ -63,8 +63,7 @@ def test_concurrent_starts_one_wins(backend_directory) -> None:
             assert server.live()
         finally:
             server.stop()
-        with refused(InvalidArgumentError, "Server not started"):
-            server.stop()
+        server.stop()  # a second stop() is a no-op
 
 
 def test_stop_returns_cached_host_memory(backend_directory) -> None:

@@ -4,14 +4,16 @@ and the Model introspection calls."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import shutil
 
 import numpy
 import pytest
 
 import tritonserver
-from common import MODELS, as_numpy, dedicated_server, make_options, single, wait_for
+from common import MODELS, as_numpy, dedicated_server, make_options, refused, single, wait_for
 
 
 def copy_model(name: str, destination, new_name: str | None = None):
@@ -149,14 +151,89 @@ def test_poll_in_explicit_mode_is_unavailable(repo_server):
 
 # -- unknown models ------------------------------------------------------------
 
-def test_load_unknown_model(repo_server):
-    with pytest.raises(tritonserver.InternalError, match="no_such_model"):
+def test_load_unknown_model_is_not_found_naming_the_repository(repo_server, tmp_path):
+    # Was: InternalError "failed to load 'no_such_model', failed to poll
+    # from model repository", naming neither the cause nor the fix.
+    with refused(tritonserver.NotFoundError,
+                 r"load\('no_such_model'\): no model named 'no_such_model' is in the model repository "
+                 r"\('" + re.escape(str(MODELS)) + r"'\): check the name against server.models\(\), or add a "
+                 r"folder no_such_model/ \(config.pbtxt and a version folder such as 1/\)"):
         repo_server.load("no_such_model")
+    # A registered repository is named too.
+    repo_server.register_model_repository(str(tmp_path))
+    try:
+        with refused(tritonserver.NotFoundError, re.escape(f"('{MODELS}', '{tmp_path}')")):
+            repo_server.load("no_such_model")
+    finally:
+        repo_server.unregister_model_repository(str(tmp_path))
+    # A model the repository holds but cannot load keeps the core's error.
+    broken = tmp_path / "broken"
+    (broken / "1").mkdir(parents=True)
+    (broken / "config.pbtxt").write_text('name: "broken"\nbackend: "no_such_backend"\n')
+    repo_server.register_model_repository(str(tmp_path))
+    try:
+        with refused(tritonserver.TritonError) as refusal:
+            repo_server.load("broken")
+        assert refusal.kind is not tritonserver.NotFoundError, refusal.message
+    finally:
+        repo_server.unregister_model_repository(str(tmp_path))
+
+
+def test_load_parameters_must_be_a_dict(repo_server):
+    # Was: AttributeError "'list' object has no attribute 'items'".
+    with refused(TypeError, r"load\('identity_fp32'\): parameters must be a dict \(parameter name -> value, "
+                            r"e.g. \{'config': ...\}\), not list"):
+        repo_server.load("identity_fp32", ["config"])  # type: ignore[arg-type]
 
 
 def test_infer_on_unknown_model_is_not_found(server):
     with pytest.raises(tritonserver.NotFoundError, match="no_such_model"):
         server.model("no_such_model").infer(inputs={"INPUT0": numpy.ones(1, dtype=numpy.float32)})
+
+
+def test_model_not_loaded_names_the_fix(repo_server):
+    # Was: "Request for unknown model: 'echo_all_types' is not found", which
+    # did not say that the model is in the repository but not loaded.
+    handle = repo_server.model("echo_all_types")
+    fix = r": model 'echo_all_types' is not loaded; load it first with server.load\('echo_all_types'\)"
+    with refused(tritonserver.NotFoundError, r"unknown model: 'echo_all_types' is not found" + fix):
+        handle.infer(inputs={"INPUT0": numpy.ones(1, dtype=numpy.float32)})
+
+    async def async_attempt():
+        return handle.async_infer(inputs={"INPUT0": numpy.ones(1, dtype=numpy.float32)})
+
+    with refused(tritonserver.NotFoundError, fix):
+        asyncio.run(async_attempt())
+    for call in (handle.metadata, handle.config):
+        with refused(tritonserver.NotFoundError, fix):
+            call()
+    with refused(tritonserver.InvalidArgumentError, fix):  # the core's class for statistics
+        handle.statistics()
+    with refused(tritonserver.NotFoundError, r"version 7 of model 'echo_all_types' is not loaded; load the model "
+                                             r"with server.load\('echo_all_types'\)"):
+        repo_server.model("echo_all_types", 7).infer(inputs={"INPUT0": numpy.ones(1, dtype=numpy.float32)})
+
+
+@pytest.mark.parametrize("mode", [tritonserver.ModelControlMode.NONE, tritonserver.ModelControlMode.POLL],
+                         ids=["NONE", "POLL"])
+def test_load_and_unload_outside_explicit_mode_name_the_fix(backend_directory, tmp_path, mode):
+    # Was: UnavailableError "explicit model load / unload is not allowed if
+    # polling is enabled", said in NONE mode too, without the way out.
+    copy_model("identity_fp32", tmp_path)
+    srv = tritonserver.Server(make_options(backend_directory, server_id=f"repository-{mode.name}",
+                                           model_repository=str(tmp_path), model_control_mode=mode))
+    srv.start(wait_until_ready=True, timeout=30)
+    try:
+        fix = (rf"is refused: this server runs with model_control_mode={mode.name}, in which the core itself "
+               r"loads the repository's models .*create the server with "
+               r"model_control_mode=ModelControlMode.EXPLICIT \(the core said: ")
+        with refused(tritonserver.UnavailableError, r"load\('identity_fp32'\) " + fix):
+            srv.load("identity_fp32")
+        with refused(tritonserver.UnavailableError, r"unload\('identity_fp32'\) " + fix):
+            srv.unload("identity_fp32")
+        assert srv.model("identity_fp32").ready()
+    finally:
+        srv.stop()
 
 
 def test_introspection_of_unknown_model(server):
@@ -223,7 +300,7 @@ def test_register_and_unregister_repository_with_name_mapping(repo_server, tmp_p
     finally:
         repo_server.unregister_model_repository(str(extra))
     assert "mapped_identity" not in {key[0] for key in repo_server.models()}
-    with pytest.raises(tritonserver.InternalError):
+    with pytest.raises(tritonserver.NotFoundError, match="no model named 'mapped_identity'"):
         repo_server.load("mapped_identity")
 
 

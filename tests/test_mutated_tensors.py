@@ -8,6 +8,8 @@ memory and that a non-empty buffer's pointer is not null (ValueError)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy
 import pytest
 
@@ -88,3 +90,51 @@ def test_bytes_output_with_grown_size_is_not_read(model) -> None:
     tensor.memory_buffer.size += 1 << 20
     with refused(ValueError, r"outside the memory of its owner"):
         tensor.to_bytes_array()
+
+
+# -- fields of the wrong kind (inputs and exports) ------------------------------------
+BAD_SHAPES = [
+    pytest.param("4", TypeError, r"Tensor.shape must be a list of ints, not str \('4'\)", id="str"),
+    pytest.param([4.7], TypeError, r"Tensor.shape must be a list of ints, not \[4.7\] \(the dimension 4.7 is a float\)",
+                 id="float"),
+    pytest.param([True, 4], TypeError, r"Tensor.shape must be a list of ints, not \[True, 4\] \(the dimension True is a bool\)",
+                 id="bool"),
+    pytest.param(4, TypeError, r"Tensor.shape must be a list of ints, not int", id="int"),
+    pytest.param([-16], ValueError, r"Tensor.shape \[-16\] has a negative dimension \(-16\)", id="negative"),
+]
+
+
+@pytest.mark.parametrize("shape, kind, message", BAD_SHAPES)
+def test_bad_shape_is_refused_naming_the_field(model, shape, kind, message) -> None:
+    # Was: int() made '4' and [4.7] a shape of [4] (the tensor was sent or
+    # exported as if that were meant), and [-16] reached the core, whose
+    # "Expected -16, got 16" named no field.
+    data = numpy.arange(16, dtype=numpy.float32)
+    tensor = Tensor(DataType.FP32, shape, MemoryBuffer.from_dlpack(data))
+    with refused(kind, r"input 'INPUT0': " + message):
+        model("identity_fp32").infer(inputs={"INPUT0": tensor})
+    with refused(kind, r"cannot export this Tensor: " + message):
+        numpy.from_dlpack(tensor)
+    # A shape of NumPy integers (array.shape of another array) is fine.
+    tensor.shape = numpy.array([16])
+    responses = list(model("identity_fp32").infer(inputs={"INPUT0": tensor}))
+    assert numpy.from_dlpack(responses[0].outputs["OUTPUT0"]).tolist() == data.tolist()
+
+
+@pytest.mark.parametrize("memory_type", [7, -1, "cpu", 1.0])
+def test_unknown_memory_type_is_refused_naming_the_field(model, memory_type) -> None:
+    # Was: anything but GPU (2) was taken as host memory, so
+    # MemoryBuffer(memory_type=7) was read as CPU memory.
+    data = numpy.arange(4, dtype=numpy.float32)
+    buffer = MemoryBuffer(data.ctypes.data, memory_type, 0, data.nbytes, data)
+    tensor = Tensor(DataType.FP32, [4], buffer)
+    message = r"MemoryBuffer.memory_type must be a MemoryType \(CPU, CPU_PINNED or GPU\), not " + re.escape(
+        repr(memory_type))
+    with refused(InvalidArgumentError, r"input 'INPUT0': " + message):
+        model("identity_fp32").infer(inputs={"INPUT0": tensor})
+    with refused(ValueError, r"cannot export this Tensor: " + message):
+        numpy.from_dlpack(tensor)
+    # A plain int of a MemoryType is accepted, as officially.
+    buffer.memory_type = 0
+    responses = list(model("identity_fp32").infer(inputs={"INPUT0": tensor}))
+    assert numpy.from_dlpack(responses[0].outputs["OUTPUT0"]).tolist() == data.tolist()

@@ -28,3 +28,90 @@ def test_the_source_tree_imports_or_says_what_to_do(tmp_path, code):
         assert f"ImportError: you are importing the source tree at {ROOT / 'tritonserver'}, " in err, err[-3000:]
         assert SOURCE_TREE_MESSAGE in err, err[-3000:]
         assert "`make develop`" in err, err[-3000:]
+
+
+MIXED_CHILD = """
+    import json, warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            import tritonserver
+            outcome = {"imported": tritonserver.__file__, "server": hasattr(tritonserver, "Server")}
+        except ImportError as e:
+            outcome = {"import_error": str(e)}
+    outcome["warnings"] = [f"{w.category.__name__}: {w.message}" for w in caught]
+    print(json.dumps(outcome))
+"""
+
+
+def _package_copy(site, foreign: tuple[str, ...], drop_native: bool = False):
+    """site/tritonserver: links to the installed package's entries, plus
+    NVIDIA's `foreign` files (empty), as pip leaves the folder when both
+    distributions are installed."""
+    import pathlib
+
+    import tritonserver
+    installed = pathlib.Path(tritonserver.__file__).parent
+    package = site / "tritonserver"
+    package.mkdir(parents=True)
+    for entry in installed.iterdir():
+        if entry.name in ("_api", "__pycache__") or (drop_native and entry.name.startswith("_native")):
+            continue
+        (package / entry.name).symlink_to(entry)
+    (package / "_api").mkdir()
+    for entry in (installed / "_api").iterdir():
+        if entry.name != "__pycache__":
+            (package / "_api" / entry.name).symlink_to(entry)
+    for name in foreign:
+        if name.endswith(".py"):
+            (package / name).write_text("")
+        else:
+            (package / name).mkdir()
+            (package / name / "__init__.py").write_text("")
+    return package
+
+
+@pytest.mark.parametrize("foreign", [("_c",), ("_api/_allocators.py",), ("_c", "_api/_allocators.py")],
+                         ids=["_c", "_allocators", "both"])
+def test_mixed_installation_warns_at_import_with_the_fix(tmp_path, foreign):
+    # NVIDIA's package installed, then this one: our __init__.py runs with
+    # NVIDIA's files beside it (uninstalling either would break the other).
+    # Was: nothing said at import; `python -m tritonserver` said it only
+    # when run.
+    import json
+
+    site = tmp_path / "site"
+    package = _package_copy(site, foreign)
+    rc, out, err = run_script(MIXED_CHILD, tmp_path, timeout=120, env={"PYTHONPATH": str(site)})
+    assert rc == 0, err[-3000:]
+    outcome = json.loads(out.splitlines()[-1])
+    assert outcome.get("imported", "").startswith(str(package)), outcome
+    assert outcome["server"] is True
+    (warning,) = [w for w in outcome["warnings"] if "NVIDIA" in w]
+    assert warning.startswith(f"RuntimeWarning: NVIDIA's tritonserver package and this one (tritonserver-binding) "
+                              f"are both installed in {package} (it holds NVIDIA's {', '.join(foreign)})"), warning
+    assert "`pip uninstall -y tritonserver tritonserver-binding`, then `pip install tritonserver-binding`" in warning
+
+
+def test_mixed_installation_without_the_extension_says_what_to_do(tmp_path):
+    # Our __init__.py with NVIDIA's files and no _native: the ImportError
+    # names the mixed installation, not a source tree.
+    import json
+
+    site = tmp_path / "site"
+    package = _package_copy(site, ("_c",), drop_native=True)
+    rc, out, err = run_script(MIXED_CHILD, tmp_path, timeout=120, env={"PYTHONPATH": str(site)})
+    outcome = json.loads(out.splitlines()[-1])
+    assert outcome.get("import_error", "").startswith(
+        f"NVIDIA's tritonserver package and this one (tritonserver-binding) are both installed in {package}"), outcome
+
+
+def test_a_clean_installation_imports_without_warnings(tmp_path):
+    import json
+
+    site = tmp_path / "site"
+    package = _package_copy(site, ())
+    rc, out, err = run_script(MIXED_CHILD, tmp_path, timeout=120, env={"PYTHONPATH": str(site)})
+    outcome = json.loads(out.splitlines()[-1])
+    assert outcome.get("imported", "").startswith(str(package)), outcome
+    assert outcome["warnings"] == [], outcome

@@ -368,3 +368,23 @@ def test_identity_numpy_asarray_is_a_view(output):
     copied = numpy.array(output)  # an explicit copy is a copy
     numpy.testing.assert_array_equal(copied, array)
     assert address(copied) != output.data_ptr
+
+
+# -- a consumer's refusal ---------------------------------------------------------
+def test_consumer_refusal_reaches_the_caller_and_frees_the_export(model):
+    # NumPy has no bfloat16: numpy.from_dlpack() refuses a BF16 capsule and
+    # drops it with its own exception set. The capsule's destructor releases
+    # the export without clearing that exception (it used to, and the call
+    # then failed with "SystemError: ... returned NULL without setting an
+    # exception").
+    bits = numpy.array([0x3F80, 0x4000], dtype=numpy.uint16)  # 1.0, 2.0 in bfloat16
+    output = single(model("identity_bf16").infer(inputs={"INPUT0": Tensor(
+        DataType.BF16, [2], tritonserver.MemoryBuffer.from_dlpack(bits))})).outputs["OUTPUT0"]
+    with pytest.raises(Exception) as info:
+        numpy.from_dlpack(output)
+    # NumPy's own error (1.x: RuntimeError "Unsupported dtype in DLTensor.").
+    assert not isinstance(info.value, SystemError), info.value
+    assert "dtype" in str(info.value).lower(), info.value
+    # The refused export held the output's buffer; it is freed with the rest.
+    del output, info
+    assert_no_live_buffers()

@@ -30,13 +30,42 @@ def _source_tree_without_extension() -> "str | None":
             f"mode with `make develop` (docs/development.md), which imports it with its built extension")
 
 
+# Files of NVIDIA's official tritonserver package that this one does not
+# have: both install into the same tritonserver/ folder.
+_FOREIGN_FILES = ("_c", "_api/_allocators.py")
+
+
+def _mixed_installation() -> "str | None":
+    """When NVIDIA's tritonserver package left its files in this package's
+    folder (both installed: this one last, since its __init__.py runs), the
+    message that says what to do; else None. Two stat calls."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = [name for name in _FOREIGN_FILES if os.path.exists(os.path.join(here, name))]
+    if not found:
+        return None
+    return (f"NVIDIA's tritonserver package and this one (tritonserver-binding) are both installed in {here} "
+            f"(it holds NVIDIA's {', '.join(found)}): both write that folder, so the one installed last "
+            "overwrote the other's files, and uninstalling either deletes files the other needs. Run "
+            "`pip uninstall -y tritonserver tritonserver-binding`, then `pip install tritonserver-binding` "
+            "(or NVIDIA's alone); see docs/user_guide.md, Install")
+
+
 try:
     from . import _native as _native
 except ImportError:
-    _message = _source_tree_without_extension()
+    _message = _mixed_installation() or _source_tree_without_extension()
     if _message is None:
         raise
     raise ImportError(_message) from None
+
+_message = _mixed_installation()
+if _message is not None:
+    import warnings
+
+    warnings.warn(_message, RuntimeWarning, stacklevel=2)
+del _message
 
 from ._api._dlpack import DLDeviceType as DLDeviceType
 from ._api._enums import DataType as DataType

@@ -45,6 +45,9 @@ class MemoryBuffer:
         any pointer is handed on: to Triton as an input, to a DLPack
         consumer as an export."""
         pointer, size = self.data_ptr, self.size
+        if type(self.memory_type) is not MemoryType and not _is_memory_type(self.memory_type):
+            return (f"MemoryBuffer.memory_type must be a MemoryType (CPU, CPU_PINNED or GPU), "
+                    f"not {self.memory_type!r}")
         for field, value in (("data_ptr", pointer), ("size", size), ("memory_type_id", self.memory_type_id)):
             if type(value) is not int:
                 return f"MemoryBuffer.{field} must be an int, not {type(value).__name__}"
@@ -61,6 +64,18 @@ class MemoryBuffer:
                     f"the memory of its owner ({held} bytes at {start:#x})"
                 )
         return None
+
+
+def _is_memory_type(value: Any) -> bool:
+    """Whether `value` is one of MemoryType's values (a plain int of one is
+    accepted, as officially)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    try:
+        MemoryType(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _owner_extent(owner: Any) -> Optional[tuple[int, int]]:

@@ -8,6 +8,7 @@ from typing import Optional
 from .. import _native
 from . import _triton_core
 from ._enums import MetricKind
+from ._request import _text
 
 
 class MetricFamily:
@@ -20,6 +21,8 @@ class MetricFamily:
 
     def __init__(self, kind: MetricKind, name: str, description: str) -> None:
         _triton_core.load_core()
+        _text("MetricFamily name", name)
+        _text("MetricFamily description", description)
         self._family = _native.MetricFamily(int(MetricKind(kind)), name, description)
         self.kind = MetricKind(kind)
         self.name = name
@@ -31,6 +34,9 @@ class Metric:
 
     def __init__(self, family: MetricFamily, labels: Optional[dict[str, str]] = None) -> None:
         pairs = [(str(k), str(v)) for k, v in (labels or {}).items()]
+        for key, value in pairs:
+            _text("Metric label name", key)
+            _text(f"Metric label {key!r}", value)
         self._metric = _native.Metric(family._family, pairs)
         self.family = family
 

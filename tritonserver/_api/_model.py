@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from ._enums import ModelBatchFlag, ModelTxnPropertyFlag
-from ._request import InferenceRequest, InferenceRequestKwargs, _model_version
+from ._errors import InvalidArgumentError, NotFoundError
+from ._request import InferenceRequest, InferenceRequestKwargs, _model_version, _text, _unknown_model
 from ._response import AsyncResponseIterator, ResponseIterator, asyncio_waiters
 from ._typing import Unpack
 from ._user_queues import register_user_queue, unregister_user_queue
@@ -61,8 +62,7 @@ class Model:
         reason: Optional[str] = None,
     ) -> None:
         server._started()
-        if not isinstance(name, str):
-            raise TypeError(f"model name must be a str, not {type(name).__name__}")
+        _text("model name", name)
         self._server = server
         self.name = name
         self.version = _model_version(version)
@@ -161,15 +161,29 @@ class Model:
 
     def metadata(self) -> dict[str, Any]:
         """Model metadata: name, versions, platform, inputs, outputs."""
-        return _json_object(self._server._started().model_metadata(self.name, self.version))
+        server = self._server._started()
+        try:
+            return _json_object(server.model_metadata(self.name, self.version))
+        except NotFoundError as e:
+            raise _unknown_model(e, self.name, self.version) from None
 
     def config(self, config_version: int = 1) -> dict[str, Any]:
         """The model configuration, as JSON."""
-        return _json_object(self._server._started().model_config(self.name, self.version, config_version))
+        server = self._server._started()
+        try:
+            return _json_object(server.model_config(self.name, self.version, config_version))
+        except NotFoundError as e:
+            raise _unknown_model(e, self.name, self.version) from None
 
     def statistics(self) -> dict[str, Any]:
         """Inference statistics (``{"model_stats": [...]}``)."""
-        return _json_object(self._server._started().model_statistics(self.name, self.version))
+        server = self._server._started()
+        try:
+            return _json_object(server.model_statistics(self.name, self.version))
+        except InvalidArgumentError as e:  # the core's class for this case: kept
+            if "is not available" not in str(e):
+                raise
+            raise _unknown_model(e, self.name, self.version) from None
 
     def batch_properties(self) -> ModelBatchFlag:
         """Batching properties."""

@@ -144,6 +144,8 @@ def _fail(name: str, expected: str, value: Any) -> NoReturn:
 def _str(name: str, value: Any) -> str:
     if not isinstance(value, str):
         _fail(name, "a str", value)
+    if "\x00" in value:  # the core would read it cut at the NUL
+        raise ValueError(f"embedded null character in Options.{name} {value!r}")
     return str(value)
 
 
@@ -205,7 +207,7 @@ def _nested_settings(name: str, value: Any) -> list[tuple[str, str, str]]:
     triples = []
     for outer, settings in _dict(name, value).items():
         for setting, setting_value in _dict(f"{name}[{outer!r}]", settings).items():
-            triples.append((_str(name, outer), _str(name, setting), str(setting_value)))
+            triples.append((_str(name, outer), _str(name, setting), _str(name, str(setting_value))))
     return triples
 
 

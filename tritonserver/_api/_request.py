@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 
 from .. import _native
 from ._datautils import DeviceOrMemoryType, parse_device_or_memory_type
-from ._errors import InvalidArgumentError
+from ._errors import InvalidArgumentError, NotFoundError, TritonError
 from ._tensor import Tensor
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class InferenceRequest:
             raise TypeError(
                 f"InferenceRequest.model must be a Model (server.model(name)), not {type(model).__name__}"
             ) from None
-        if type(model_name) is not str or "\x00" in model_name:
+        if type(model_name) is not str or "\x00" in model_name or not model_name.isascii():
             model_name = _text("model name", model_name)
         version = model.version
         if type(version) is not int or not -1 <= version < 2**63:
@@ -89,7 +89,10 @@ class InferenceRequest:
         inputs: dict[str, Any] = self.inputs  # values of any kind, checked below
         if type(inputs) is not dict:
             inputs = _mapping("inputs", inputs)
-        request = _native.Request(server, model_name, version)
+        try:
+            request = _native.Request(server, model_name, version)
+        except NotFoundError as e:
+            raise _unknown_model(e, model_name, version) from None
         try:
             if (self.request_id is not None or self.flags or self.correlation_id is not None
                     or self.priority or self.timeout):
@@ -99,7 +102,7 @@ class InferenceRequest:
                 _set_parameters(request, parameters)
             ndarray = _ndarray or _find_ndarray()
             for name, item in inputs.items():
-                if type(name) is not str or "\x00" in name:
+                if type(name) is not str or "\x00" in name or not name.isascii():
                     name = _text("input name", name)
                 # The common case, without Tensor objects: a C-contiguous,
                 # native-order array of a plain type, taken by the core (its
@@ -110,7 +113,7 @@ class InferenceRequest:
                 tensor = Tensor._from_object(item)
                 _check_extent(name, tensor)
                 request.add_input(
-                    name, int(tensor.data_type), [int(d) for d in tensor.shape], tensor.data_ptr,
+                    name, int(tensor.data_type), tensor._dims(f"input {name!r}"), tensor.data_ptr,
                     tensor.size, int(tensor.memory_type), tensor.memory_type_id, tensor,
                 )
             if self.output_names:
@@ -178,6 +181,18 @@ def _set_parameters(request: "_native.Request", parameters: dict[str, Any]) -> N
         getattr(request, setter)(key, value)
 
 
+def _unknown_model(error: TritonError, name: str, version: int) -> TritonError:
+    """The core's "unknown model" error (of its own class), with its cause
+    and the fix."""
+    if version == -1:
+        cause = f"model {name!r} is not loaded; load it first with server.load({name!r})"
+    else:
+        cause = (f"version {version} of model {name!r} is not loaded; load the model with server.load({name!r}) "
+                 "(its version_policy decides which versions are loaded)")
+    return type(error)(f"{error}: {cause}; server.models() lists the repository's models, their versions "
+                       "and states")
+
+
 def _mapping(field: str, value: Any) -> dict[Any, Any]:
     """InferenceRequest.inputs or .parameters: a dict (name -> value)."""
     if not isinstance(value, dict):
@@ -200,11 +215,18 @@ def _model_version(version: Any) -> int:
 
 def _text(field: str, value: Any) -> str:
     """A name or value that becomes a C string: a str without NUL (a NUL
-    would silently cut it, naming another model, input or output)."""
+    would silently cut it, naming another model, input or output) that is
+    valid Unicode (a lone surrogate has no UTF-8 form)."""
     if not isinstance(value, str):
         raise TypeError(f"{field} must be a str, not {type(value).__name__}")
     if "\x00" in value:
         raise ValueError(f"embedded null character in {field} {value!r}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"{field} {value!r} is not valid Unicode text ({e.reason} at index {e.start}): "
+                             "it has no UTF-8 form to pass to the core") from None
     return value
 
 

@@ -13,10 +13,18 @@ from typing import Any, Optional, Union
 
 from .. import _native
 from . import _logging, _triton_core
-from ._enums import MetricFormat, ModelIndexFlag
-from ._errors import InvalidArgumentError, NotFoundError, TritonError, UnavailableError, UnsupportedError
+from ._enums import MetricFormat, ModelControlMode, ModelIndexFlag
+from ._errors import (
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    TritonError,
+    UnavailableError,
+    UnsupportedError,
+)
 from ._model import Model, _json_object
 from ._options import Options, OptionsKwargs, build_core_options
+from ._request import _text
 from ._typing import Unpack
 
 
@@ -69,6 +77,13 @@ class Server:
             )
         self.options = options
         self._server: Optional[_native.Server] = None
+        # Set by stop() (until the next successful start()): a stopped
+        # server answers ready()/live() with False and a further stop() is a
+        # no-op, while one never started raises "Server not started".
+        self._stopped = False
+        # Repositories added by register_model_repository() to the running
+        # core server (named by load()'s "not found" error).
+        self._registered_repositories: list[str] = []
         # Serializes load() and unload(): see load().
         self._model_control = threading.Lock()
         # Set while a start() is creating the core server: a concurrent
@@ -99,6 +114,8 @@ class Server:
         try:
             core_options = build_core_options(self.options)
             self._server = _native.Server(core_options)
+            self._stopped = False
+            self._registered_repositories = []
         finally:
             self._starting = False
         _running.add(self)
@@ -132,8 +149,14 @@ class Server:
 
         Host memory kept for reuse by output buffers already freed (up to
         256 MiB, shared by all servers of the process) is returned to the
-        system here too; buffers still alive are not affected."""
+        system here too; buffers still alive are not affected.
+
+        Stopping a server already stopped does nothing (one never started
+        raises InvalidArgumentError)."""
+        if self._server is None and self._stopped:
+            return
         server = self._started()
+        self._stopped = True  # first: a concurrent ready() then answers False
         self._server = None
         _running.discard(self)
         try:
@@ -153,7 +176,11 @@ class Server:
             self.stop()
 
     def _started(self) -> _native.Server:
+        """The native server; InvalidArgumentError when not started (or
+        stopped)."""
         if self._server is None:
+            if self._stopped:
+                raise InvalidArgumentError("Server not started (it was stopped: call start() to use it again)")
             raise InvalidArgumentError("Server not started")
         return self._server
 
@@ -163,11 +190,17 @@ class Server:
 
     # -- health and metadata -------------------------------------------------
     def ready(self) -> bool:
-        """Whether the server is ready for inference."""
+        """Whether the server is ready for inference (False once stopped;
+        InvalidArgumentError if never started)."""
+        if self._server is None and self._stopped:
+            return False
         return self._started().is_ready()
 
     def live(self) -> bool:
-        """Whether the server is live."""
+        """Whether the server is live (False once stopped;
+        InvalidArgumentError if never started)."""
+        if self._server is None and self._stopped:
+            return False
         return self._started().is_live()
 
     def metadata(self) -> dict[str, Any]:
@@ -208,10 +241,19 @@ class Server:
         instance of the same model is being destroyed (see
         docs/hostile_inputs.md).
         """
+        _text("load(): model_name", model_name)
+        if parameters is not None and not isinstance(parameters, dict):
+            raise TypeError(
+                f"load({model_name!r}): parameters must be a dict (parameter name -> value, e.g. "
+                f"{{'config': ...}}), not {type(parameters).__name__}"
+            )
         params = {}
         for key, value in (parameters or {}).items():
             if key == "config" and isinstance(value, dict):
                 value = json.dumps(value)
+            _text("load(): parameter name", key)
+            if isinstance(value, str):
+                _text(f"load(): parameter {key!r}", value)
             params[key] = value
         with self._model_control:
             self._wait_while_unloading(model_name)
@@ -219,6 +261,8 @@ class Server:
                 self._started().load_model(model_name, params)
             except TritonError as e:
                 _triton_core.explain_model_load_error(e)
+                self._explain_model_control_error(e, "load", model_name)
+                self._explain_unknown_model_error(e, model_name, params)
                 raise
         self._refuse_unusable_python_models([model_name])
         return self.model(model_name)
@@ -255,13 +299,18 @@ class Server:
         name = model.name if isinstance(model, Model) else model
         if not isinstance(name, str):
             raise TypeError(f"unload() takes a model name (str) or a Model, not {type(model).__name__}")
+        _text("unload(): model name", name)
         # The core accepts any name silently: a misspelt one would look
         # unloaded. Known: in the repository index, or loaded (a model
         # loaded from in-memory files is not in the index).
         if not any(key[0] == name for key in self.models()) and not self._is_ready(name):
             raise NotFoundError(f"unload(): no model named {name!r} is in the model repository or loaded")
         with self._model_control:
-            server.unload_model(name, unload_dependents)
+            try:
+                server.unload_model(name, unload_dependents)
+            except TritonError as e:
+                self._explain_model_control_error(e, "unload", name)
+                raise
         if not wait_until_unloaded:
             return
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -272,6 +321,42 @@ class Server:
             if deadline is not None and time.monotonic() >= deadline:
                 raise UnavailableError(f"Timeout before model '{name}' was unloaded")
             time.sleep(polling_interval)
+
+    def _explain_model_control_error(self, error: TritonError, operation: str, name: str) -> None:
+        """Raise a refusal of load()/unload() by a server not in EXPLICIT
+        mode (the core's "not allowed if polling is enabled", said in NONE
+        mode too) again, naming the model, the mode and the fix."""
+        mode = self.options.model_control_mode
+        if not isinstance(error, UnavailableError) or mode == ModelControlMode.EXPLICIT:
+            return
+        try:
+            mode_name = ModelControlMode(mode).name
+        except ValueError:
+            mode_name = repr(mode)
+        raise UnavailableError(
+            f"{operation}({name!r}) is refused: this server runs with model_control_mode={mode_name}, in which "
+            "the core itself loads the repository's models (at start, and in POLL mode on "
+            "poll_model_repository()); to load and unload models by name, create the server with "
+            f"model_control_mode=ModelControlMode.EXPLICIT (the core said: {error})"
+        ) from error
+
+    def _explain_unknown_model_error(self, error: TritonError, name: str, params: dict[str, Any]) -> None:
+        """Raise the core's "failed to poll from model repository" for a
+        name no repository holds as NotFoundError naming the model and the
+        repositories searched."""
+        if (not isinstance(error, InternalError) or "failed to poll" not in str(error)
+                or any(key.startswith("file:") for key in params)
+                or any(key[0] == name for key in self.models())):
+            return
+        given = self.options.model_repository
+        repositories = [given] if isinstance(given, str) else list(given or [])
+        repositories += self._registered_repositories
+        raise NotFoundError(
+            f"load({name!r}): no model named {name!r} is in the model repository "
+            f"({', '.join(repr(r) for r in repositories)}): check the name against server.models(), or add a "
+            f"folder {name}/ (config.pbtxt and a version folder such as 1/) to a repository "
+            f"(the core said: {error})"
+        ) from error
 
     def _is_ready(self, name: str) -> bool:
         """Whether a model of this name is loaded and ready (False for an
@@ -286,11 +371,21 @@ class Server:
     ) -> None:
         """Add a model repository; ``name_mapping`` maps a subfolder name to
         the model name to serve it under."""
-        self._started().register_model_repository(repository_path, list((name_mapping or {}).items()))
+        server = self._started()
+        _text("register_model_repository(): repository_path", repository_path)
+        mapping = list((name_mapping or {}).items())
+        for directory, name in mapping:
+            _text("register_model_repository(): name_mapping key", directory)
+            _text(f"register_model_repository(): name_mapping[{directory!r}]", name)
+        server.register_model_repository(repository_path, mapping)
+        self._registered_repositories.append(repository_path)
 
     def unregister_model_repository(self, repository_path: str) -> None:
         """Remove a model repository."""
-        self._started().unregister_model_repository(repository_path)
+        server = self._started()
+        server.unregister_model_repository(_text("unregister_model_repository(): repository_path", repository_path))
+        if repository_path in self._registered_repositories:
+            self._registered_repositories.remove(repository_path)
 
     def poll_model_repository(self) -> None:
         """Rescan the repositories now (POLL mode)."""

@@ -68,6 +68,26 @@ class Tensor:
         """Size of the data in bytes."""
         return self.memory_buffer.size
 
+    def _dims(self, where: str) -> list[int]:
+        """``shape`` as a list of ints, checked: a list or tuple (not a str)
+        of non-negative integers (NumPy's included). A str, a float or a
+        negative dimension raises TypeError/ValueError naming the field and
+        `where` it was used, instead of being truncated by int()."""
+        shape = self.shape
+        if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+            raise TypeError(f"{where}: Tensor.shape must be a list of ints, not {type(shape).__name__} "
+                            f"({shape!r})")
+        dims = []
+        for d in shape:
+            if isinstance(d, bool) or not hasattr(type(d), "__index__"):
+                raise TypeError(f"{where}: Tensor.shape must be a list of ints, not {list(shape)!r} "
+                                f"(the dimension {d!r} is a {type(d).__name__})")
+            d = d.__index__()
+            if d < 0:
+                raise ValueError(f"{where}: Tensor.shape {list(shape)!r} has a negative dimension ({d})")
+            dims.append(d)
+        return dims
+
     # -- DLPack export -----------------------------------------------------
     def __dlpack__(
         self,
@@ -120,7 +140,7 @@ class Tensor:
         # The capsule holds the memory's owner: for outputs the native buffer
         # (its deleter then needs no GIL), else the owner object.
         return _native.export_dlpack(
-            self.memory_buffer.owner, self.data_ptr, self.size, [int(d) for d in self.shape], code, bits,
+            self.memory_buffer.owner, self.data_ptr, self.size, self._dims("cannot export this Tensor"), code, bits,
             device[0], device[1], versioned,
         )
 
@@ -239,17 +259,18 @@ class Tensor:
 
         host = self.to_host()
         raw = ctypes.string_at(host.data_ptr, host.size) if host.size else b""
-        count = math.prod(int(d) for d in self.shape)
+        shape = self._dims("cannot read this BYTES Tensor")
+        count = math.prod(shape)
         array = numpy.empty(count, dtype=numpy.object_)
         array[:] = deserialize_bytes(raw, count)
-        return array.reshape([int(d) for d in self.shape])
+        return array.reshape(shape)
 
     def to_string_array(self) -> numpy.ndarray[Any, Any]:
         """Decode a BYTES tensor into an array of ``str`` (UTF-8)."""
         import numpy
 
         decoded = [b.decode("utf-8") for b in self.to_bytes_array().reshape(-1)]
-        shape = [int(d) for d in self.shape]
+        shape = self._dims("cannot read this BYTES Tensor")
         if not decoded:
             return numpy.empty(shape, dtype=numpy.str_)
         return numpy.array(decoded, dtype=numpy.str_).reshape(shape)
