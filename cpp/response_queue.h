@@ -1,6 +1,6 @@
 // Handoff of responses from Triton's threads to Python waiters.
 //
-// Triton's response callback (response_callback()) runs on a Triton thread
+// Triton's response callback (on_response()) runs on a Triton thread
 // and never touches Python: it reads the response into plain data
 // (response.h), appends it to the request's queue under a mutex, wakes a
 // blocked sync waiter (condition variable) and, for asyncio, tells the
