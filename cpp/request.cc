@@ -21,9 +21,7 @@ void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t,
     state->handle = nullptr;
     keep = std::move(state->held_for_release);
   }
-  if (TRITONSERVER_Error* err = triton().InferenceRequestDelete(request)) {
-    triton().ErrorDelete(err);
-  }
+  ignore_error(triton().InferenceRequestDelete(request));
   defer_release(std::move(state->owners));
   if (state->pending_callbacks.fetch_sub(1) == 1 && state->inflight) {
     state->inflight->remove(state);
@@ -187,9 +185,7 @@ void RequestState::discard_locked() noexcept {
     h = handle;
     handle = nullptr;
   }
-  if (TRITONSERVER_Error* err = triton().InferenceRequestDelete(h)) {
-    triton().ErrorDelete(err);
-  }
+  ignore_error(triton().InferenceRequestDelete(h));
   defer_release(std::move(owners));
 }
 
