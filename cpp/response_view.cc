@@ -113,23 +113,6 @@ nb::object copy_buffer(uintptr_t src, size_t size, int src_type,
   return memory_buffer(std::move(copy), size);
 }
 
-nb::tuple ResponseHandle::fields() const {
-  const ResponseData& d = *data;
-  const PythonTypes& types = python_types();
-  nb::list outputs;
-  for (const OutputTensor& t : d.outputs) {
-    outputs.append(nb::make_tuple(
-        t.name, enum_member(types.data_types, static_cast<int>(t.datatype)),
-        nb::cast(t.shape), memory_buffer(t.buffer, t.byte_size)));
-  }
-  nb::object error = nb::none();
-  if (d.has_error) {
-    error = nb::make_tuple(static_cast<int>(d.error_code), d.error_message);
-  }
-  return nb::make_tuple(d.request_id, parameters_dict(d), d.final,
-                        std::move(error), std::move(outputs));
-}
-
 namespace {
 
 nb::object vectorcall(const nb::object& callable, PyObject* const* args,

@@ -48,10 +48,6 @@ struct ResponseHandle {
   ResponsePtr data;
 
   bool final() const noexcept { return data->final; }
-  // Everything InferenceResponse needs, in one call (this is on the
-  // per-request path): (request id, parameters, final, (code, message) or
-  // None, [(name, DataType, shape, MemoryBuffer)]).
-  nanobind::tuple fields() const;
 };
 
 // The tritonserver.InferenceResponse of `data`, made by the classes' own

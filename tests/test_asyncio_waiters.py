@@ -14,7 +14,7 @@ import pytest
 
 from tritonserver import CancelledError, _native
 from tritonserver._api import _asyncio_waiters
-from common import as_numpy, call_with_deadline, run_loops_in_threads
+from common import as_numpy, call_with_deadline, hooks, run_loops_in_threads
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
 
@@ -59,7 +59,7 @@ def test_stream_queued_before_async_iteration_needs_no_future(model):
         iterator = model("streaming").async_infer(inputs=streaming_inputs(30), response_queue=side)
         await asyncio.get_running_loop().run_in_executor(None, _wait_for_final, side)
         responses = [r async for r in iterator]
-        return responses, _asyncio_waiters.for_loop(asyncio.get_running_loop()).waiting
+        return responses, hooks().asyncio_waiting(_asyncio_waiters.for_loop(asyncio.get_running_loop()))
 
     responses, waiting = asyncio.run(asyncio.wait_for(main(), HANG_S))
     assert [r.final for r in responses] == [False] * 30 + [True]
@@ -88,14 +88,14 @@ def test_cancelled_await_forgets_its_future(model):
         first = [r async for r in _take(iterator, 1)]
         waiters = _asyncio_waiters.for_loop(loop)
         task = asyncio.ensure_future(iterator.__anext__())  # waits ~2 s for the second
-        while waiters.waiting == 0:
+        while hooks().asyncio_waiting(waiters) == 0:
             await asyncio.sleep(0.005)
         # The garbage collector sees the future the waiters hold.
         assert any(isinstance(o, asyncio.Future) for o in gc.get_referents(waiters))
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        forgotten = waiters.waiting == 0
+        forgotten = hooks().asyncio_waiting(waiters) == 0
         # The stream still ends: cancel it in Triton and drain it.
         iterator.cancel()
         rest = [r async for r in iterator]
@@ -118,11 +118,11 @@ def test_dropped_awaitable_forgets_its_future(model):
         waiters = _asyncio_waiters.for_loop(loop)
         first = await iterator.__anext__()  # the second comes 300 ms later
         awaitable = iterator.__anext__()
-        assert waiters.waiting == 0  # nothing happens before it is resumed
+        assert hooks().asyncio_waiting(waiters) == 0  # nothing happens before it is resumed
         future = awaitable.__await__().send(None)
-        assert isinstance(future, asyncio.Future) and waiters.waiting == 1
+        assert isinstance(future, asyncio.Future) and hooks().asyncio_waiting(waiters) == 1
         del awaitable
-        forgotten = waiters.waiting == 0
+        forgotten = hooks().asyncio_waiting(waiters) == 0
         rest = [r async for r in iterator]
         return forgotten, [first, *rest]
 
@@ -145,7 +145,7 @@ def test_many_loops_each_with_its_waiters(model):
     async def main(t):
         waiters = _asyncio_waiters.for_loop(asyncio.get_running_loop())
         streams = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(8))), HANG_S)
-        return streams, waiters.waiting
+        return streams, hooks().asyncio_waiting(waiters)
 
     results = run_loops_in_threads(main, 6, HANG_S)
     for streams, waiting in results.values():
