@@ -239,6 +239,27 @@ def as_numpy(tensor: tritonserver.Tensor) -> numpy.ndarray:
     return numpy.from_dlpack(tensor)
 
 
+def identity(m: tritonserver.Model, data) -> numpy.ndarray:
+    """What identity model `m` answers for `data` (one response, no error),
+    within a deadline."""
+    response = call_with_deadline(lambda: single(m.infer(inputs={"INPUT0": data})))
+    assert response.error is None
+    return as_numpy(response.outputs["OUTPUT0"])
+
+
+def fp32(*values) -> numpy.ndarray:
+    return numpy.array(values, dtype=numpy.float32)
+
+
+def streaming_inputs(count: int, delay_ms: int = 0) -> dict:
+    """The inputs of the `streaming` model: `count` responses, each after
+    `delay_ms`."""
+    inputs = {"COUNT": numpy.array([count], dtype=numpy.int32)}
+    if delay_ms:
+        inputs["DELAY_MS"] = numpy.array([delay_ms], dtype=numpy.int32)
+    return inputs
+
+
 
 
 class refused:

@@ -14,16 +14,9 @@ import pytest
 
 from tritonserver import CancelledError, _native
 from tritonserver._api import _asyncio_waiters
-from common import as_numpy, call_with_deadline, hooks, run_loops_in_threads
+from common import as_numpy, call_with_deadline, hooks, run_loops_in_threads, streaming_inputs
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
-
-
-def streaming_inputs(count: int, delay_ms: int = 0) -> dict:
-    inputs = {"COUNT": numpy.array([count], dtype=numpy.int32)}
-    if delay_ms:
-        inputs["DELAY_MS"] = numpy.array([delay_ms], dtype=numpy.int32)
-    return inputs
 
 
 def _wait_for_final(user_queue: "queue.SimpleQueue") -> int:

@@ -18,20 +18,10 @@ import pytest
 
 import tritonserver
 from tritonserver import CancelledError, InferenceResponse
-from common import MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, hooks, run_loops_in_threads, single
+from common import (MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, fp32, hooks, run_loops_in_threads,
+                    single, streaming_inputs)
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
-
-
-def fp32(*values) -> numpy.ndarray:
-    return numpy.array(values, dtype=numpy.float32)
-
-
-def streaming_inputs(count: int, delay_ms: int = 0) -> dict:
-    inputs = {"COUNT": numpy.array([count], dtype=numpy.int32)}
-    if delay_ms:
-        inputs["DELAY_MS"] = numpy.array([delay_ms], dtype=numpy.int32)
-    return inputs
 
 
 
