@@ -380,6 +380,10 @@ NB_MODULE(_native, m) {
   testing.def("elf_needed", &elf_needed);
   testing.def("asyncio_waiting", &AsyncioWaiters::waiting, "waiters"_a,
               "How many futures `waiters` has made that are not resolved.");
+  testing.def(
+      "response_queued",
+      [](const ResponseStream& s) { return s.native_request->queue()->has_response(); },
+      "stream"_a, "Whether a response of the stream's request is queued, not yet taken.");
   testing.def("loaded_core_path", []() {
     return triton_loaded() ? loaded_core().path : std::string();
   });

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import os
@@ -180,6 +181,16 @@ def wait_for(predicate, seconds: float = 10.0) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+async def until(predicate, seconds: float = 60.0) -> None:
+    """Let the running event loop turn until `predicate()` is true; raises
+    TimeoutError after `seconds`."""
+    async def turns() -> None:
+        while not predicate():
+            await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(turns(), seconds)
 
 
 def call_with_deadline(fn, seconds: float = 60.0):

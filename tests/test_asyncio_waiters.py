@@ -14,7 +14,7 @@ import pytest
 
 from tritonserver import CancelledError, _native
 from tritonserver._api import _asyncio_waiters
-from common import as_numpy, call_with_deadline, hooks, run_loops_in_threads, streaming_inputs
+from common import as_numpy, call_with_deadline, hooks, run_loops_in_threads, streaming_inputs, until
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
 
@@ -204,7 +204,8 @@ def test_two_tasks_on_one_async_iterator(model):
     async def main():
         iterator = model("sleep").async_infer(inputs={"SECONDS": numpy.array([0.3], dtype=numpy.float32)})
         first = asyncio.ensure_future(iterator.__anext__())
-        await asyncio.sleep(0.05)  # first is now awaiting its future
+        waiters = _asyncio_waiters.for_loop(asyncio.get_running_loop())
+        await until(lambda: hooks().asyncio_waiting(waiters) == 1)  # first awaits its future
         with pytest.raises(ValueError, match="one task at a time"):
             await iterator.__anext__()
         response = await asyncio.wait_for(first, HANG_S)
