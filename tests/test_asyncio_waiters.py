@@ -81,8 +81,7 @@ def test_cancelled_await_forgets_its_future(model):
         first = [r async for r in _take(iterator, 1)]
         waiters = _asyncio_waiters.for_loop(loop)
         task = asyncio.ensure_future(iterator.__anext__())  # waits ~2 s for the second
-        while hooks().asyncio_waiting(waiters) == 0:
-            await asyncio.sleep(0.005)
+        await until(lambda: hooks().asyncio_waiting(waiters) == 1)
         # The garbage collector sees the future the waiters hold.
         assert any(isinstance(o, asyncio.Future) for o in gc.get_referents(waiters))
         task.cancel()
