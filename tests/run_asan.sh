@@ -33,16 +33,11 @@
 # and build/asan/report.txt (the summary).
 set -euo pipefail
 
-cd "$(dirname "$0")/.."
-ROOT=$(pwd)
-PYTHON=${PYTHON:-python3}
 VENV=.venv-asan
-PY=$VENV/bin/python
-IDENTITY=build/identity/libtriton_identity.so
+# shellcheck source=tests/suite_env.sh
+source "$(dirname "$0")/suite_env.sh"
 BUILD_DIR=build/asan
 LOGS=$ROOT/$BUILD_DIR/logs
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 START=$(date +%s)
 section() { printf '\n== %s (t=%ss)\n' "$*" "$(( $(date +%s) - START ))"; }
 
@@ -54,8 +49,6 @@ for lib in "$ASAN_LIB" "$STDCXX_LIB"; do
   [ -f "$lib" ] || { echo "ERROR: $CXX has no $(basename "$lib") (apt-get install libasan8 libubsan1)" >&2; exit 1; }
 done
 
-# shellcheck source=tests/suite_env.sh
-source tests/suite_env.sh
 ensure_test_venv "numpy<2"  # the python backend stub of the 2.51 core needs it
 
 bash tests/install_build_requires.sh "$PY"

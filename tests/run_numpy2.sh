@@ -17,17 +17,10 @@
 # e.g. "-x -k identity").
 set -euo pipefail
 
-cd "$(dirname "$0")/.."
-ROOT=$(pwd)
-PYTHON=${PYTHON:-python3}
 VENV=.venv-numpy2
-PY=$VENV/bin/python
-IDENTITY=build/identity/libtriton_identity.so
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
-
 # shellcheck source=tests/suite_env.sh
-source tests/suite_env.sh
+source "$(dirname "$0")/suite_env.sh"
+
 ensure_test_venv "numpy>=2"
 # for test_kserve_routes.py; tritonclient 2.51 pins numpy<2, later ones do not
 "$PY" -m pip install -q "tritonclient[http]" "numpy>=2"

@@ -1,7 +1,15 @@
-# Sourced by tests/run_asan.sh and tests/run_numpy2.sh (from the repository
-# root, after `set -euo pipefail`): their own virtual environment and the
-# identity test backend, set up the same way. Expects VENV, PY, PYTHON and
-# IDENTITY; ROOT, the repository root.
+# Sourced by tests/run_asan.sh and tests/run_numpy2.sh (after `set -euo
+# pipefail`, with VENV set: their own virtual environment): goes to the
+# repository root (ROOT) and sets PYTHON (default python3), PY and
+# IDENTITY; the functions below set up the environment and the identity
+# test backend the same way for both.
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+PYTHON=${PYTHON:-python3}
+PY=$VENV/bin/python
+IDENTITY=build/identity/libtriton_identity.so
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 
 # Creates $VENV (reused once $VENV/.ready exists) with `numpy_spec`
 # ("numpy<2" or "numpy>=2"), the dependency group test, the build tools and
