@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo test build develop venv clean bench bench-build stress test-asan test-numpy2 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
+.PHONY: demo check test build develop venv clean bench bench-build stress test-asan test-numpy2 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
 
 $(VENV)/.ready:
 	@echo "== [1/5] creating $(VENV), a virtual environment for everything below"
@@ -58,9 +58,17 @@ RAY_TESTS := cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m
 ray-env: venv
 	$(PY) -m pip install -q $(RAY) "numpy<2"
 
+# The main suite. From tests/: the installed package is tested, not the
+# source tree.
+SUITE := cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. .
+
+# The inner loop (~10 min): build, then the main suite; no Ray (its tests
+# skip or are not collected), no numpy-2 suite, no GPU rehearsal.
+check: build
+	$(SUITE)
+
 test: build bench-build ray-env
-	# From tests/: the installed package is tested, not the source tree.
-	cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. .
+	$(SUITE)
 	$(RAY_TESTS)
 	# The suite again with numpy 2 (.venv-numpy2, build/numpy2; ~1-2 min
 	# once its environment exists): the binding works there, and

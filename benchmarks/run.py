@@ -307,7 +307,7 @@ def write_report(items: list[Workload], startup: list[dict], args: argparse.Name
         "",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
         f"- Python {platform.python_version()}, numpy {__import__('numpy').__version__}, "
-        f"Triton core {tritonserver.load_core()}",
+        f"Triton core {os.path.basename(tritonserver.load_core())}",
         f"- {args.reps} repetitions per workload, interleaved (asyncio references, floor, ours, "
         f"floor + references, gRPC, HTTP), medians; the floor {args.rounds} measured rounds per run, "
         f"both ways of waiting; whole run {seconds:.0f} s",

@@ -17,9 +17,7 @@ MetricFamily::MetricFamily(int kind, const std::string& name,
 
 MetricFamily::~MetricFamily() {
   if (family_ != nullptr) {
-    if (TRITONSERVER_Error* e = triton().MetricFamilyDelete(family_)) {
-      triton().ErrorDelete(e);
-    }
+    ignore_error(triton().MetricFamilyDelete(family_));
   }
 }
 
@@ -38,9 +36,7 @@ Metric::Metric(std::shared_ptr<MetricFamily> family,
 
 Metric::~Metric() {
   if (metric_ != nullptr) {
-    if (TRITONSERVER_Error* e = triton().MetricDelete(metric_)) {
-      triton().ErrorDelete(e);
-    }
+    ignore_error(triton().MetricDelete(metric_));
   }
 }
 

@@ -14,6 +14,10 @@ void check(TRITONSERVER_Error* err, const char* context) {
   throw TritonException(code, message);
 }
 
+void ignore_error(TRITONSERVER_Error* err) noexcept {
+  if (err != nullptr) triton().ErrorDelete(err);
+}
+
 TRITONSERVER_Error* make_error(TRITONSERVER_Error_Code code,
                                const char* message) noexcept {
   return triton().ErrorNew(code, message);

@@ -26,6 +26,10 @@ class TritonException : public std::runtime_error {
 // to the core's message when given.
 void check(TRITONSERVER_Error* err, const char* context = nullptr);
 
+// Deletes `err` (null is fine): for a clean-up call whose failure has
+// nobody to be reported to. Never throws.
+void ignore_error(TRITONSERVER_Error* err) noexcept;
+
 // Makes a TRITONSERVER_Error for returning from a C callback. Never throws.
 TRITONSERVER_Error* make_error(TRITONSERVER_Error_Code code,
                                const char* message) noexcept;
@@ -34,6 +38,11 @@ TRITONSERVER_Error* make_error(TRITONSERVER_Error_Code code,
 // tritonserver._api._errors._BY_CODE[code], looked up (with the GIL, on the
 // first error) from Python's own table; RuntimeError for a code past it.
 void translate_exception(const std::exception_ptr& exception, void*);
+
+// Inside a catch block of a raw type slot (which nanobind does not wrap):
+// the exception being handled set as the Python error nanobind would raise
+// for it (error_classes.cc).
+void set_error_from_current_exception() noexcept;
 
 [[noreturn]] inline void raise(TRITONSERVER_Error_Code code,
                                const std::string& message) {

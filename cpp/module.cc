@@ -263,9 +263,6 @@ NB_MODULE(_native, m) {
   // --- requests and responses -------------------------------------------
   nb::class_<ResponseHandle>(m, "Response")
       .def_prop_ro("final", &ResponseHandle::final)
-      .def_prop_ro("fields", &ResponseHandle::fields, nb::for_getter(nb::sig(
-          "def fields(self, /) -> tuple[str, dict[str, str | int | bool | float | bytes], bool, "
-          "tuple[int, str] | None, list[tuple[str, typing.Any, list[int], typing.Any]]]")))
       .def("inference_response",
            [](const ResponseHandle& h, nb::handle model, nb::handle inference_request,
               bool cancelled) {
@@ -281,12 +278,6 @@ NB_MODULE(_native, m) {
            "request"_a, "inference_request"_a, "raise_on_error"_a = false,
            nb::sig("def __init__(self, model: typing.Any, request: Request, "
                    "inference_request: typing.Any, raise_on_error: bool = False) -> None"))
-      .def_ro("_model", &ResponseStream::model)
-      .def_ro("_request", &ResponseStream::request)
-      .def_ro("_inference_request", &ResponseStream::inference_request)
-      .def_ro("_raise_on_error", &ResponseStream::raise_on_error)
-      .def_rw("_complete", &ResponseStream::complete)
-      .def_rw("_cancelled", &ResponseStream::cancelled)
       .def("cancel", &ResponseStream::cancel,
            "Ask Triton to cancel the request; the stream then ends promptly,\n"
            "with CancelledError (raise_on_error) or a response carrying it.");
@@ -299,9 +290,7 @@ NB_MODULE(_native, m) {
            "loop"_a, "waiters"_a,
            nb::sig("def __init__(self, model: typing.Any, request: Request, "
                    "inference_request: typing.Any, raise_on_error: bool, "
-                   "loop: typing.Any, waiters: AsyncioWaiters) -> None"))
-      .def_ro("_loop", &AsyncResponseStream::loop)
-      .def_ro("_waiters", &AsyncResponseStream::waiters_object);
+                   "loop: typing.Any, waiters: AsyncioWaiters) -> None"));
 
   nb::class_<Request>(m, "Request", nb::is_weak_referenceable())
       .def("__init__",
@@ -329,13 +318,6 @@ NB_MODULE(_native, m) {
       .def("set_output_memory", &Request::set_output_memory)
       .def("set_dispatch_token", &Request::set_dispatch_token)
       .def("submit", [](Request& r) { r.submit_from_python(); })
-      .def(
-          "next",
-          [](Request& r, double timeout_s) {
-            return response_to_python(r.next_from_python(timeout_s));
-          },
-          "timeout_s"_a = -1.0,
-          nb::sig("def next(self, timeout_s: float = -1.0) -> Response | None"))
       .def("cancel", &Request::cancel)
       .def("discard", &Request::discard_from_python);
 
@@ -365,7 +347,6 @@ NB_MODULE(_native, m) {
       .def(nb::init<nb::object>(), "future_type"_a.none(),
            nb::sig("def __init__(self, future_type: type | None) -> None"))
       .def_prop_ro("fd", &AsyncioWaiters::fd)
-      .def_prop_ro("waiting", &AsyncioWaiters::waiting)
       .def("submit",
            [](AsyncioWaiters& w, Request& r) {
              r.submit_from_python(w.notifier());
@@ -400,6 +381,12 @@ NB_MODULE(_native, m) {
   testing.def("elf_needed", &elf_needed);
   testing.def("spin_pollers_allowed", &SpinWait::pollers_allowed);
   testing.def("usable_cpus", &SpinWait::usable_cpus);
+  testing.def("asyncio_waiting", &AsyncioWaiters::waiting, "waiters"_a,
+              "How many futures `waiters` has made that are not resolved.");
+  testing.def(
+      "response_queued",
+      [](const ResponseStream& s) { return s.native_request->queue()->has_response(); },
+      "stream"_a, "Whether a response of the stream's request is queued, not yet taken.");
   testing.def("loaded_core_path", []() {
     return triton_loaded() ? loaded_core().path : std::string();
   });

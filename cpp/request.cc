@@ -21,9 +21,7 @@ void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t,
     state->handle = nullptr;
     keep = std::move(state->held_for_release);
   }
-  if (TRITONSERVER_Error* err = triton().InferenceRequestDelete(request)) {
-    triton().ErrorDelete(err);
-  }
+  ignore_error(triton().InferenceRequestDelete(request));
   defer_release(std::move(state->owners));
   if (state->pending_callbacks.fetch_sub(1) == 1 && state->inflight) {
     state->inflight->remove(state);
@@ -39,126 +37,6 @@ void RequestState::final_delivered() noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex);
     keep = std::move(held_for_response);
-  }
-}
-
-bool InflightRequests::add(RequestState* state) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const std::string& model : draining_) {
-    if (model == state->model_name) return false;
-  }
-  if (state->inflight_listed) return true;
-  state->inflight_prev = nullptr;
-  state->inflight_next = head_;
-  if (head_ != nullptr) head_->inflight_prev = state;
-  head_ = state;
-  state->inflight_listed = true;
-  return true;
-}
-
-void InflightRequests::unlink_locked(RequestState* state) noexcept {
-  if (!state->inflight_listed) return;
-  if (state->inflight_prev != nullptr) {
-    state->inflight_prev->inflight_next = state->inflight_next;
-  } else {
-    head_ = state->inflight_next;
-  }
-  if (state->inflight_next != nullptr) {
-    state->inflight_next->inflight_prev = state->inflight_prev;
-  }
-  state->inflight_prev = state->inflight_next = nullptr;
-  state->inflight_listed = false;
-  removed_.notify_all();
-}
-
-void InflightRequests::remove(RequestState* state) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  unlink_locked(state);
-}
-
-std::vector<std::shared_ptr<RequestState>> InflightRequests::live_locked() {
-  std::vector<std::shared_ptr<RequestState>> live;
-  for (RequestState* s = head_; s != nullptr; s = s->inflight_next) {
-    if (auto state = s->weak_from_this().lock()) live.push_back(std::move(state));
-  }
-  return live;
-}
-
-void InflightRequests::discard_unsubmitted() noexcept {
-  std::vector<std::shared_ptr<RequestState>> live;
-  try {
-    std::lock_guard<std::mutex> lock(mutex_);
-    live = live_locked();
-  } catch (...) {
-    return;  // out of memory: the server's stop reports what is left
-  }
-  for (const auto& state : live) state->discard();
-}
-
-bool InflightRequests::drain(const std::string& model, double timeout_s) {
-  std::vector<std::shared_ptr<RequestState>> unsubmitted;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    draining_.push_back(model);
-    for (RequestState* s = head_; s != nullptr; s = s->inflight_next) {
-      if (s->model_name != model || s->submitted) continue;
-      if (auto state = s->weak_from_this().lock()) {
-        unsubmitted.push_back(std::move(state));
-      }
-    }
-  }
-  // A submit() in progress finishes first (discard waits for it); the
-  // request is then in flight, and waited for below.
-  for (const auto& state : unsubmitted) state->discard();
-  unsubmitted.clear();  // outside the lock: a last reference unlinks
-  return wait_submitted(&model, timeout_s);
-}
-
-bool InflightRequests::wait_submitted(double timeout_s) {
-  return wait_submitted(nullptr, timeout_s);
-}
-
-bool InflightRequests::wait_submitted(const std::string* model,
-                                      double timeout_s) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  return removed_.wait_for(
-      lock, std::chrono::duration<double>(timeout_s), [&] {
-        for (RequestState* s = head_; s != nullptr; s = s->inflight_next) {
-          if (s->submitted && (model == nullptr || s->model_name == *model)) {
-            return false;
-          }
-        }
-        return true;
-      });
-}
-
-void InflightRequests::end_drain(const std::string& model) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto it = draining_.begin(); it != draining_.end(); ++it) {
-    if (*it == model) {
-      draining_.erase(it);
-      return;
-    }
-  }
-}
-
-void InflightRequests::fail_all(const std::string& message) {
-  // Declared outside the lock: dropping the last reference to a state
-  // removes it from this list, which takes the lock.
-  std::vector<std::shared_ptr<RequestState>> live;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    live = live_locked();
-    while (head_ != nullptr) unlink_locked(head_);
-  }
-  for (const auto& state : live) {
-    if (!state->submitted) continue;
-    auto data = std::make_shared<ResponseData>();
-    data->final = true;
-    data->has_error = true;
-    data->error_code = TRITONSERVER_ERROR_UNAVAILABLE;
-    data->error_message = message;
-    state->deliver(std::move(data));
   }
 }
 
@@ -187,9 +65,7 @@ void RequestState::discard_locked() noexcept {
     h = handle;
     handle = nullptr;
   }
-  if (TRITONSERVER_Error* err = triton().InferenceRequestDelete(h)) {
-    triton().ErrorDelete(err);
-  }
+  ignore_error(triton().InferenceRequestDelete(h));
   defer_release(std::move(owners));
 }
 

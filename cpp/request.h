@@ -13,89 +13,21 @@
 #include <vector>
 
 #include "allocator.h"
+#include "inflight_requests.h"
 #include "response_queue.h"
 #include "server_handle.h"
 #include "triton_api.h"
 
 namespace tsb {
 
-struct RequestState;
-
-// The live requests of one server: created and not yet finished. Before the
-// server stops, requests never submitted are discarded (their core handles
-// hold the model, which would stall the stop, and must not outlive the
-// server); after it stops, submitted requests the core did not finish end
-// with an UNAVAILABLE error, so no waiter hangs.
-//
-// An intrusive list through the states themselves: registering a request
-// allocates nothing (this runs for every request).
-class InflightRequests {
- public:
-  // False, adding nothing, while the state's model is being drained.
-  bool add(RequestState* state) noexcept;
-  void remove(RequestState* state) noexcept;
-  void discard_unsubmitted() noexcept;
-  void fail_all(const std::string& message);
-
-  // Before a model is unloaded: refuses its new requests (add() is false),
-  // discards those not submitted, and waits at most `timeout_s` for those
-  // in flight to finish; false when some were still in flight. The 2.51
-  // core can crash when a model is destroyed by the end of its last
-  // request (SIGSEGV in StopBackendThread, on its ModelDeleter thread);
-  // drained, the model is destroyed by the unload itself, idle. Call
-  // end_drain() afterwards (see ModelDrain).
-  bool drain(const std::string& model, double timeout_s);
-  void end_drain(const std::string& model) noexcept;
-
-  // Before the server stops (its handle closed: no request can be built or
-  // submitted any more): waits at most `timeout_s` for the submitted
-  // requests to finish; false when some were still in flight. The core's
-  // own stop counts only queued requests as in flight, not those a backend
-  // is executing, and unloads the models under them: the crash that
-  // drain() avoids for one model (seen as a SIGSEGV in the stop race test).
-  bool wait_submitted(double timeout_s);
-
- private:
-  // Strong references to the listed states still alive (a state being
-  // destroyed is skipped: it removes itself).
-  std::vector<std::shared_ptr<RequestState>> live_locked();
-  void unlink_locked(RequestState* state) noexcept;
-  // Waits for the submitted requests of `model` (every model when null) to
-  // finish, at most `timeout_s`; false on timeout.
-  bool wait_submitted(const std::string* model, double timeout_s);
-
-  std::mutex mutex_;
-  std::condition_variable removed_;  // a state left the list
-  RequestState* head_ = nullptr;
-  std::vector<std::string> draining_;  // models being drained
-};
-
-// InflightRequests::drain() for the lifetime of this object.
-class ModelDrain {
- public:
-  ModelDrain(InflightRequests& inflight, std::string model, double timeout_s)
-      : inflight_(inflight), model_(std::move(model)),
-        drained_(inflight.drain(model_, timeout_s)) {}
-  ~ModelDrain() { inflight_.end_drain(model_); }
-  ModelDrain(const ModelDrain&) = delete;
-  ModelDrain& operator=(const ModelDrain&) = delete;
-  bool drained() const noexcept { return drained_; }
-
- private:
-  InflightRequests& inflight_;
-  std::string model_;
-  bool drained_;
-};
-
 // Shared by the Python handle and, while in flight, by Triton's callbacks
 // (the response callback sees it as its ResponseTarget).
-struct RequestState final : ResponseTarget,
-                            std::enable_shared_from_this<RequestState> {
+struct RequestState final : InflightEntry {
   RequestState() noexcept;
   ~RequestState();
   // Deletes the core request if it was never submitted. Never throws. Waits
   // for a setter or submit() in progress (build_mutex).
-  void discard() noexcept;
+  void discard() noexcept override;
   // The same, with build_mutex held by the caller.
   void discard_locked() noexcept;
 
@@ -109,17 +41,11 @@ struct RequestState final : ResponseTarget,
   std::mutex mutex;
   TRITONSERVER_InferenceRequest* handle = nullptr;
   const uint64_t fork_generation;  // see fork.h
-  std::atomic<bool> submitted{false};
   AllocationPolicy policy;
   // Core callbacks still to come once submitted: release and final response.
   // The request stays registered as live until both have run.
   std::atomic<int> pending_callbacks{0};
   std::shared_ptr<InflightRequests> inflight;
-  std::string model_name;  // set before it is listed
-  // Links of the inflight list (guarded by its mutex).
-  RequestState* inflight_prev = nullptr;
-  RequestState* inflight_next = nullptr;
-  bool inflight_listed = false;
   std::vector<nanobind::object> owners;  // input memory owners (build_mutex)
   // Self references held on Triton's behalf until the release callback and
   // the final response callback.

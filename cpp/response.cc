@@ -105,9 +105,7 @@ ResponseData take_response(TRITONSERVER_InferenceResponse* response,
     out.error_code = TRITONSERVER_ERROR_INTERNAL;
     out.error_message = "failed to read the inference response";
   }
-  if (TRITONSERVER_Error* err = api.InferenceResponseDelete(response)) {
-    api.ErrorDelete(err);
-  }
+  ignore_error(api.InferenceResponseDelete(response));
   return out;
 }
 

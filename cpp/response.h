@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -35,6 +36,9 @@ struct ResponseData {
   std::vector<OutputTensor> outputs;
   std::vector<std::pair<std::string, ParameterValue>> parameters;
 };
+
+// A response as queued and shared between its holders (read-only).
+using ResponsePtr = std::shared_ptr<const ResponseData>;
 
 // Consumes `response` (may be null: a flags-only final callback) and
 // deletes it. Never throws: failures become an error in the result.

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -12,34 +11,6 @@
 #include "spin_wait.h"
 
 namespace tsb {
-namespace {
-
-// Waits on `cv` until `ready()` or `timeout_s` passes (forever when
-// negative); true when ready.
-template <typename Ready>
-bool wait_until_ready(std::unique_lock<std::mutex>& lock,
-                      std::condition_variable& cv, double timeout_s,
-                      Ready ready) {
-  if (timeout_s < 0) {
-    cv.wait(lock, ready);
-    return true;
-  }
-  return cv.wait_for(lock, std::chrono::duration<double>(timeout_s), ready);
-}
-
-struct DispatchQueue {
-  std::mutex mutex;
-  std::condition_variable ready;
-  std::deque<std::pair<uint64_t, ResponsePtr>> items;
-};
-
-DispatchQueue& dispatch_queue() {
-  static DispatchQueue* q = new DispatchQueue();  // outlives static teardown
-  return *q;
-}
-
-}  // namespace
-
 LoopNotifier::LoopNotifier() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   if (fd_ < 0) {
     throw std::runtime_error(std::string("eventfd failed: ") +
@@ -143,27 +114,6 @@ void on_response(TRITONSERVER_InferenceResponse* response,
   const bool final = data->final;
   target->deliver(std::move(data));
   if (final) target->final_delivered();
-}
-
-void dispatch_push(uint64_t token, ResponsePtr response) noexcept {
-  DispatchQueue& q = dispatch_queue();
-  {
-    std::lock_guard<std::mutex> lock(q.mutex);
-    q.items.emplace_back(token, std::move(response));
-  }
-  q.ready.notify_one();
-}
-
-std::pair<uint64_t, ResponsePtr> dispatch_pop(double timeout_s) {
-  DispatchQueue& q = dispatch_queue();
-  std::unique_lock<std::mutex> lock(q.mutex);
-  if (!wait_until_ready(lock, q.ready, timeout_s,
-                        [&q] { return !q.items.empty(); })) {
-    return {0, nullptr};
-  }
-  auto item = std::move(q.items.front());
-  q.items.pop_front();
-  return item;
 }
 
 }  // namespace tsb

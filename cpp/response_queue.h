@@ -1,6 +1,6 @@
 // Handoff of responses from Triton's threads to Python waiters.
 //
-// Triton's response callback (response_callback()) runs on a Triton thread
+// Triton's response callback (on_response()) runs on a Triton thread
 // and never touches Python: it reads the response into plain data
 // (response.h), appends it to the request's queue under a mutex, wakes a
 // blocked sync waiter (condition variable) and, for asyncio, tells the
@@ -16,12 +16,11 @@
 #include <utility>
 #include <vector>
 
+#include "dispatch_queue.h"
 #include "response.h"
 #include "triton_api.h"
 
 namespace tsb {
-
-using ResponsePtr = std::shared_ptr<const ResponseData>;
 
 // One per asyncio event loop: an eventfd the loop watches, plus the tokens
 // of the queues that received responses since the loop last looked. The
@@ -110,12 +109,5 @@ class ResponseTarget {
 // Triton's response callback; its user pointer is a ResponseTarget*.
 void on_response(TRITONSERVER_InferenceResponse* response, uint32_t flags,
                  void* userp) noexcept;
-
-// Responses of requests that have a user queue (response_queue=...) go here
-// too, tagged with the request's token; one Python dispatcher thread drains
-// them into the user's queues, so delivery does not depend on iteration.
-void dispatch_push(uint64_t token, ResponsePtr response) noexcept;
-// Blocks until an item is there or `timeout_s` passes; token 0 on timeout.
-std::pair<uint64_t, ResponsePtr> dispatch_pop(double timeout_s);
 
 }  // namespace tsb

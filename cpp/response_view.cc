@@ -100,21 +100,17 @@ nb::object memory_buffer(BufferRef buffer, size_t size) {
   return nb::steal(result);
 }
 
-nb::tuple ResponseHandle::fields() const {
-  const ResponseData& d = *data;
-  const PythonTypes& types = python_types();
-  nb::list outputs;
-  for (const OutputTensor& t : d.outputs) {
-    outputs.append(nb::make_tuple(
-        t.name, enum_member(types.data_types, static_cast<int>(t.datatype)),
-        nb::cast(t.shape), memory_buffer(t.buffer, t.byte_size)));
+nb::object copy_buffer(uintptr_t src, size_t size, int src_type,
+                       int memory_type, int64_t memory_type_id) {
+  BufferRef copy;
+  {
+    nb::gil_scoped_release release;
+    copy = buffer_copy(reinterpret_cast<const void*>(src), size,
+                       static_cast<TRITONSERVER_MemoryType>(src_type),
+                       static_cast<TRITONSERVER_MemoryType>(memory_type),
+                       memory_type_id);
   }
-  nb::object error = nb::none();
-  if (d.has_error) {
-    error = nb::make_tuple(static_cast<int>(d.error_code), d.error_message);
-  }
-  return nb::make_tuple(d.request_id, parameters_dict(d), d.final,
-                        std::move(error), std::move(outputs));
+  return memory_buffer(std::move(copy), size);
 }
 
 namespace {
@@ -214,34 +210,6 @@ void ResponseStream::cancel() {
   native_request->cancel();
 }
 
-void set_error_from_current_exception() noexcept {
-  try {
-    throw;
-  } catch (nb::python_error& e) {
-    e.restore();
-  } catch (const TritonException&) {
-    translate_exception(std::current_exception(), nullptr);
-  } catch (const nb::builtin_exception& e) {
-    // What nanobind would raise for it.
-    PyObject* type = PyExc_RuntimeError;
-    switch (e.type()) {
-      case nb::exception_type::value_error: type = PyExc_ValueError; break;
-      case nb::exception_type::type_error: type = PyExc_TypeError; break;
-      case nb::exception_type::index_error: type = PyExc_IndexError; break;
-      case nb::exception_type::key_error: type = PyExc_KeyError; break;
-      case nb::exception_type::buffer_error: type = PyExc_BufferError; break;
-      default: break;
-    }
-    PyErr_SetString(type, e.what());
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  } catch (...) {
-    PyErr_SetString(PyExc_RuntimeError, "unknown C++ exception");
-  }
-}
-
 namespace {
 
 // next(): the next response, waiting with the GIL released; NULL with no
@@ -279,19 +247,6 @@ PyType_Slot response_stream_slots[] = {
 nb::object response_to_python(ResponsePtr response) {
   if (!response) return nb::none();
   return nb::cast(ResponseHandle{std::move(response)});
-}
-
-nb::object copy_buffer(uintptr_t src, size_t size, int src_type,
-                       int memory_type, int64_t memory_type_id) {
-  BufferRef copy;
-  {
-    nb::gil_scoped_release release;
-    copy = buffer_copy(reinterpret_cast<const void*>(src), size,
-                       static_cast<TRITONSERVER_MemoryType>(src_type),
-                       static_cast<TRITONSERVER_MemoryType>(memory_type),
-                       memory_type_id);
-  }
-  return memory_buffer(std::move(copy), size);
 }
 
 nb::object dispatch_pop_from_python(double timeout_s) {

@@ -37,16 +37,17 @@ struct BufferHandle {
 // the official API's object.
 nanobind::object memory_buffer(BufferRef buffer, size_t size);
 
+// A copy of `size` bytes at `src` (memory of `src_type`) in a new buffer of
+// the given kind, as a MemoryBuffer; the GIL is released while copying.
+nanobind::object copy_buffer(uintptr_t src, size_t size, int src_type,
+                             int memory_type, int64_t memory_type_id);
+
 // One response (bound as Response; the data stays shared with other
 // holders).
 struct ResponseHandle {
   ResponsePtr data;
 
   bool final() const noexcept { return data->final; }
-  // Everything InferenceResponse needs, in one call (this is on the
-  // per-request path): (request id, parameters, final, (code, message) or
-  // None, [(name, DataType, shape, MemoryBuffer)]).
-  nanobind::tuple fields() const;
 };
 
 // The tritonserver.InferenceResponse of `data`, made by the classes' own
@@ -82,18 +83,8 @@ struct ResponseStream {
 };
 extern PyType_Slot response_stream_slots[];
 
-// Inside a catch block of a raw type slot (which nanobind does not wrap):
-// the exception being handled set as the Python error nanobind would raise
-// for it.
-void set_error_from_current_exception() noexcept;
-
 // A Response object, or None for a null pointer (a timed-out wait).
 nanobind::object response_to_python(ResponsePtr response);
-
-// A copy of `size` bytes at `src` (memory of `src_type`) in a new buffer of
-// the given kind, as a MemoryBuffer; the GIL is released while copying.
-nanobind::object copy_buffer(uintptr_t src, size_t size, int src_type,
-                         int memory_type, int64_t memory_type_id);
 
 // The next (token, Response) of the user-queue dispatch queue, waiting at
 // most `timeout_s` without the GIL; None on timeout.

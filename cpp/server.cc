@@ -79,7 +79,7 @@ struct BackgroundStop {
     TRITONSERVER_Error_Code err_code = TRITONSERVER_ERROR_INTERNAL;
     std::string err_message;
     if (err == nullptr) {
-      if (TRITONSERVER_Error* e = api.ServerDelete(server)) api.ErrorDelete(e);
+      ignore_error(api.ServerDelete(server));
     } else {
       // Even the grace did not suffice (a model that cannot unload, e.g. a
       // python model whose stub died). Deleting the server now is the crash
@@ -216,9 +216,7 @@ ServerOptions::ServerOptions() {
 
 ServerOptions::~ServerOptions() {
   if (options_ != nullptr) {
-    if (TRITONSERVER_Error* e = triton().ServerOptionsDelete(options_)) {
-      triton().ErrorDelete(e);
-    }
+    ignore_error(triton().ServerOptionsDelete(options_));
   }
 }
 

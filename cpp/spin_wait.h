@@ -1,4 +1,5 @@
-// A short, bounded poll before a waiter sleeps.
+// A short, bounded poll before a waiter sleeps, and the sleep itself
+// (wait_until_ready(), a condition-variable wait with an optional limit).
 //
 // A thread that sleeps on a condition variable pays for its wake-up: the
 // notifier's futex syscall, the scheduler, and, where the waiter's core went
@@ -26,9 +27,25 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
+#include <thread>
 
 namespace tsb {
+
+// Waits on `cv` until `ready()` or `timeout_s` passes (forever when
+// negative); true when ready.
+template <typename Ready>
+bool wait_until_ready(std::unique_lock<std::mutex>& lock,
+                      std::condition_variable& cv, double timeout_s,
+                      Ready ready) {
+  if (timeout_s < 0) {
+    cv.wait(lock, ready);
+    return true;
+  }
+  return cv.wait_for(lock, std::chrono::duration<double>(timeout_s), ready);
+}
 
 // One processor hint inside a busy-wait loop (lets a sibling hyperthread
 // run); a no-op where the architecture has none.

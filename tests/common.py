@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import os
@@ -182,6 +183,16 @@ def wait_for(predicate, seconds: float = 10.0) -> bool:
     return True
 
 
+async def until(predicate, seconds: float = 60.0) -> None:
+    """Let the running event loop turn until `predicate()` is true; raises
+    TimeoutError after `seconds`."""
+    async def turns() -> None:
+        while not predicate():
+            await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(turns(), seconds)
+
+
 def call_with_deadline(fn, seconds: float = 60.0):
     """Run fn() in a daemon thread; fail (instead of hanging the suite) if it
     does not return within `seconds`. Returns fn's result or re-raises."""
@@ -237,6 +248,27 @@ def single(iterator) -> tritonserver.InferenceResponse:
 
 def as_numpy(tensor: tritonserver.Tensor) -> numpy.ndarray:
     return numpy.from_dlpack(tensor)
+
+
+def identity(m: tritonserver.Model, data) -> numpy.ndarray:
+    """What identity model `m` answers for `data` (one response, no error),
+    within a deadline."""
+    response = call_with_deadline(lambda: single(m.infer(inputs={"INPUT0": data})))
+    assert response.error is None
+    return as_numpy(response.outputs["OUTPUT0"])
+
+
+def fp32(*values) -> numpy.ndarray:
+    return numpy.array(values, dtype=numpy.float32)
+
+
+def streaming_inputs(count: int, delay_ms: int = 0) -> dict:
+    """The inputs of the `streaming` model: `count` responses, each after
+    `delay_ms`."""
+    inputs = {"COUNT": numpy.array([count], dtype=numpy.int32)}
+    if delay_ms:
+        inputs["DELAY_MS"] = numpy.array([delay_ms], dtype=numpy.int32)
+    return inputs
 
 
 

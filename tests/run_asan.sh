@@ -33,16 +33,11 @@
 # and build/asan/report.txt (the summary).
 set -euo pipefail
 
-cd "$(dirname "$0")/.."
-ROOT=$(pwd)
-PYTHON=${PYTHON:-python3}
 VENV=.venv-asan
-PY=$VENV/bin/python
-IDENTITY=build/identity/libtriton_identity.so
+# shellcheck source=tests/suite_env.sh
+source "$(dirname "$0")/suite_env.sh"
 BUILD_DIR=build/asan
 LOGS=$ROOT/$BUILD_DIR/logs
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 START=$(date +%s)
 section() { printf '\n== %s (t=%ss)\n' "$*" "$(( $(date +%s) - START ))"; }
 
@@ -54,16 +49,7 @@ for lib in "$ASAN_LIB" "$STDCXX_LIB"; do
   [ -f "$lib" ] || { echo "ERROR: $CXX has no $(basename "$lib") (apt-get install libasan8 libubsan1)" >&2; exit 1; }
 done
 
-if [ ! -f "$VENV/.ready" ]; then
-  section "creating $VENV"
-  rm -rf "$VENV"
-  "$PYTHON" -m venv "$VENV"
-  "$PY" -m pip install -q --upgrade pip
-  # numpy<2: the python backend stub of the 2.51 core needs it.
-  "$PY" -m pip install -q "numpy<2" --group test nanobind scikit-build-core cmake ninja
-  "$PY" -m pip install -q --no-deps --group core  # pyproject.toml: the core pin
-  touch "$VENV/.ready"
-fi
+ensure_test_venv "numpy<2"  # the python backend stub of the 2.51 core needs it
 
 bash tests/install_build_requires.sh "$PY"
 "$PY" -m pip install -q "tritonclient[http]==2.51.0"  # for test_kserve_routes.py
@@ -91,12 +77,7 @@ PYEOF
 readelf -d "$EXT" | grep -q 'libasan' || { echo "ERROR: $EXT is not an ASan build" >&2; exit 1; }
 echo "instrumented: $EXT"
 
-if [ ! -f "$IDENTITY" ]; then
-  section "building the identity test backend ($IDENTITY)"
-  "$VENV/bin/cmake" -S tests/backends/identity -B build/identity -G Ninja \
-    -DCMAKE_MAKE_PROGRAM="$ROOT/$VENV/bin/ninja" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  "$VENV/bin/cmake" --build build/identity
-fi
+ensure_identity_backend
 
 rm -rf "$LOGS"
 mkdir -p "$LOGS"

@@ -17,24 +17,11 @@
 # e.g. "-x -k identity").
 set -euo pipefail
 
-cd "$(dirname "$0")/.."
-ROOT=$(pwd)
-PYTHON=${PYTHON:-python3}
 VENV=.venv-numpy2
-PY=$VENV/bin/python
-IDENTITY=build/identity/libtriton_identity.so
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
+# shellcheck source=tests/suite_env.sh
+source "$(dirname "$0")/suite_env.sh"
 
-if [ ! -f "$VENV/.ready" ]; then
-  echo "== creating $VENV"
-  rm -rf "$VENV"
-  "$PYTHON" -m venv "$VENV"
-  "$PY" -m pip install -q --upgrade pip
-  "$PY" -m pip install -q "numpy>=2" --group test nanobind scikit-build-core cmake ninja
-  "$PY" -m pip install -q --no-deps --group core  # pyproject.toml: the core pin
-  touch "$VENV/.ready"
-fi
+ensure_test_venv "numpy>=2"
 # for test_kserve_routes.py; tritonclient 2.51 pins numpy<2, later ones do not
 "$PY" -m pip install -q "tritonclient[http]" "numpy>=2"
 "$PY" -c 'import numpy, sys; print("numpy", numpy.__version__); sys.exit(int(numpy.__version__.split(".")[0]) < 2)' \
@@ -46,12 +33,7 @@ echo "== building and installing tritonserver into $VENV (build/numpy2)"
 "$PY" -m pip install -q --no-build-isolation --no-deps -C build-dir=build/numpy2 \
   -C cmake.define.TRITONSERVER_TESTING=ON .  # with the test hooks
 
-if [ ! -f "$IDENTITY" ]; then
-  echo "== building the identity test backend ($IDENTITY)"
-  "$VENV/bin/cmake" -S tests/backends/identity -B build/identity -G Ninja \
-    -DCMAKE_MAKE_PROGRAM="$ROOT/$VENV/bin/ninja" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  "$VENV/bin/cmake" --build build/identity
-fi
+ensure_identity_backend
 
 echo "== running the suite with numpy 2"
 cd tests

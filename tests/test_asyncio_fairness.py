@@ -13,7 +13,7 @@ import numpy
 import pytest
 
 from tritonserver import InferenceResponse
-from common import as_numpy, call_with_deadline
+from common import as_numpy, call_with_deadline, hooks, wait_for
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
 INPUTS = {"INPUT0": numpy.ones(16, dtype=numpy.float32)}
@@ -44,8 +44,8 @@ def test_queued_response_still_yields_to_the_loop(model):
         for i in range(20):
             iterator = identity.async_infer(inputs=INPUTS)
             # Block the loop while the response arrives: __anext__ then finds
-            # it queued (or, on a very slow machine, awaits it: yields too).
-            time.sleep(0.01)
+            # it queued.
+            assert wait_for(lambda: hooks().response_queued(iterator), HANG_S)
             before = spinner.turns
             response = await iterator.__anext__()
             assert response.final
@@ -63,7 +63,7 @@ def test_task_cancelled_during_its_turn_leaves_the_response_queued(model):
 
     async def main() -> None:
         iterator = identity.async_infer(inputs=INPUTS)
-        time.sleep(0.01)  # the response is (most likely) queued by now
+        assert wait_for(lambda: hooks().response_queued(iterator), HANG_S)
         task = asyncio.ensure_future(iterator.__anext__())
         await asyncio.sleep(0)  # the task starts and gives up its turn
         task.cancel()
@@ -87,14 +87,11 @@ def test_queued_response_awaitable_by_hand(model):
 
     async def main() -> None:
         iterator = identity.async_infer(inputs=INPUTS)
-        time.sleep(0.05)  # a fast model: the response is queued by now
+        assert wait_for(lambda: hooks().response_queued(iterator), HANG_S)
         awaitable = iterator.__anext__()
         steps = awaitable.__await__()
         assert steps is awaitable and iter(steps) is steps
-        first = next(steps)
-        if first is not None:  # not queued yet (a slow machine): the loop's future
-            assert isinstance(first, asyncio.Future)
-            await first
+        assert next(steps) is None  # queued: one bare yield
         with pytest.raises(StopIteration) as stop:
             next(steps)
         response = stop.value.value

@@ -14,16 +14,9 @@ import pytest
 
 from tritonserver import CancelledError, _native
 from tritonserver._api import _asyncio_waiters
-from common import as_numpy, call_with_deadline, run_loops_in_threads
+from common import as_numpy, call_with_deadline, hooks, run_loops_in_threads, streaming_inputs, until
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
-
-
-def streaming_inputs(count: int, delay_ms: int = 0) -> dict:
-    inputs = {"COUNT": numpy.array([count], dtype=numpy.int32)}
-    if delay_ms:
-        inputs["DELAY_MS"] = numpy.array([delay_ms], dtype=numpy.int32)
-    return inputs
 
 
 def _wait_for_final(user_queue: "queue.SimpleQueue") -> int:
@@ -59,7 +52,7 @@ def test_stream_queued_before_async_iteration_needs_no_future(model):
         iterator = model("streaming").async_infer(inputs=streaming_inputs(30), response_queue=side)
         await asyncio.get_running_loop().run_in_executor(None, _wait_for_final, side)
         responses = [r async for r in iterator]
-        return responses, _asyncio_waiters.for_loop(asyncio.get_running_loop()).waiting
+        return responses, hooks().asyncio_waiting(_asyncio_waiters.for_loop(asyncio.get_running_loop()))
 
     responses, waiting = asyncio.run(asyncio.wait_for(main(), HANG_S))
     assert [r.final for r in responses] == [False] * 30 + [True]
@@ -88,14 +81,13 @@ def test_cancelled_await_forgets_its_future(model):
         first = [r async for r in _take(iterator, 1)]
         waiters = _asyncio_waiters.for_loop(loop)
         task = asyncio.ensure_future(iterator.__anext__())  # waits ~2 s for the second
-        while waiters.waiting == 0:
-            await asyncio.sleep(0.005)
+        await until(lambda: hooks().asyncio_waiting(waiters) == 1)
         # The garbage collector sees the future the waiters hold.
         assert any(isinstance(o, asyncio.Future) for o in gc.get_referents(waiters))
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        forgotten = waiters.waiting == 0
+        forgotten = hooks().asyncio_waiting(waiters) == 0
         # The stream still ends: cancel it in Triton and drain it.
         iterator.cancel()
         rest = [r async for r in iterator]
@@ -118,11 +110,11 @@ def test_dropped_awaitable_forgets_its_future(model):
         waiters = _asyncio_waiters.for_loop(loop)
         first = await iterator.__anext__()  # the second comes 300 ms later
         awaitable = iterator.__anext__()
-        assert waiters.waiting == 0  # nothing happens before it is resumed
+        assert hooks().asyncio_waiting(waiters) == 0  # nothing happens before it is resumed
         future = awaitable.__await__().send(None)
-        assert isinstance(future, asyncio.Future) and waiters.waiting == 1
+        assert isinstance(future, asyncio.Future) and hooks().asyncio_waiting(waiters) == 1
         del awaitable
-        forgotten = waiters.waiting == 0
+        forgotten = hooks().asyncio_waiting(waiters) == 0
         rest = [r async for r in iterator]
         return forgotten, [first, *rest]
 
@@ -145,7 +137,7 @@ def test_many_loops_each_with_its_waiters(model):
     async def main(t):
         waiters = _asyncio_waiters.for_loop(asyncio.get_running_loop())
         streams = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(8))), HANG_S)
-        return streams, waiters.waiting
+        return streams, hooks().asyncio_waiting(waiters)
 
     results = run_loops_in_threads(main, 6, HANG_S)
     for streams, waiting in results.values():
@@ -211,7 +203,8 @@ def test_two_tasks_on_one_async_iterator(model):
     async def main():
         iterator = model("sleep").async_infer(inputs={"SECONDS": numpy.array([0.3], dtype=numpy.float32)})
         first = asyncio.ensure_future(iterator.__anext__())
-        await asyncio.sleep(0.05)  # first is now awaiting its future
+        waiters = _asyncio_waiters.for_loop(asyncio.get_running_loop())
+        await until(lambda: hooks().asyncio_waiting(waiters) == 1)  # first awaits its future
         with pytest.raises(ValueError, match="one task at a time"):
             await iterator.__anext__()
         response = await asyncio.wait_for(first, HANG_S)

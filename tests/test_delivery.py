@@ -18,21 +18,10 @@ import pytest
 
 import tritonserver
 from tritonserver import CancelledError, InferenceResponse
-from common import (MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, hooks, run_loops_in_threads,
-                    run_script, single)
+from common import (MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, fp32, hooks, run_loops_in_threads,
+                    run_script, single, streaming_inputs, until, wait_for)
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
-
-
-def fp32(*values) -> numpy.ndarray:
-    return numpy.array(values, dtype=numpy.float32)
-
-
-def streaming_inputs(count: int, delay_ms: int = 0) -> dict:
-    inputs = {"COUNT": numpy.array([count], dtype=numpy.int32)}
-    if delay_ms:
-        inputs["DELAY_MS"] = numpy.array([delay_ms], dtype=numpy.int32)
-    return inputs
 
 
 
@@ -264,10 +253,9 @@ def test_identity_queue_keeps_nothing_alive(model, kind):
     assert queued.outputs["OUTPUT0"].data_ptr == iterated.outputs["OUTPUT0"].data_ptr  # one buffer, shared
     pointer = queued.outputs["OUTPUT0"].data_ptr
     del queued, iterated, iterator, response_queue, data
-    time.sleep(0.3)  # let the queue feeder go idle
     assert_no_live_buffers()
     assert pointer not in hooks().live_buffer_addresses()
-    assert input_ref() is None, "the request's input is still referenced"
+    assert wait_for(lambda: input_ref() is None, HANG_S), "the request's input is still referenced"
 
 
 def test_two_requests_share_a_queue(model):
@@ -334,7 +322,7 @@ def test_bounded_queue_receives_every_response_of_a_stream(model):
     response_queue = queue.Queue(maxsize=2)
     iterator = model("streaming").infer(inputs=streaming_inputs(7), response_queue=response_queue)
     iterated = call_with_deadline(lambda: list(iterator))  # the whole stream has been produced
-    assert response_queue.full()
+    assert wait_for(response_queue.full, HANG_S)  # the dispatcher thread fills it
     queued = []
     while not queued or not queued[-1].final:
         queued.append(response_queue.get(timeout=HANG_S))
@@ -355,8 +343,7 @@ def test_bounded_asyncio_queue_receives_every_response_of_a_stream(model):
         response_queue = asyncio.Queue(maxsize=2)
         iterator = model("streaming").async_infer(inputs=streaming_inputs(7), response_queue=response_queue)
         iterated = await asyncio.wait_for(_collect(iterator), HANG_S)
-        await asyncio.sleep(0.2)
-        assert response_queue.full()
+        await until(response_queue.full)  # the dispatcher thread fills it
         queued = []
         while not queued or not queued[-1].final:
             queued.append(await asyncio.wait_for(response_queue.get(), HANG_S))
@@ -398,7 +385,7 @@ def test_raising_queue_is_reported(model, caplog, use_asyncio):
                 iterator = model("streaming").async_infer(inputs=inputs, response_queue=user_queue)
                 with pytest.raises(CancelledError):
                     await asyncio.wait_for(_collect(iterator), HANG_S)
-                await asyncio.sleep(0.1)  # the notice is put on this loop
+                await until(lambda: not user_queue.items.empty())  # the notice, put on this loop
             asyncio.run(main())
         else:
             iterator = model("streaming").infer(inputs=inputs, response_queue=user_queue)

@@ -9,21 +9,21 @@ MiB = 1 << 20
 POOL_LIMIT = 256 * MiB  # kMaxCachedBytes in cpp/host_pool.cc
 
 
-def identity(model, data):
+def respond(model, data):
     return single(model("identity_fp32").infer(inputs={"INPUT0": data}))
 
 
 def test_large_output_block_is_reused(model):
     _native.host_pool_trim()
     data = numpy.arange(MiB, dtype=numpy.float32)  # 4 MiB
-    first = identity(model, data)
+    first = respond(model, data)
     address = first.outputs["OUTPUT0"].data_ptr
     numpy.testing.assert_array_equal(as_numpy(first.outputs["OUTPUT0"]), data)
     del first
     assert_no_live_buffers()
     assert hooks().host_pool_cached_bytes() >= 4 * MiB
 
-    second = identity(model, data[::-1].copy())
+    second = respond(model, data[::-1].copy())
     assert second.outputs["OUTPUT0"].data_ptr == address  # the same block again
     numpy.testing.assert_array_equal(as_numpy(second.outputs["OUTPUT0"]), data[::-1])
     del second
@@ -32,7 +32,7 @@ def test_large_output_block_is_reused(model):
 
 def test_small_outputs_are_not_pooled(model):
     _native.host_pool_trim()
-    response = identity(model, numpy.ones(1024, numpy.float32))
+    response = respond(model, numpy.ones(1024, numpy.float32))
     del response
     assert_no_live_buffers()
     assert hooks().host_pool_cached_bytes() == 0
@@ -41,7 +41,7 @@ def test_small_outputs_are_not_pooled(model):
 def test_pool_is_bounded_and_trims(model):
     _native.host_pool_trim()
     data = numpy.ones(4 * MiB, numpy.float32)  # 16 MiB per output
-    held = [identity(model, data) for _ in range(24)]  # 384 MiB in use at once
+    held = [respond(model, data) for _ in range(24)]  # 384 MiB in use at once
     assert len({r.outputs["OUTPUT0"].data_ptr for r in held}) == 24
     del held
     assert_no_live_buffers()

@@ -37,6 +37,7 @@ from common import (
     MODELS,
     dedicated_server,
     has_gpu,
+    identity,
     make_options,
     single,
 )
@@ -82,12 +83,6 @@ def assert_serves(model: tritonserver.Model) -> None:
         got = tensor.to_bytes_array() if sent.dtype == object else as_numpy(tensor)
         assert got.shape == sent.shape
         assert got.tolist() == sent.tolist()
-
-
-def identity(m: tritonserver.Model, data) -> numpy.ndarray:
-    response = answer(lambda: m.infer(inputs={"INPUT0": data}))
-    assert response.error is None
-    return as_numpy(response.outputs["OUTPUT0"])
 
 
 # -- which model, which version ------------------------------------------------------

@@ -13,19 +13,13 @@ import pytest
 
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
-from common import DLPackOnly, address, as_numpy, assert_no_live_buffers, drain_deferred, single
+from common import DLPackOnly, address, as_numpy, assert_no_live_buffers, drain_deferred, identity, single
 
-
-
-def identity(model, data, model_name="identity_fp32"):
-    response = single(model(model_name).infer(inputs={"INPUT0": data}))
-    assert response.error is None
-    return as_numpy(response.outputs["OUTPUT0"])
 
 
 def assert_still_serving(model):
     data = numpy.array([4.0, -1.0, 0.5], dtype=numpy.float32)
-    numpy.testing.assert_array_equal(identity(model, data), data)
+    numpy.testing.assert_array_equal(identity(model("identity_fp32"), data), data)
 
 
 # -- layouts ---------------------------------------------------------------------------
@@ -45,7 +39,7 @@ def test_identity_non_contiguous_inputs(model, make):
     view = make(base)
     assert not view.flags.c_contiguous
     expected = view.copy()
-    numpy.testing.assert_array_equal(identity(model, view), expected)
+    numpy.testing.assert_array_equal(identity(model("identity_fp32"), view), expected)
     numpy.testing.assert_array_equal(base, numpy.arange(100, dtype=numpy.float32) * 1.5 - 20)
 
 
@@ -53,7 +47,7 @@ def test_identity_non_contiguous_tensor_from_dlpack(model):
     base = numpy.arange(50, dtype=numpy.float32)
     view = base[::-2]
     tensor = Tensor.from_dlpack(view)
-    numpy.testing.assert_array_equal(identity(model, tensor), view)
+    numpy.testing.assert_array_equal(identity(model("identity_fp32"), tensor), view)
 
 
 def test_identity_fortran_order_inputs(model):
@@ -84,14 +78,14 @@ def test_identity_transposed_and_sliced_2d_inputs(model):
 def test_identity_read_only_inputs(model):
     data = numpy.arange(32, dtype=numpy.float32)
     data.flags.writeable = False
-    numpy.testing.assert_array_equal(identity(model, data), data)
+    numpy.testing.assert_array_equal(identity(model("identity_fp32"), data), data)
     frozen = numpy.frombuffer(bytes(numpy.arange(8, dtype=numpy.float32).tobytes()), dtype=numpy.float32)
     assert not frozen.flags.writeable
-    numpy.testing.assert_array_equal(identity(model, frozen), numpy.arange(8, dtype=numpy.float32))
-    numpy.testing.assert_array_equal(identity(model, Tensor.from_dlpack(frozen)), frozen)
+    numpy.testing.assert_array_equal(identity(model("identity_fp32"), frozen), numpy.arange(8, dtype=numpy.float32))
+    numpy.testing.assert_array_equal(identity(model("identity_fp32"), Tensor.from_dlpack(frozen)), frozen)
     # A read-only strided view: copied, not written to.
     reversed_frozen = frozen[::-1]
-    numpy.testing.assert_array_equal(identity(model, reversed_frozen), frozen[::-1])
+    numpy.testing.assert_array_equal(identity(model("identity_fp32"), reversed_frozen), frozen[::-1])
 
 
 # -- zero-copy input and ownership -----------------------------------------------------
@@ -103,7 +97,7 @@ def test_identity_contiguous_input_is_passed_by_pointer(model):
     assert tensor.size == data.nbytes and tensor.memory_type == MemoryType.CPU
     assert tensor.data_type == DataType.FP32 and list(tensor.shape) == [64]
     assert Tensor.from_dlpack(data).data_ptr == address(data)
-    output = identity(model, data)
+    output = identity(model("identity_fp32"), data)
     numpy.testing.assert_array_equal(output, data)
     assert address(output) != address(data)  # outputs are Triton's own buffers
 
@@ -193,7 +187,7 @@ def test_identity_any_dlpack_object_as_input(model):
     source = DLPackOnly(data)
     tensor = Tensor._from_object(source)
     assert tensor.data_ptr == address(data)
-    numpy.testing.assert_array_equal(identity(model, source), data)
+    numpy.testing.assert_array_equal(identity(model("identity_fp32"), source), data)
 
 
 # -- bad inputs -------------------------------------------------------------------------

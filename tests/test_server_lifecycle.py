@@ -8,7 +8,7 @@ import numpy
 import pytest
 
 import tritonserver
-from common import MODELS, as_numpy, call_with_deadline, make_options, single
+from common import MODELS, as_numpy, call_with_deadline, make_options, single, wait_for
 
 REPOSITORY_MODELS = sorted(p.name for p in MODELS.iterdir() if (p / "config.pbtxt").is_file())
 
@@ -357,7 +357,7 @@ def test_dropping_a_running_server_lets_other_threads_run_while_it_stops(backend
 
     thread = threading.Thread(target=ticker, daemon=True)
     thread.start()
-    time.sleep(0.2)
+    assert wait_for(lambda: len(ticks) >= 2)  # the ticker runs
     started = time.monotonic()
     del srv
     gc.collect()

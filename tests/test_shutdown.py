@@ -18,7 +18,7 @@ import pytest
 
 import tritonserver
 from tritonserver import TritonError
-from common import as_numpy, assert_no_live_buffers, call_with_deadline, dedicated_server, make_options
+from common import as_numpy, assert_no_live_buffers, call_with_deadline, dedicated_server, fp32, make_options
 from common import run_script
 
 EXIT_TIMEOUT = 5
@@ -27,10 +27,6 @@ DEADLINE = EXIT_TIMEOUT + 30  # "no hang", never a speed assertion
 # tests marked python_backend under numpy 2);
 # the subprocess scripts below run python-backend models.
 needs_python_backend = pytest.mark.python_backend
-
-
-def fp32(*values) -> numpy.ndarray:
-    return numpy.array(values, dtype=numpy.float32)
 
 
 def outcome_of(error: BaseException) -> tuple[str, type, str]:

@@ -7,21 +7,13 @@ zero-size tensors (at the end of this file: see the note there).
 
 from __future__ import annotations
 
-import gc
-
 import numpy
 import pytest
 
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
-from common import address, as_numpy, assert_no_live_buffers, drain_deferred, has_gpu, hooks, single
+from common import address, as_numpy, assert_no_live_buffers, has_gpu, hooks, settle, single
 
-
-
-def settle() -> None:
-    for _ in range(3):
-        gc.collect()
-    drain_deferred()
 
 
 no_cuda_only = pytest.mark.skipif(has_gpu(), reason="checks the behaviour without CUDA")

@@ -77,8 +77,7 @@ class Model:
     # -- inference -------------------------------------------------------------
     def create_request(self, **kwargs: Unpack[InferenceRequestKwargs]) -> InferenceRequest:
         """A new InferenceRequest for this model."""
-        cast("dict[str, Any]", kwargs).pop("model", None)
-        return InferenceRequest(model=self, **kwargs)
+        return self._request(None, kwargs)
 
     def infer(
         self,
@@ -92,22 +91,8 @@ class Model:
         parameter, GPU output without CUDA) raise here, before anything is
         queued. Keyword arguments build the request when none is given.
         """
-        # create_request() and _submit(), inline for the common case: this
-        # runs for every request.
-        if inference_request is None:
-            cast("dict[str, Any]", kwargs).pop("model", None)
-            request = InferenceRequest(self, **kwargs)
-        else:
-            request = _given_request(inference_request, kwargs)
-        if request.response_queue is not None:
-            return ResponseIterator(self, self._submit(request), request, raise_on_error)
-        native_request = request._create_native_request()
-        try:
-            native_request.submit()
-        except BaseException:
-            native_request.discard()  # its inputs go now
-            raise
-        return ResponseIterator(self, native_request, request, raise_on_error)
+        request = self._request(inference_request, kwargs)
+        return ResponseIterator(self, self._submit(request), request, raise_on_error)
 
     def async_infer(
         self,
@@ -117,21 +102,20 @@ class Model:
     ) -> AsyncResponseIterator:
         """Like infer(), for asyncio: ``async for response in ...``. Call it
         with an event loop running in this thread."""
-        if inference_request is not None:
-            inference_request = _given_request(inference_request, kwargs)
+        request = self._request(inference_request, kwargs)
         waiters_module = asyncio_waiters()
         loop = waiters_module.running_loop()
         waiters = waiters_module.for_loop(loop)
-        # create_request(), inline: this runs for every request.
-        if inference_request is None:
-            cast("dict[str, Any]", kwargs).pop("model", None)
-            inference_request = InferenceRequest(self, **kwargs)
-        if inference_request.response_queue is None:
-            native_request = inference_request._create_native_request()
-            waiters.submit(native_request)  # attach and submit, one call
-        else:
-            native_request = self._submit(inference_request, loop, waiters)
-        return AsyncResponseIterator(self, native_request, inference_request, raise_on_error, loop, waiters)
+        native_request = self._submit(request, loop, waiters)
+        return AsyncResponseIterator(self, native_request, request, raise_on_error, loop, waiters)
+
+    def _request(self, given: Optional[InferenceRequest], kwargs: Mapping[str, object]) -> InferenceRequest:
+        """The request to send: `given`, checked, or one of this model built
+        from the keyword arguments (a `model` among them is ignored)."""
+        if given is not None:
+            return _given_request(given, kwargs)
+        cast("dict[str, Any]", kwargs).pop("model", None)
+        return InferenceRequest(self, **cast("dict[str, Any]", kwargs))
 
     def _submit(self, request: InferenceRequest, loop: Optional["asyncio.AbstractEventLoop"] = None,
                 waiters: Optional["_native.AsyncioWaiters"] = None) -> "_native.Request":

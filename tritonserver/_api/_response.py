@@ -12,7 +12,6 @@ from ._errors import TritonError
 from ._tensor import Tensor
 
 if TYPE_CHECKING:
-    import asyncio
     from collections.abc import Coroutine
     from types import ModuleType
 
@@ -67,14 +66,6 @@ class ResponseIterator(_native.ResponseStream):
     """
 
     if TYPE_CHECKING:
-        # Kept by the native base (the stub leaves private names out).
-        _model: "Model"
-        _request: "_native.Request"
-        _inference_request: "InferenceRequest"
-        _raise_on_error: bool
-        _complete: bool
-        _cancelled: bool
-
         def __iter__(self) -> "ResponseIterator":
             """The iterator itself."""
 
@@ -95,11 +86,6 @@ class AsyncResponseIterator(_native.AsyncResponseStream):
     """
 
     if TYPE_CHECKING:
-        # Kept by the native base: ResponseIterator's private attributes,
-        # and these (the stub leaves private names out).
-        _loop: "asyncio.AbstractEventLoop"
-        _waiters: "_native.AsyncioWaiters"
-
         def __aiter__(self) -> "AsyncResponseIterator":
             """The iterator itself."""
 
