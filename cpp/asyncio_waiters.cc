@@ -175,17 +175,20 @@ PySendResult NextResponse::send(PyObject* value, PyObject** result) {
         abandon();
         return PYGEN_ERROR;
       }
+      // The future only says a response is queued (on_ready resolved it
+      // with None): take it off the queue here, as after the bare yield.
       state = State::kDone;
-      nb::object native = nb::steal(out);
+      Py_XDECREF(out);
       future = nb::object();
       steps = nb::object();
-      ResponseHandle* handle = nullptr;
-      if (!nb::try_cast<ResponseHandle*>(native, handle) || handle == nullptr) {
-        PyErr_SetString(PyExc_TypeError, "an asyncio response future was resolved with "
-                                         "something other than a response");
+      ResponsePtr r = s.native_request->queue()->try_pop();
+      if (!r) {
+        PyErr_SetString(PyExc_ValueError,
+                        "another task is already awaiting this response "
+                        "iterator; iterate it from one task at a time");
         return PYGEN_ERROR;
       }
-      *result = deliver_python(s, *handle->data);
+      *result = deliver_python(s, *r);
       return *result != nullptr ? PYGEN_RETURN : PYGEN_ERROR;
     }
     case State::kDone:
@@ -309,12 +312,11 @@ void AsyncioWaiters::on_ready() {
         waiting_.erase(it);  // the awaiting task was cancelled
         continue;
       }
-      ResponsePtr r = it->second.queue->try_pop();
-      if (!r) continue;
+      if (!it->second.queue->has_response()) continue;
       nb::object future = std::move(it->second.future);
       waiting_.erase(it);
-      nb::object response = response_to_python(std::move(r));
-      call_method(future, n.set_result, response.ptr());
+      // The awaiting NextResponse takes the response off the queue itself.
+      call_method(future, n.set_result, Py_None);
     } catch (nb::python_error& e) {
       // One waiter's failure must not strand the others.
       e.discard_as_unraisable("tritonserver: resolving an asyncio response future");

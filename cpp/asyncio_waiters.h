@@ -5,8 +5,10 @@
 // is submitted (one native call). On each response a Triton thread tells the notifier which
 // request has news and, if the loop was not already due to look, writes its
 // eventfd; nothing on that thread touches Python. The loop's reader callback
-// (on_ready) then takes those requests' responses off their queues and
-// resolves the futures awaiting them, in one native call per wake-up.
+// (on_ready) then resolves the futures awaiting those requests, in one
+// native call per wake-up; a future's result is None, and the awaiting task
+// takes the response off its queue itself when it resumes (so a task
+// cancelled meanwhile leaves the response queued).
 //
 // Fairness: every response handed out costs its task one turn of the loop.
 // A response already queued when the task asks is not returned at once (a
@@ -106,7 +108,7 @@ class AsyncioWaiters {
     return notifier_;
   }
   // A new future of `loop` (Future(loop=loop), or loop.create_future())
-  // that on_ready resolves with the next response of `queue`; raises
+  // that on_ready resolves (with None) once `queue` has a response; raises
   // ValueError while another task awaits one of that queue.
   nanobind::object future_for(std::shared_ptr<ResponseQueue> queue,
                               nanobind::handle loop);
