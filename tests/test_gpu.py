@@ -354,3 +354,22 @@ def test_gpu_buffers_freed_after_many_requests(model, cupy):
         assert bool((array == i).all())
     del kept, array
     assert_no_live_buffers()
+
+
+# -- the CUDA runtime -------------------------------------------------------------------------
+def test_failed_gpu_allocation_leaves_no_cuda_error():
+    # A failed cudaMalloc leaves its error as the runtime's last error; our
+    # runtime is usually the core's own copy, whose next cudaGetLastError
+    # would then report it as a failure of the core's own.
+    import ctypes
+
+    path = _native.cuda_status().split(": ")[0]
+    runtime = ctypes.CDLL(path)  # the very library our allocator opened
+    runtime.cudaGetLastError()
+    host = numpy.ones(4, numpy.uint8)
+    with pytest.raises(tritonserver.TritonError, match="failed to allocate"):
+        _native.copy(address(host), 1 << 52, int(MemoryType.CPU), int(MemoryType.GPU), 0)  # 4 PiB
+    assert runtime.cudaGetLastError() == 0, "the failed cudaMalloc left its error behind"
+    # ... and the device still serves a request.
+    moved = Tensor.from_dlpack(numpy.arange(4, dtype=numpy.float32)).to_device("gpu:0")
+    numpy.testing.assert_array_equal(numpy.from_dlpack(moved.to_host()), numpy.arange(4, dtype=numpy.float32))
