@@ -117,6 +117,18 @@ void check_gpu_id(int64_t type_id) {
   }
 }
 
+const char* memory_name(TRITONSERVER_MemoryType type) {
+  switch (type) {
+    case TRITONSERVER_MEMORY_CPU:
+      return "CPU";
+    case TRITONSERVER_MEMORY_CPU_PINNED:
+      return "pinned";
+    case TRITONSERVER_MEMORY_GPU:
+      return "GPU";
+  }
+  return "unknown memory";
+}
+
 }  // namespace
 
 OutputBuffer* buffer_allocate(size_t size, TRITONSERVER_MemoryType type,
@@ -160,6 +172,10 @@ OutputBuffer* buffer_allocate(size_t size, TRITONSERVER_MemoryType type,
     if (err != kCudaSuccess || b->data == nullptr) {
       std::string why = err != kCudaSuccess ? cuda_error_string(err)
                                             : std::string("out of memory");
+      // The failed cudaMalloc / cudaHostAlloc left its error as the
+      // runtime's last error: cleared, or the core's next cudaGetLastError
+      // (same runtime when it is the core's copy) reports it as its own.
+      if (err != kCudaSuccess) cuda_clear_last_error();
       delete b;
       raise(TRITONSERVER_ERROR_INTERNAL,
             "failed to allocate " + std::to_string(size) + " bytes: " + why);
@@ -180,12 +196,18 @@ BufferRef buffer_copy(const void* src, size_t size,
     return b;
   }
   const CudaRuntime* rt = cuda();
-  int err = rt == nullptr ? -1 : rt->Memcpy(b->data, src, size,
-                                            kCudaMemcpyDefault);
-  if (err != kCudaSuccess) {
+  if (rt == nullptr) {
     raise(TRITONSERVER_ERROR_UNSUPPORTED,
-          "copying between host and GPU memory needs CUDA (" +
-              (rt == nullptr ? cuda_status() : cuda_error_string(err)) + ")");
+          "copying between host and GPU memory needs CUDA (" + cuda_status() +
+              ")");
+  }
+  const int err = rt->Memcpy(b->data, src, size, kCudaMemcpyDefault);
+  if (err != kCudaSuccess) {
+    cuda_clear_last_error();
+    raise(TRITONSERVER_ERROR_INTERNAL,
+          "cudaMemcpy of " + std::to_string(size) + " bytes (" +
+              memory_name(src_type) + " to " + memory_name(b->memory_type) +
+              ") failed: " + cuda_error_string(err));
   }
   return b;
 }

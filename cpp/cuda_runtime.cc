@@ -21,32 +21,44 @@ bool sym(void* h, const char* name, F* out) {
   return *out != nullptr;
 }
 
-bool try_open(const std::string& path) {
+// One candidate: opened and resolved into `rt`, its device count in
+// `devices`; false (with `why`) when it cannot be used at all.
+bool try_open(const std::string& path, CudaRuntime* rt, int* devices,
+              std::string* why) {
+  dlerror();
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  if (h == nullptr) return false;
-  CudaRuntime rt;
-  bool ok = true;
-#define CUDA_RESOLVE_REQUIRED(name, ret, args) \
-  ok = ok && sym(h, "cuda" #name, &rt.name);
-  CUDA_REQUIRED_FUNCTIONS(CUDA_RESOLVE_REQUIRED)
-#undef CUDA_RESOLVE_REQUIRED
-  if (!ok) {
-    g_status = path + " lacks CUDA runtime functions";
+  if (h == nullptr) {
+    const char* e = dlerror();
+    *why = e != nullptr ? e : "dlopen failed";
     return false;
   }
-#define CUDA_RESOLVE_OPTIONAL(name, ret, args) sym(h, "cuda" #name, &rt.name);
+  CudaRuntime r;
+  std::string missing;
+#define CUDA_RESOLVE_REQUIRED(name, ret, args) \
+  if (!sym(h, "cuda" #name, &r.name)) missing += " cuda" #name;
+  CUDA_REQUIRED_FUNCTIONS(CUDA_RESOLVE_REQUIRED)
+#undef CUDA_RESOLVE_REQUIRED
+  if (!missing.empty()) {
+    *why = "lacks CUDA runtime functions:" + missing;
+    return false;  // left open: another user may have mapped it too
+  }
+#define CUDA_RESOLVE_OPTIONAL(name, ret, args) sym(h, "cuda" #name, &r.name);
   CUDA_OPTIONAL_FUNCTIONS(CUDA_RESOLVE_OPTIONAL)
 #undef CUDA_RESOLVE_OPTIONAL
-  g_rt = rt;
-  g_loaded = true;
+  *rt = r;
   int count = 0;
-  int err = rt.GetDeviceCount(&count);
+  const int err = r.GetDeviceCount(&count);
   if (err != kCudaSuccess) {
-    g_status = path + ": " + rt.GetErrorString(err);
-    g_devices = 0;
+    // e.g. cudaErrorInsufficientDriver (35) for a runtime newer than the
+    // driver, cudaErrorNoDevice (100) without a GPU.
+    const char* text = r.GetErrorString(err);
+    *why = "cudaGetDeviceCount: " + std::string(text ? text : "?") +
+           " (error " + std::to_string(err) + ")";
+    r.GetLastError();
+    *devices = 0;
   } else {
-    g_devices = count;
-    g_status = path + ": " + std::to_string(count) + " device(s)";
+    *devices = count;
+    *why = std::to_string(count) + " device(s)";
   }
   return true;
 }
@@ -55,10 +67,37 @@ bool try_open(const std::string& path) {
 
 int cuda_load(const std::vector<std::string>& candidates) {
   std::call_once(g_once, [&] {
-    g_status = "no CUDA runtime found";
+    std::string tried;  // every candidate passed over, with its reason
+    CudaRuntime fallback;
+    std::string fallback_path;
     for (const std::string& path : candidates) {
-      if (try_open(path)) break;
+      CudaRuntime rt;
+      int devices = 0;
+      std::string why;
+      const bool opened = try_open(path, &rt, &devices, &why);
+      if (opened && devices > 0) {
+        g_rt = rt;
+        g_loaded = true;
+        g_devices = devices;
+        g_status = path + ": " + why;
+        if (!tried.empty()) g_status += " (passed over: " + tried + ")";
+        return;
+      }
+      if (opened && fallback_path.empty()) {
+        fallback = rt;  // usable, no device: kept to name errors with
+        fallback_path = path;
+      }
+      if (!tried.empty()) tried += "; ";
+      tried += path + ": " + why;
     }
+    g_devices = 0;
+    if (!fallback_path.empty()) {
+      g_rt = fallback;
+      g_loaded = true;
+    }
+    g_status = candidates.empty()
+                   ? std::string("no CUDA runtime candidates")
+                   : "no CUDA runtime sees a device (" + tried + ")";
   });
   return g_devices;
 }
@@ -72,8 +111,13 @@ int cuda_device_count() noexcept { return g_devices; }
 std::string cuda_status() { return g_status; }
 
 std::string cuda_error_string(int code) {
-  if (!g_loaded) return "CUDA error " + std::to_string(code);
-  return g_rt.GetErrorString(code);
+  const char* text = g_loaded ? g_rt.GetErrorString(code) : nullptr;
+  return (text != nullptr ? std::string(text) : std::string("CUDA error")) +
+         " (error " + std::to_string(code) + ")";
+}
+
+void cuda_clear_last_error() noexcept {
+  if (g_loaded && g_rt.GetLastError != nullptr) g_rt.GetLastError();
 }
 
 void cuda_stream_wait_default(int device, uintptr_t stream) {

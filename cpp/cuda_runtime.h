@@ -26,6 +26,7 @@ using cudaEvent_t = void*;
   X(HostAlloc, int, (void**, size_t, unsigned int))       \
   X(FreeHost, int, (void*))                               \
   X(Memcpy, int, (void*, const void*, size_t, int))       \
+  X(GetLastError, int, (void))                            \
   X(GetErrorString, const char*, (int))
 // Only cuda_stream_wait_default (a DLPack consumer's stream) needs these.
 #define CUDA_OPTIONAL_FUNCTIONS(X)                         \
@@ -45,9 +46,14 @@ constexpr int kCudaSuccess = 0;
 constexpr int kCudaMemcpyDefault = 4;
 constexpr unsigned int kCudaEventDisableTiming = 2;
 
-// Tries each candidate path in order (the first that opens and resolves
-// wins); later calls return the first result. Returns the number of CUDA
-// devices (0 when none or no runtime). `status` explains the outcome.
+// Tries each candidate path in order until one opens, resolves and sees at
+// least one device (a runtime newer than the driver sees none: the next
+// candidate may be one the driver serves). When none sees a device, the
+// first that opened stays loaded (so errors can be named) with 0 devices.
+// Later calls return the first result. Returns the number of CUDA devices.
+// cuda_status() names the runtime chosen and every candidate tried before
+// it with its reason (not found, missing functions, its cudaGetDeviceCount
+// error).
 int cuda_load(const std::vector<std::string>& candidates);
 
 // The runtime if loaded and at least one device exists, else nullptr.
@@ -55,6 +61,10 @@ const CudaRuntime* cuda() noexcept;
 int cuda_device_count() noexcept;
 std::string cuda_status();
 std::string cuda_error_string(int code);
+// Clears the runtime's (non-sticky) last error after a failed call (a
+// failed cudaMalloc leaves cudaErrorMemoryAllocation there, which the core's
+// next cudaGetLastError would report as its own failure).
+void cuda_clear_last_error() noexcept;
 
 // Makes the consumer's `stream` (a cudaStream_t handle, as DLPack passes it)
 // wait for all work queued so far on `device`'s legacy default stream, where

@@ -2,6 +2,7 @@
 
 #include <Python.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -59,6 +60,7 @@ struct Export {
   BufferRef buffer;
   PyObject* owner = nullptr;
   std::vector<int64_t> shape;  // copied: later shape changes do not leak in
+  std::vector<int64_t> strides;  // C order, in elements (DLPack 1.2 wants them)
   DLManagedTensor legacy;
   DLManagedTensorVersioned versioned;
 };
@@ -185,13 +187,19 @@ nb::object export_dlpack(nb::handle owner, uintptr_t data, size_t nbytes,
     Py_INCREF(e->owner);
   }
   e->shape = shape;
+  e->strides.assign(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) {
+    e->strides[i - 1] = e->strides[i] * std::max<int64_t>(shape[i], 1);
+  }
   DLTensor t{};
   t.data = reinterpret_cast<void*>(data);
   t.device = DLDevice{device_type, device_id};
   t.ndim = static_cast<int32_t>(shape.size());
   t.dtype = DLDataType{code, bits, 1};
   t.shape = e->shape.data();
-  t.strides = nullptr;  // C-contiguous
+  // Explicit C-order strides: DLPack 1.2 no longer allows NULL for a
+  // tensor of rank > 0 (consumers may read them unconditionally).
+  t.strides = e->strides.empty() ? nullptr : e->strides.data();
   t.byte_offset = 0;
   PyObject* capsule;
   if (versioned) {

@@ -64,6 +64,14 @@ def skip_if_python_backend_unusable(name: str) -> None:
 
 
 
+# TRITONSERVER_TEST_GPU_METRICS=0 turns GPU metrics (the core's bundled
+# DCGM, started and stopped with every server) off in every test server:
+# the GPU check (tests/gpu/run_gpu_checks.sh) sets it for its test phases,
+# where a DCGM start or stop that hangs would cost the whole run, and tries
+# GPU metrics once, last, in a process of their own.
+GPU_METRICS = os.environ.get("TRITONSERVER_TEST_GPU_METRICS", "1") != "0"
+
+
 def make_options(backend_directory: str, **overrides) -> tritonserver.Options:
     settings = dict(
         model_repository=str(MODELS),
@@ -72,7 +80,10 @@ def make_options(backend_directory: str, **overrides) -> tritonserver.Options:
         exit_timeout=10,
         log_error=True,
         metrics=True,
+        gpu_metrics=GPU_METRICS,
     )
+    if os.environ.get("TRITONSERVER_TEST_CACHE_DIRECTORY"):  # the GPU check: under its scratch folder
+        settings["cache_directory"] = os.environ["TRITONSERVER_TEST_CACHE_DIRECTORY"]
     settings.update(overrides)
     return tritonserver.Options(**settings)
 

@@ -96,38 +96,98 @@ def test_identity_gpu_model_without_request_preference_gets_cpu(model):
     numpy.testing.assert_array_equal(as_numpy(out), data)
 
 
+# A kernel that keeps the legacy default stream busy for `cycles` clock
+# ticks, then (when `n` > 0) writes `value` into `out[:n]`: it stands for a
+# copy still in flight there (the identity backend's cudaMemcpy, to_device()).
+SPIN_SOURCE = r"""
+extern "C" __global__ void spin_then_fill(long long cycles, float* out, float value, long long n) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) out[i] = value;
+}
+"""
+SPIN_CYCLES = 1_000_000_000  # about half a second on an H200 (1.98 GHz)
+
+
+def busy_default_stream(cupy, out=None, value: float = 0.0) -> None:
+    """Queue the spin (then a write into `out`, a CuPy float32 array) on the
+    legacy default stream; returns at once."""
+    kernel = cupy.RawKernel(SPIN_SOURCE, "spin_then_fill")
+    target = out if out is not None else cupy.empty(1, cupy.float32)
+    n = out.size if out is not None else 0
+    with cupy.cuda.Stream.null:
+        kernel((1,), (256,), (cupy.int64(SPIN_CYCLES), target, cupy.float32(value), cupy.int64(n)))
+
+
+def capsule_data_and_device(capsule) -> tuple[int, tuple[int, int]]:
+    import ctypes
+
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype = ctypes.c_void_p
+    get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    words = (ctypes.c_int64 * 2).from_address(get_pointer(capsule, b"dltensor"))
+    device = (ctypes.c_int32 * 2).from_address(get_pointer(capsule, b"dltensor") + 8)
+    return words[0], (device[0], device[1])
+
+
 def test_gpu_output_dlpack_streams(model, cupy, torch):
     out = infer_one(model, "identity_fp32", numpy.arange(8, dtype=numpy.float32),
                     output_memory_type="gpu").outputs["OUTPUT0"]
-    with cupy.cuda.Stream(non_blocking=True) as stream:
+    cupy.cuda.runtime.deviceSynchronize()
+    # Every value the array API standard allows for CUDA gives a capsule of
+    # the very buffer.
+    cupy_stream = cupy.cuda.Stream(non_blocking=True)
+    torch_stream = torch.cuda.Stream()
+    for stream_value in (None, 1, 2, -1, cupy_stream.ptr, torch_stream.cuda_stream):
+        assert capsule_data_and_device(out.__dlpack__(stream=stream_value)) == (out.data_ptr, (2, 0))
+    # A stream handle (> 2) is made to wait for the legacy default stream:
+    # with that stream busy, the consumer's stream has work pending right
+    # after __dlpack__ returns (it had none before); -1 (no synchronization)
+    # and 1/2 (ordered by CUDA itself) queue nothing on it.
+    for query, handle, synchronize in ((lambda: cupy_stream.done, cupy_stream.ptr, cupy_stream.synchronize),
+                                       (torch_stream.query, torch_stream.cuda_stream, torch_stream.synchronize)):
+        busy_default_stream(cupy)
+        assert query(), "the consumer's stream had work before __dlpack__"
+        out.__dlpack__(stream=-1)
+        assert query(), "stream=-1 must not make any stream wait"
+        out.__dlpack__(stream=handle)
+        assert not query(), "__dlpack__(stream=handle) did not make the stream wait for the default stream"
+        synchronize()
+        assert query()
+    with cupy_stream:
         array = cupy.from_dlpack(out)  # CuPy passes its current stream
-        numpy.testing.assert_array_equal(cupy.asnumpy(array, stream=stream), numpy.arange(8, dtype=numpy.float32))
-    # The array API standard's values for CUDA, and stream handles from CuPy
-    # and torch (> 2: made to wait for the legacy default stream).
-    side_stream = torch.cuda.Stream()
-    for stream_value in (None, 1, 2, -1, stream.ptr, side_stream.cuda_stream):
-        capsule = out.__dlpack__(stream=stream_value)
-        assert capsule is not None
+        numpy.testing.assert_array_equal(cupy.asnumpy(array, stream=cupy_stream), numpy.arange(8, dtype=numpy.float32))
     for bad in ("default", 0, -2, True, 1.5):
         with pytest.raises(BufferError):
             out.__dlpack__(stream=bad)
 
 
-def test_consumer_stream_sees_a_completed_copy(cupy):
-    # to_device() copies from pageable host memory with cudaMemcpy on the
-    # legacy default stream, which may return before the data lands; a
-    # consumer on a non-blocking stream reads right away: __dlpack__ makes
-    # that stream wait for the copy.
-    data = numpy.arange(64 * 2**20 // 4, dtype=numpy.float32)
-    expected = float(data.sum(dtype=numpy.float64))
-    for _ in range(3):
+@pytest.mark.parametrize("source", ["to_device", "gpu_output"])
+def test_consumer_stream_sees_a_completed_copy(model, cupy, source):
+    # Copies into our GPU buffers (to_device()'s cudaMemcpy, the identity
+    # backend's) run on the legacy default stream and may still be in flight
+    # when the buffer reaches Python. Here the "copy" is a kernel that spins
+    # about half a second on that stream, then writes 42 into the buffer; a
+    # consumer on a non-blocking stream must see the 42s: __dlpack__ makes
+    # its stream wait for the default stream. Without that wait the sum runs
+    # at once, over the old values.
+    n = 1 << 20
+    data = numpy.arange(n, dtype=numpy.float32)
+    if source == "to_device":
         moved = Tensor.from_dlpack(data).to_device("gpu:0")
-        with cupy.cuda.Stream(non_blocking=True) as stream:
-            array = cupy.from_dlpack(moved)
-            total = array.sum(dtype=cupy.float64)
-            stream.synchronize()
-        assert float(total) == expected
-        del moved, array, total
+    else:
+        moved = infer_one(model, "identity_fp32", data, output_memory_type="gpu:0").outputs["OUTPUT0"]
+    cupy.cuda.runtime.deviceSynchronize()
+    with cupy.cuda.Stream.null:
+        writer_view = cupy.from_dlpack(moved)  # stream 1: no wait queued
+    busy_default_stream(cupy, writer_view, 42.0)
+    with cupy.cuda.Stream(non_blocking=True) as stream:
+        array = cupy.from_dlpack(moved)
+        total = array.sum(dtype=cupy.float64)
+        stream.synchronize()
+    assert float(total) == 42.0 * n, "the consumer's stream read the buffer before the copy on the default stream"
+    cupy.cuda.runtime.deviceSynchronize()
+    del moved, array, total, writer_view
     assert_no_live_buffers()
 
 
@@ -234,6 +294,51 @@ def test_gpu_output_bad_device_id(model):
     assert as_numpy(out).tolist() == [1.0, 1.0]
 
 
+# -- JAX on the GPU (the user guide's claim) ---------------------------------------------------
+@pytest.fixture
+def jax():
+    # JAX takes 75% of the GPU's memory at its first use unless told not to.
+    import os
+
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    jax = pytest.importorskip("jax")
+    try:
+        devices = jax.devices("gpu")
+    except RuntimeError as e:  # a CPU-only jaxlib
+        pytest.skip(f"JAX without a GPU backend ({e})")
+    if not devices:
+        pytest.skip("JAX sees no GPU")
+    return jax
+
+
+def test_gpu_output_shared_with_jax(model, jax):
+    data = numpy.arange(4096, dtype=numpy.float32) * 0.25
+    response = infer_one(model, "identity_fp32", data, output_memory_type="gpu:0")
+    out = response.outputs["OUTPUT0"]
+    array = jax.dlpack.from_dlpack(out)
+    assert array.unsafe_buffer_pointer() == out.data_ptr, "JAX copied the GPU output"
+    assert list(array.devices())[0].platform == "gpu"
+    del response, out
+    settle()
+    numpy.testing.assert_array_equal(numpy.asarray(array * 2), data * 2)  # still valid on its own
+    del array
+    assert_no_live_buffers()
+
+
+def test_jax_gpu_input_zero_copy(model, jax):
+    import jax.numpy as jnp
+
+    data = jnp.arange(1000, dtype=jnp.float32) - 500
+    data.block_until_ready()
+    tensor = Tensor.from_dlpack(data)
+    assert tensor.memory_type == MemoryType.GPU and tensor.memory_type_id == 0
+    assert tensor.data_ptr == data.unsafe_buffer_pointer()
+    out = infer_one(model, "identity_fp32", data).outputs["OUTPUT0"]
+    numpy.testing.assert_array_equal(as_numpy(out), numpy.asarray(data))
+    gpu_out = infer_one(model, "identity_fp32", data, output_memory_type="gpu:0").outputs["OUTPUT0"]
+    numpy.testing.assert_array_equal(numpy.asarray(jax.dlpack.from_dlpack(gpu_out)), numpy.asarray(data))
+
+
 # -- GPU inputs ------------------------------------------------------------------------------
 def test_cupy_input_zero_copy(model, cupy):
     data = cupy.arange(1000, dtype=cupy.float32) / 3
@@ -263,15 +368,26 @@ def test_torch_cuda_input_zero_copy(model, torch):
 
 
 def test_gpu_input_temporary_stays_alive(model, cupy):
-    iterators = []
-    for i in range(8):
-        iterators.append((i, model("identity_fp32").infer(inputs={"INPUT0": cupy.full(4096, i, cupy.float32)})))
-    settle()
-    garbage = [cupy.full(4096, -1, cupy.float32) for _ in range(32)]
-    for i, iterator in iterators:
-        numpy.testing.assert_array_equal(as_numpy(single(iterator).outputs["OUTPUT0"]),
-                                         numpy.full(4096, i, numpy.float32))
-    del garbage
+    # A CuPy temporary passed as an input must live until Triton is done
+    # with it. The backend's copy (cudaMemcpy, legacy default stream) is held
+    # back by a kernel spinning there, while the temporaries go and
+    # "garbage" arrays filled with -1 are made on a non-blocking stream,
+    # which does not wait for the default stream: were a temporary freed, its
+    # block (CuPy's pool reuses it at once) would hold -1 before the backend
+    # reads it.
+    with cupy.cuda.Stream(non_blocking=True):
+        warm = [cupy.empty(4096, cupy.float32) for _ in range(64)]  # the pool holds blocks: no cudaMalloc below
+        del warm
+        cupy.cuda.get_current_stream().synchronize()
+        busy_default_stream(cupy)
+        iterators = []
+        for i in range(8):
+            iterators.append((i, model("identity_fp32").infer(inputs={"INPUT0": cupy.full(4096, i, cupy.float32)})))
+        garbage = [cupy.full(4096, -1, cupy.float32) for _ in range(32)]
+        for i, iterator in iterators:
+            numpy.testing.assert_array_equal(as_numpy(single(iterator).outputs["OUTPUT0"]),
+                                             numpy.full(4096, i, numpy.float32))
+        del garbage
 
 
 def test_non_contiguous_gpu_input_is_refused(model, cupy):
@@ -354,3 +470,22 @@ def test_gpu_buffers_freed_after_many_requests(model, cupy):
         assert bool((array == i).all())
     del kept, array
     assert_no_live_buffers()
+
+
+# -- the CUDA runtime -------------------------------------------------------------------------
+def test_failed_gpu_allocation_leaves_no_cuda_error():
+    # A failed cudaMalloc leaves its error as the runtime's last error; our
+    # runtime is usually the core's own copy, whose next cudaGetLastError
+    # would then report it as a failure of the core's own.
+    import ctypes
+
+    path = _native.cuda_status().split(": ")[0]
+    runtime = ctypes.CDLL(path)  # the very library our allocator opened
+    runtime.cudaGetLastError()
+    host = numpy.ones(4, numpy.uint8)
+    with pytest.raises(tritonserver.TritonError, match="failed to allocate"):
+        _native.copy(address(host), 1 << 52, int(MemoryType.CPU), int(MemoryType.GPU), 0)  # 4 PiB
+    assert runtime.cudaGetLastError() == 0, "the failed cudaMalloc left its error behind"
+    # ... and the device still serves a request.
+    moved = Tensor.from_dlpack(numpy.arange(4, dtype=numpy.float32)).to_device("gpu:0")
+    numpy.testing.assert_array_equal(numpy.from_dlpack(moved.to_host()), numpy.arange(4, dtype=numpy.float32))

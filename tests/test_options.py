@@ -15,7 +15,7 @@ import pytest
 
 import tritonserver
 from tritonserver import InstanceGroupKind, ModelLoadDeviceLimit, RateLimiterResource
-from common import MODELS, as_numpy, make_options, single
+from common import MODELS, as_numpy, make_options, run_script, single
 
 # (overrides, field name expected in the TypeError message)
 BAD_TYPES = [
@@ -327,3 +327,13 @@ def test_log_callback_is_unsupported_on_this_core(log_run):
     assert "TRITONSERVER_ServerOptionsSetLogCallback" in message
     assert "log_callback" in message
     assert tritonserver.load_core() in message
+
+
+def test_test_servers_gpu_metrics_follow_the_gpu_checks_switch(tmp_path):
+    # run_gpu_checks.sh sets TRITONSERVER_TEST_GPU_METRICS=0 for its test
+    # phases: every test server (common.make_options) starts without DCGM.
+    code = "from common import make_options; print(make_options('b').gpu_metrics, make_options('b', gpu_metrics=True).gpu_metrics)"
+    for value, expected in (("0", "False True"), ("1", "True True")):
+        rc, out, err = run_script(code, tmp_path, timeout=60, env={"TRITONSERVER_TEST_GPU_METRICS": value})
+        assert rc == 0, err
+        assert out.strip() == expected

@@ -116,8 +116,23 @@ def test_identity_dlpack_legacy_capsule_describes_the_output(output):
     assert info["device"] == (1, 0)
     assert info["dtype"] == (2, 32, 1)  # kDLFloat, 32 bits, 1 lane
     assert info["ndim"] == 1 and info["shape"] == [12]
-    assert info["strides"] is None or info["strides"] == [1]
+    assert info["strides"] == [1]  # DLPack 1.2: strides are never NULL for ndim > 0
     assert info["byte_offset"] == 0
+
+
+@pytest.mark.parametrize("shape, strides", [([2, 3, 4], [12, 4, 1]), ([5, 1], [1, 1]), ([3, 0, 2], [2, 2, 1]),
+                                            ([], None)])
+@pytest.mark.parametrize("max_version", [None, (1, 2)])
+def test_dlpack_export_gives_c_order_strides(shape, strides, max_version):
+    array = numpy.zeros(shape, dtype=numpy.float32)
+    tensor = Tensor.from_dlpack(array)
+    info = describe_capsule(tensor.__dlpack__(max_version=max_version))
+    assert info["shape"] == shape
+    assert info["strides"] == strides  # in elements; a 0-d tensor has none
+    back = numpy.from_dlpack(tensor)
+    assert back.shape == tuple(shape)
+    if array.size:
+        assert back.strides == array.strides
 
 
 @pytest.mark.parametrize("max_version", [(1, 0), (1, 1), (2, 0)])
@@ -335,6 +350,43 @@ def test_from_dlpack_rejects_objects_without_dlpack():
         Tensor.from_dlpack(object())
     with pytest.raises(tritonserver.InvalidArgumentError):
         tritonserver.MemoryBuffer.from_dlpack("not an array")
+
+
+class _CapsuleOwnsTheMemory:
+    """A producer whose capsule alone keeps the memory alive (as a GPU
+    producer's capsule may, for a copy made for the export): each
+    __dlpack__ exports a fresh array that the producer does not keep."""
+
+    def __init__(self, device_type: int) -> None:
+        self.device_type = device_type
+        self.exported: list = []  # weak references to each export's memory
+
+    def __dlpack_device__(self):
+        return (self.device_type, 0)
+
+    def __dlpack__(self, **kwargs):
+        import weakref
+
+        memory = numpy.full(16, 7, dtype=numpy.float32)  # held by the capsule only
+        holder = tritonserver.Tensor.from_dlpack(memory)
+        self.exported.append(weakref.ref(memory))
+        return tritonserver._native.export_dlpack(holder, address(memory), memory.nbytes, [16], 2, 32,
+                                                  self.device_type, 0, False)
+
+
+def test_gpu_import_keeps_the_capsule_not_the_producer():
+    # A kDLCUDA capsule (never dereferenced here: no GPU needed).
+    producer = _CapsuleOwnsTheMemory(device_type=2)
+    buffer = tritonserver.MemoryBuffer.from_dlpack(producer)
+    tensor = Tensor.from_dlpack(producer)
+    assert buffer.memory_type == MemoryType.GPU and tensor.memory_type == MemoryType.GPU
+    assert buffer.owner is not producer
+    gc.collect()
+    assert all(ref() is not None for ref in producer.exported), "the exported memory was freed under the buffer"
+    assert buffer.data_ptr == address(producer.exported[0]())
+    del buffer, tensor
+    gc.collect()
+    assert all(ref() is None for ref in producer.exported)
 
 
 def test_memory_buffer_from_dlpack_describes_memory():

@@ -76,6 +76,7 @@ lines.append(f"built with: Python {sys.version.split()[0]}")
 total = 0
 limits = {"GLIBC": (2, 35), "GLIBCXX": (3, 4, 30)}
 problems = []
+checked_wheel = 0  # extension modules of our wheel whose symbol versions were read
 for dirpath, _, files in sorted(os.walk(bundle)):
     for name in sorted(files):
         path = os.path.join(dirpath, name)
@@ -86,9 +87,10 @@ for dirpath, _, files in sorted(os.walk(bundle)):
         libraries = []
         if name.endswith(".so"):
             libraries.append((path, open(path, "rb").read()))
-        elif name.startswith("tritonserver-") and name.endswith(".whl"):
+        elif name.startswith("tritonserver_binding-") and name.endswith(".whl"):
             with zipfile.ZipFile(path) as z:
                 libraries += [(f"{name}:{n}", z.read(n)) for n in z.namelist() if n.endswith(".so")]
+            checked_wheel += len(libraries)
         for label, data in libraries:
             for kind, floor in limits.items():
                 found = {tuple(int(x) for x in v.split(b".")) for v in re.findall(rb"\b" + kind.encode() + rb"_([0-9.]+[0-9])\b", data)}
@@ -99,6 +101,8 @@ for dirpath, _, files in sorted(os.walk(bundle)):
                         problems.append(f"{label} needs {kind}_{'.'.join(map(str, newest))} (> {'.'.join(map(str, floor))})")
 lines.append(f"total: {total} bytes ({total / 2**20:.1f} MiB)")
 open(os.path.join(bundle, "MANIFEST.txt"), "w").write("\n".join(lines) + "\n")
+if not checked_wheel:
+    problems.append("no extension module found in a tritonserver_binding-*.whl: its glibc/libstdc++ needs were not checked")
 if problems:
     sys.exit("ERROR: " + "; ".join(problems))
 PYEOF

@@ -115,5 +115,12 @@ def _producer_error(obj: Any, error: Exception) -> str:
 
 
 def _from_view(view: "_native.DLPackView", owner: Any) -> MemoryBuffer:
+    """A MemoryBuffer over an imported array. Host memory keeps `owner`, the
+    producer (NumPy's capsule holds that very array). Device memory keeps
+    the view, which holds the consumed capsule until its deleter may run: a
+    GPU producer's capsule may own memory the producer does not (a copy made
+    for the export, on another device or stream)."""
     memory_type, device_id = dlpack_device_to_memory_type(view.device_type, view.device_id)
+    if memory_type == MemoryType.GPU:
+        owner = view
     return MemoryBuffer(view.data_ptr, memory_type, device_id, view.nbytes, owner)

@@ -165,9 +165,13 @@ def loaded_core() -> Optional[CoreInstall]:
 
 
 def _load_cuda(install: CoreInstall) -> None:
-    """Open one CUDA runtime (none is fine): the core's own copy first (it
-    is already loaded), else cuda-pathfinder's pick; then the CUDA wheels,
-    the system."""
+    """Open one CUDA runtime (none is fine). The native side tries the
+    candidates in order until one sees a device, and names each one passed
+    over with its reason in `cuda_status()`: a runtime newer than the driver
+    (cudaErrorInsufficientDriver) is then not taken for "no GPU". Order: the
+    core's own copy (already loaded), else cuda-pathfinder's pick; then the
+    CUDA wheels and the system, CUDA 12 (the core's major version, served by
+    older drivers) before CUDA 13."""
     candidates = sorted(glob.glob(os.path.join(install.library_folder, "libcudart*.so*")))
     # cuda-pathfinder loads the runtime it finds as it looks: asked only when
     # the core brings none, so that no unused second runtime is mapped.
@@ -178,11 +182,14 @@ def _load_cuda(install: CoreInstall) -> None:
             candidates.append(pathfinder.load_nvidia_dynamic_lib("cudart").abs_path)
         except Exception:  # not installed, or no CUDA runtime it can find
             pass
-    for site in dict.fromkeys(p for p in sys.path if p and os.path.isdir(p)):
-        candidates += glob.glob(os.path.join(site, "nvidia", "cuda_runtime", "lib", "libcudart.so.*"))
-        candidates += glob.glob(os.path.join(site, "nvidia", "cu13", "lib", "libcudart.so.*"))
-    candidates += ["libcudart.so.13", "libcudart.so.12", "libcudart.so"]
-    _native.cuda_load(candidates)
+    sites = list(dict.fromkeys(p for p in sys.path if p and os.path.isdir(p)))
+    for pattern in (("nvidia", "cuda_runtime", "lib", "libcudart.so.12*"),
+                    ("nvidia", "cu13", "lib", "libcudart.so.13*"),
+                    ("nvidia", "cuda_runtime", "lib", "libcudart.so.*")):
+        for site in sites:
+            candidates += sorted(glob.glob(os.path.join(site, *pattern)))
+    candidates += ["libcudart.so.12", "libcudart.so.13", "libcudart.so"]
+    _native.cuda_load(list(dict.fromkeys(candidates)))
 
 
 def python_backend_directory(install: CoreInstall) -> Optional[str]:
