@@ -6,6 +6,7 @@
 #include <new>
 #include <utility>
 
+#include "api_types.h"
 #include "errors.h"
 #include "type_slots.h"
 
@@ -13,51 +14,6 @@ namespace nb = nanobind;
 
 namespace tsb {
 namespace {
-
-// What the view hands out, taken once from tritonserver._api: DataType and
-// MemoryType members indexed by value (members, not ints, with no
-// per-output lookup in Python) and the MemoryBuffer class. Never freed (no
-// Python after teardown).
-struct PythonTypes {
-  nb::tuple data_types, memory_types;
-  nb::object memory_buffer;
-  // For InferenceResponse: the classes, the error factory, and the name
-  // of the request id attribute.
-  nb::object tensor, inference_response, error_from_code, cancelled_error;
-  nb::object request_id_name;
-};
-
-const PythonTypes& python_types() {
-  static PythonTypes* types = [] {
-    nb::module_ enums = nb::module_::import_("tritonserver._api._enums");
-    auto* t = new PythonTypes();
-    t->memory_buffer = nb::module_::import_("tritonserver._api._memorybuffer")
-                           .attr("MemoryBuffer");
-    auto as_tuple = [](nb::handle members) {
-      PyObject* t = PySequence_Tuple(members.ptr());
-      if (t == nullptr) throw nb::python_error();
-      return nb::steal<nb::tuple>(t);
-    };
-    t->data_types = as_tuple(enums.attr("DataType"));
-    t->memory_types = as_tuple(enums.attr("MemoryType"));
-    t->tensor = nb::module_::import_("tritonserver._api._tensor").attr("Tensor");
-    t->inference_response = nb::module_::import_("tritonserver._api._response")
-                                .attr("InferenceResponse");
-    nb::module_ errors = nb::module_::import_("tritonserver._api._errors");
-    t->error_from_code = errors.attr("error_from_code");
-    t->cancelled_error = errors.attr("CancelledError");
-    t->request_id_name = nb::steal(PyUnicode_InternFromString("request_id"));
-    return t;
-  }();
-  return *types;
-}
-
-nb::object enum_member(const nb::tuple& table, int value) {
-  if (value >= 0 && value < PyTuple_Size(table.ptr())) {
-    return nb::borrow(PyTuple_GetItem(table.ptr(), value));
-  }
-  return nb::int_(value);
-}
 
 nb::object to_python(const ParameterValue& v) {
   if (auto* s = std::get_if<std::string>(&v)) return nb::str(s->c_str());
@@ -85,7 +41,7 @@ BufferHandle::~BufferHandle() {
 }
 
 nb::object memory_buffer(BufferRef buffer, size_t size) {
-  const PythonTypes& types = python_types();
+  const ApiTypes& types = api_types();
   const OutputBuffer& b = *buffer.get();
   // MemoryBuffer(data_ptr, memory_type, memory_type_id, size, owner)
   nb::object args[] = {
@@ -127,7 +83,7 @@ nb::object vectorcall(const nb::object& callable, PyObject* const* args,
 nb::object inference_response(const ResponseData& d, nb::handle model,
                               nb::handle inference_request, bool cancelled,
                               nb::object* error_out) {
-  const PythonTypes& types = python_types();
+  const ApiTypes& types = api_types();
   nb::dict outputs;
   for (const OutputTensor& t : d.outputs) {
     // Tensor(data_type, shape, memory_buffer)
