@@ -91,6 +91,7 @@ PySendResult NextResponse::send(PyObject* value, PyObject** result) {
     case State::kTaking: {  // after the turn of the loop
       state = State::kDone;
       ResponsePtr r = s.native_request->queue()->try_pop();
+      if (!r && s.cancelled) r = cancelled_end();
       if (!r) {
         // Only another task iterating the same iterator can have taken it.
         PyErr_SetString(PyExc_ValueError,
@@ -111,6 +112,11 @@ PySendResult NextResponse::send(PyObject* value, PyObject** result) {
         state = State::kDone;
         PyErr_SetString(PyExc_RuntimeError, "the response iterator was cleared");
         return PYGEN_ERROR;
+      }
+      if (s.cancelled) {  // ends at once: nothing more is awaited
+        state = State::kDone;
+        *result = deliver_python(s, *cancelled_end());
+        return *result != nullptr ? PYGEN_RETURN : PYGEN_ERROR;
       }
       {
         // Its wake-ups reach the loop async_infer() ran in: awaited from
@@ -182,6 +188,7 @@ PySendResult NextResponse::send(PyObject* value, PyObject** result) {
       future = nb::object();
       steps = nb::object();
       ResponsePtr r = s.native_request->queue()->try_pop();
+      if (!r && s.cancelled) r = cancelled_end();
       if (!r) {
         PyErr_SetString(PyExc_ValueError,
                         "another task is already awaiting this response "

@@ -359,10 +359,14 @@ ResponsePtr Request::next_from_python(double timeout_s) {
   }
 }
 
-void Request::cancel() {
+bool Request::cancel() {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  if (!state_->submitted || state_->handle == nullptr) return;
+  if (!state_->submitted || state_->handle == nullptr) return false;
   check(triton().InferenceRequestCancel(state_->handle));
+  // The consumer need not wait for the backend, which may not look at the
+  // cancellation at all: its stream ends at this end (a waiter wakes).
+  state_->queue.push(cancelled_end());
+  return true;
 }
 
 }  // namespace tsb

@@ -119,8 +119,10 @@ class Request {
   // a slice, is one uninterrupted pop. Parked references are dropped
   // before it returns.
   ResponsePtr next_from_python(double timeout_s);
-  // Asks Triton to cancel; a no-op once the request is released.
-  void cancel();
+  // Asks Triton to cancel and queues cancelled_end() for the consumer, whose
+  // stream ends there at once; false (a no-op) when the request is not in
+  // flight (not submitted, or already released).
+  bool cancel();
   // Gives up an unsubmitted request now (e.g. after a validation error):
   // its core handle is deleted and its inputs released (call with the GIL).
   void discard_from_python();

@@ -109,4 +109,14 @@ ResponseData take_response(TRITONSERVER_InferenceResponse* response,
   return out;
 }
 
+const ResponsePtr& cancelled_end() noexcept {
+  static const ResponsePtr end = [] {
+    auto d = std::make_shared<ResponseData>();
+    d->final = true;
+    d->cancelled = true;
+    return ResponsePtr(std::move(d));
+  }();
+  return end;
+}
+
 }  // namespace tsb

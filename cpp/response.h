@@ -35,10 +35,17 @@ struct ResponseData {
   std::string error_message;
   std::vector<OutputTensor> outputs;
   std::vector<std::pair<std::string, ParameterValue>> parameters;
+  // The end that cancel() puts in the request's queue (cancelled_end()):
+  // the consumer's stream ends there, with CancelledError, whatever the
+  // backend still sends.
+  bool cancelled = false;
 };
 
 // A response as queued and shared between its holders (read-only).
 using ResponsePtr = std::shared_ptr<const ResponseData>;
+
+// The one cancelled end (final, no outputs, `cancelled`).
+const ResponsePtr& cancelled_end() noexcept;
 
 // Consumes `response` (may be null: a flags-only final callback) and
 // deletes it. Never throws: failures become an error in the result.

@@ -134,10 +134,13 @@ ResponseStream::ResponseStream(nb::object model_, nb::object request_,
       native_request(&nb::cast<Request&>(request)),
       raise_on_error(raise) {}
 
-nb::object ResponseStream::deliver(const ResponseData& data) {
+nb::object ResponseStream::deliver(const ResponseData& taken) {
+  // Once cancelled, the stream ends with its cancelled end, whatever was
+  // taken (a late response is dropped; its buffers go with it).
+  const ResponseData& data = cancelled || taken.cancelled ? *cancelled_end() : taken;
   nb::object error;
   nb::object response =
-      inference_response(data, model, inference_request, cancelled, &error);
+      inference_response(data, model, inference_request, cancelled || data.cancelled, &error);
   complete = data.final;
   if (raise_on_error && !error.is_none()) {
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
@@ -162,8 +165,7 @@ void ResponseStream::clear() noexcept {
 }
 
 void ResponseStream::cancel() {
-  cancelled = true;
-  native_request->cancel();
+  if (native_request->cancel()) cancelled = true;
 }
 
 namespace {
@@ -179,6 +181,7 @@ PyObject* stream_next(PyObject* self) {
   ResponseStream* s = nb::inst_ptr<ResponseStream>(self);
   if (s->complete) return nullptr;
   try {
+    if (s->cancelled) return s->deliver(*cancelled_end()).release().ptr();
     ResponsePtr r = s->native_request->next_from_python(-1.0);
     if (!r) {  // no timeout given: next() waits for one
       PyErr_SetString(PyExc_RuntimeError, "no response after an unbounded wait");

@@ -76,7 +76,9 @@ struct ResponseStream {
   // The InferenceResponse of `response`; after the final one the stream is
   // complete; an error response raises its error when raise_on_error.
   nanobind::object deliver(const ResponseData& response);
-  // Asks Triton to cancel the request; the stream then ends promptly.
+  // Asks Triton to cancel the request (if in flight); the stream then ends
+  // at once: its next response is the final one, with CancelledError,
+  // and what the backend still sends is dropped.
   void cancel();
   int traverse(visitproc visit, void* arg);
   void clear() noexcept;

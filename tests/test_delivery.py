@@ -18,8 +18,8 @@ import pytest
 
 import tritonserver
 from tritonserver import CancelledError, InferenceResponse
-from common import (MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, fp32, hooks, run_loops_in_threads,
-                    run_script, single, streaming_inputs, until, wait_for)
+from common import (MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, dedicated_server, fp32, hooks,
+                    run_loops_in_threads, run_script, single, streaming_inputs, until, wait_for)
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
 
@@ -734,3 +734,69 @@ def test_poll_budget_follows_cpu_affinity_and_can_be_switched_off(backend_direct
                               env={"TRITONSERVER_SPIN_WAIT": "0"})
     assert rc == 0, err
     assert "served 500" in out
+
+
+# -- cancel() ends the consumer's stream at once, whatever the backend does ---------------------
+# The sleep model never looks at is_cancelled(): the core lets it finish its
+# sleep. The consumer's side must still end at once (a cancel() ends the
+# stream with CancelledError; the late response is dropped and released).
+SLEEP_S = 6.0
+
+
+def _cancelled_while_sleeping(server, cancel_first: bool) -> tuple[BaseException, float]:
+    iterator = server.model("sleep").infer(inputs={"SECONDS": fp32(SLEEP_S)}, raise_on_error=True)
+    outcome: dict = {}
+
+    def consume():
+        try:
+            list(iterator)
+        except BaseException as e:  # noqa: BLE001: what the consumer got
+            outcome["error"] = e
+        outcome["at"] = time.monotonic()
+
+    if cancel_first:
+        iterator.cancel()
+    start = time.monotonic()
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    if not cancel_first:
+        iterator.cancel()  # the consumer waits, or is about to
+    consumer.join(SLEEP_S * 3)
+    assert not consumer.is_alive()
+    return outcome.get("error"), outcome["at"] - start
+
+
+@pytest.mark.parametrize("cancel_first", [True, False], ids=["before-iterating", "while-waiting"])
+def test_cancel_ends_the_stream_at_once_on_a_model_that_ignores_it(backend_directory, cancel_first):
+    with dedicated_server(backend_directory, "cancel-sleep", ["sleep"], exit_timeout=30) as server:
+        error, took = _cancelled_while_sleeping(server, cancel_first)
+        assert isinstance(error, CancelledError), error
+        # A hang detector, not a speed test: the model sleeps SLEEP_S.
+        assert took < SLEEP_S / 2, f"the stream ended {took:.2f} s after cancel(): it waited for the model"
+        assert_no_live_buffers_after_the_model_finishes(server)
+
+
+def assert_no_live_buffers_after_the_model_finishes(server) -> None:
+    """The model's late response is released once it comes: the next
+    request (queued behind the sleeping one) completes and nothing stays."""
+    response = single(server.model("sleep").infer(inputs={"SECONDS": fp32(0.0)}))
+    assert as_numpy(response.outputs["OUT"]).tolist() == [0.0]
+    del response
+    assert_no_live_buffers()
+
+
+def test_cancel_ends_an_async_stream_at_once(backend_directory):
+    with dedicated_server(backend_directory, "cancel-sleep-async", ["sleep"], exit_timeout=30) as server:
+        async def main():
+            iterator = server.model("sleep").async_infer(inputs={"SECONDS": fp32(SLEEP_S)})
+            waiter = asyncio.ensure_future(iterator.__anext__())
+            await asyncio.sleep(0)  # the task is now awaiting its future
+            start = time.monotonic()
+            iterator.cancel()
+            with pytest.raises(CancelledError):
+                await asyncio.wait_for(waiter, SLEEP_S * 3)
+            return time.monotonic() - start
+
+        took = asyncio.run(main())
+        assert took < SLEEP_S / 2, f"the stream ended {took:.2f} s after cancel(): it waited for the model"
+        assert_no_live_buffers_after_the_model_finishes(server)
