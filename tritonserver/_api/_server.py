@@ -17,6 +17,7 @@ from ._enums import MetricFormat, ModelIndexFlag
 from ._errors import InvalidArgumentError, NotFoundError, TritonError, UnavailableError, UnsupportedError
 from ._model import Model, _json_object
 from ._options import Options, OptionsKwargs, build_core_options
+from ._python_models import PythonModels
 from ._typing import Unpack
 
 
@@ -69,6 +70,7 @@ class Server:
             )
         self.options = options
         self._server: Optional[_native.Server] = None
+        self._python_models: Optional[PythonModels] = None
         # Serializes load() and unload(): see load().
         self._model_control = threading.Lock()
         # Set while a start() is creating the core server: a concurrent
@@ -97,7 +99,7 @@ class Server:
                 )
             self._starting = True
         try:
-            core_options = build_core_options(self.options)
+            core_options, self._python_models = build_core_options(self.options)
             self._server = _native.Server(core_options)
         finally:
             self._starting = False
@@ -156,6 +158,12 @@ class Server:
         if self._server is None:
             raise InvalidArgumentError("Server not started")
         return self._server
+
+    @property
+    def python_models(self) -> Optional[str]:
+        """How this started server runs python-backend models: "in-process"
+        or "stub" (None before start); see ``Options.python_models``."""
+        return None if self._python_models is None else self._python_models.mode
 
     def _ptr(self) -> int:
         """Address of the underlying TRITONSERVER_Server (for tritonfrontend)."""
@@ -304,6 +312,8 @@ class Server:
         is unloaded again and UnsupportedError raised: such a model would
         return wrong numbers without an error."""
         server = self._started()
+        if self._python_models is not None and self._python_models.in_process:
+            return
         if names is None:
             names = sorted({m.name for m in self.models(exclude_not_ready=True).values()})
         refused = []
