@@ -162,17 +162,24 @@ def test_decoupled_cancellation_reaches_the_model(inproc):
     assert len(rest) < 100000
 
 
-def test_stub_only_parameter_is_refused_at_load(inproc):
-    config = {
-        "name": "add_sub", "backend": "python", "max_batch_size": 0,
-        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]},
-                  {"name": "INPUT1", "data_type": "TYPE_FP32", "dims": [-1]}],
-        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]},
-                   {"name": "OUTPUT1", "data_type": "TYPE_FP32", "dims": [-1]}],
-        "parameters": {"EXECUTION_ENV_PATH": {"string_value": "/tmp/env.tar.gz"}},
-    }
-    with refused(tritonserver.TritonError, match=r"EXECUTION_ENV_PATH is not supported .*python_models=\"stub\""):
-        inproc.server.load("add_sub", {"config": config})
+def test_stub_only_parameter_is_refused_at_load(backend_directory, tmp_path):
+    # A server of its own: on the 2.51 core a failed reload of a loaded
+    # model leaves stop() to hit exit_timeout (with the stub too).
+    repo = tmp_path / "repo"
+    (repo / "env_path" / "1").mkdir(parents=True)
+    (repo / "env_path" / "config.pbtxt").write_text(
+        (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"env_path"')
+        + 'parameters { key: "EXECUTION_ENV_PATH" value { string_value: "/tmp/env.tar.gz" } }\n')
+    (repo / "env_path" / "1" / "model.py").write_text((MODELS / "add_sub" / "1" / "model.py").read_text())
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-env", python_models="in-process",
+                                              model_repository=str(repo), log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        with refused(tritonserver.TritonError,
+                     match=r"model 'env_path': parameter EXECUTION_ENV_PATH is not supported .*python_models=\"stub\""):
+            server.load("env_path")
+    finally:
+        server.stop()
 
 
 def test_bls_is_refused_with_a_clear_message(backend_directory, tmp_path):
