@@ -384,7 +384,7 @@ class InferenceRequest:
         """The request's parameters as a JSON object string."""
         if self._native is None:
             return self._parameters
-        return json.dumps(self._native.parameters())
+        return json.dumps(self._native.parameters(), separators=(",", ":"))  # compact, as the stub's
 
     def timeout(self) -> int:
         """The timeout in microseconds (0: none)."""
