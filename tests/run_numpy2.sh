@@ -9,18 +9,20 @@
 #   - builds and installs this package into it (build folder build/numpy2),
 #   - builds the identity test backend if build/identity has none,
 #   - runs the whole suite from tests/.
-# Under numpy 2, tests/conftest.py skips every test that needs a
-# python-backend model (reason: "the python backend stub of this Triton core
-# needs numpy<2"); the identity-backend tests and the rest all run.
+# Under numpy 2, python-backend models run in-process
+# (Options.python_models="auto"), so their tests run too; tests/conftest.py
+# skips only the tests of the stub process itself (marked `python_stub`).
 #
 # Environment: PYTHON (default python3), PYTEST_ARGS (extra pytest arguments,
-# e.g. "-x -k identity").
+# e.g. "-x -k identity"), VENV and BUILD_DIR (default .venv-numpy2 and
+# build/numpy2; tests/run_python313.sh sets its own).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 PYTHON=${PYTHON:-python3}
-VENV=.venv-numpy2
+VENV=${VENV:-.venv-numpy2}
+BUILD_DIR=${BUILD_DIR:-build/numpy2}
 PY=$VENV/bin/python
 IDENTITY=build/identity/libtriton_identity.so
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
@@ -42,8 +44,8 @@ fi
 
 bash tests/install_build_requires.sh "$PY"
 
-echo "== building and installing tritonserver into $VENV (build/numpy2)"
-"$PY" -m pip install -q --no-build-isolation --no-deps -C build-dir=build/numpy2 \
+echo "== building and installing tritonserver into $VENV ($BUILD_DIR)"
+"$PY" -m pip install -q --no-build-isolation --no-deps -C build-dir="$BUILD_DIR" \
   -C cmake.define.TRITONSERVER_TESTING=ON .  # with the test hooks
 
 if [ ! -f "$IDENTITY" ]; then
