@@ -120,6 +120,8 @@ TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
     check(api.TRITONBACKEND_ModelInstanceName(instance, &instance_name));
     check(api.TRITONBACKEND_ModelInstanceKind(instance, &kind));
     check(api.TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id));
+    TRITONSERVER_Server* server = nullptr;
+    check(api.TRITONBACKEND_ModelServer(model, &server));
     nb::dict args;
     args["model_config"] = model_config_json(model);
     args["model_instance_kind"] = kind_name(kind);
@@ -129,7 +131,8 @@ TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
     args["model_version"] = std::to_string(version);
     args["model_name"] = model_name;
     nb::object loaded =
-        nb::module_::import_(kRuntimeModule).attr("load_instance")(args);
+        nb::module_::import_(kRuntimeModule).attr("load_instance")(
+            args, reinterpret_cast<uintptr_t>(server));
     // (runner, None) or (None, message): the runtime words model errors.
     nb::tuple result = nb::cast<nb::tuple>(loaded);
     if (!result[1].is_none()) {

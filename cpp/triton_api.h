@@ -360,6 +360,8 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
   X(ModelVersion, TRITONSERVER_Error*, (TRITONBACKEND_Model*, uint64_t*))     \
   X(ModelConfig, TRITONSERVER_Error*,                                         \
     (TRITONBACKEND_Model*, uint32_t, TRITONSERVER_Message**))                 \
+  X(ModelServer, TRITONSERVER_Error*,                                         \
+    (TRITONBACKEND_Model*, TRITONSERVER_Server**))                            \
   X(ModelRepository, TRITONSERVER_Error*,                                     \
     (TRITONBACKEND_Model*, TRITONBACKEND_ArtifactType*, const char**))        \
   X(ModelInstanceName, TRITONSERVER_Error*,                                   \

@@ -182,27 +182,23 @@ def test_stub_only_parameter_is_refused_at_load(backend_directory, tmp_path):
         server.stop()
 
 
-def test_bls_is_refused_with_a_clear_message(backend_directory, tmp_path):
-    repo = tmp_path / "repo"
-    (repo / "bls" / "1").mkdir(parents=True)
-    (repo / "bls" / "config.pbtxt").write_text(
-        (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"bls"'))
-    (repo / "bls" / "1" / "model.py").write_text(
-        "import triton_python_backend_utils as pb_utils\n"
-        "class TritonPythonModel:\n"
-        "    def execute(self, requests):\n"
-        "        pb_utils.InferenceRequest(model_name='add_sub', inputs=[], requested_output_names=[]).exec()\n")
-    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-bls", python_models="in-process",
-                                              model_repository=str(repo), log_error=False))
-    server.start(wait_until_ready=True, timeout=60)
-    try:
-        server.load("bls")
-        a = numpy.ones(2, numpy.float32)
-        with refused(tritonserver.InternalError,
-                     match=r"BLS \(InferenceRequest.exec\) is not supported .*python_models=\"stub\""):
-            single(server.model("bls").infer(inputs={"INPUT0": a, "INPUT1": a}))
-    finally:
-        server.stop()
+def test_bls_runs_requests_on_other_models(inproc):
+    inproc("add_sub")
+    inproc("streaming")
+    a = numpy.arange(5, dtype=numpy.float32)
+    b = numpy.full(5, 3, dtype=numpy.float32)
+    response = single(inproc("bls").infer(inputs={"INPUT0": a, "INPUT1": b,
+                                                  "STREAM_COUNT": numpy.array([3], numpy.int32)}))
+    numpy.testing.assert_array_equal(as_numpy(response.outputs["OUTPUT0"]), a + b)
+    numpy.testing.assert_array_equal(as_numpy(response.outputs["OUTPUT1"]), a - b)
+    assert as_numpy(response.outputs["STREAMED"]).tolist() == [0, 1, 2]
+
+
+def test_bls_error_of_the_called_model_reaches_the_caller(inproc):
+    a = numpy.ones(2, numpy.float32)
+    with refused(tritonserver.TritonError, match="no_such_model"):
+        single(inproc("bls").infer(inputs={"INPUT0": a, "INPUT1": a,
+                                           "TARGET": numpy.array([b"no_such_model"], dtype=numpy.object_)}))
 
 
 def test_unload_calls_finalize_and_a_reload_imports_again(backend_directory, tmp_path):

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any, Optional
 
 from .. import _native
-from . import pb_utils
+from . import _bls, pb_utils
 
 _log = logging.getLogger("tritonserver.models")
 _INTERNAL = pb_utils.TritonError.INTERNAL
@@ -34,10 +34,12 @@ class LoadError(Exception):
     """A model that cannot load in-process; the message is the core's."""
 
 
-def load_instance(args: dict[str, str]) -> tuple[Optional["Instance"], Optional[str]]:
-    """(instance, None), or (None, why the model cannot load)."""
+def load_instance(args: dict[str, str], server_address: int) -> tuple[Optional["Instance"], Optional[str]]:
+    """(instance, None), or (None, why the model cannot load).
+    `server_address`: the core server the model runs in (for BLS)."""
+    _bls.current.server_address = server_address
     try:
-        return Instance(args), None
+        return Instance(args, server_address), None
     except LoadError as e:
         return None, str(e)
     except Exception as e:  # the model's own import or initialize()
@@ -54,8 +56,9 @@ def _describe(error: BaseException) -> str:
 class Instance:
     """One instance of a python model run in this interpreter."""
 
-    def __init__(self, args: dict[str, str]) -> None:
+    def __init__(self, args: dict[str, str], server_address: int) -> None:
         self.name = args["model_name"]
+        self.server_address = server_address
         config = json.loads(args["model_config"])
         for key, why in _STUB_ONLY_PARAMETERS.items():
             if key in config.get("parameters", {}):
@@ -94,6 +97,7 @@ class Instance:
         """Run the model on a batch of requests and send their responses;
         a request left unanswered gets an error response naming why."""
         requests = [pb_utils.InferenceRequest._of(native, self.name) for native in natives]
+        _bls.current.server_address = self.server_address
         try:
             result = self._execute(requests)
             if inspect.isawaitable(result):
@@ -129,6 +133,7 @@ class Instance:
 
     def finalize(self) -> None:
         """Call the model's finalize() (its exception is logged)."""
+        _bls.current.server_address = self.server_address
         try:
             if hasattr(self.model, "finalize"):
                 result = self.model.finalize()

@@ -51,9 +51,6 @@ _TRITON_BY_NUMPY: dict[Any, int] = {np.dtype(t): code for code, t in _NUMPY_BY_T
 _TRITON_BY_NUMPY[np.dtype(np.bytes_)] = 13
 _BYTES = 13
 _BF16 = 14
-_UNSUPPORTED_IN_PROCESS = ("{what} is not supported for python models run in-process; run this model "
-                           "with the python backend's stub: Options(python_models=\"stub\") "
-                           "(needs numpy<2 and a stub for this Python)")
 
 
 def triton_to_numpy_type(data_type: int) -> Any:
@@ -407,13 +404,29 @@ class InferenceRequest:
         return ResponseSender(self._native.response_sender())
 
     def exec(self, decoupled: bool = False) -> Any:
-        """Run this request on another model (BLS): not available in-process
-        yet (raises TritonModelException naming the way that has it)."""
-        raise TritonModelException(_UNSUPPORTED_IN_PROCESS.format(what="BLS (InferenceRequest.exec)"))
+        """Run this request on a model of the same server (BLS): its
+        InferenceResponse (with ``error`` set when it failed), or with
+        `decoupled` an iterator of its responses."""
+        if self._native is not None:
+            raise TritonModelException("exec() is for requests a model builds with InferenceRequest(model_name=...)")
+        from . import _bls
+
+        return _bls.execute(self, decoupled)
 
     async def async_exec(self, decoupled: bool = False) -> Any:
-        """See exec()."""
-        raise TritonModelException(_UNSUPPORTED_IN_PROCESS.format(what="BLS (InferenceRequest.async_exec)"))
+        """exec() without blocking the event loop of an async execute()."""
+        import asyncio
+
+        from . import _bls
+
+        address = getattr(_bls.current, "server_address", None)
+
+        def run() -> Any:
+            _bls.current.server_address = address
+            result = self.exec(decoupled)
+            return iter(list(result)) if decoupled else result
+
+        return await asyncio.get_running_loop().run_in_executor(None, run)
 
 
 class InferenceResponse:
