@@ -46,6 +46,9 @@ void fill_and_send(TRITONBACKEND_Response* response, ResponseState& state,
       }
     }
     for (const auto& [name, datatype, shape, data] : outputs) {
+      if (!state.requested.empty() && state.requested.count(name) == 0) {
+        continue;  // not asked for
+      }
       TRITONBACKEND_Output* output = nullptr;
       check(api.TRITONBACKEND_ResponseOutput(
           response, &output, name.c_str(),
@@ -264,10 +267,19 @@ bool BackendRequest::is_cancelled() const {
   return cancelled;
 }
 
+void BackendRequest::read_requested_outputs() {
+  if (state_->requested_known) return;
+  for (std::string& name : requested_output_names()) {
+    state_->requested.insert(std::move(name));
+  }
+  state_->requested_known = true;
+}
+
 void BackendRequest::send(const std::vector<OutputSpec>& outputs,
                           const ErrorSpec& error, uint32_t flags,
                           const nb::dict& parameters) {
   check_not_final(*state_);
+  read_requested_outputs();
   TRITONBACKEND_Response* response = nullptr;
   check(triton().TRITONBACKEND_ResponseNew(&response, request_));
   fill_and_send(response, *state_, outputs, error, flags, parameters);
@@ -292,6 +304,7 @@ std::shared_ptr<ResponseSender> BackendRequest::response_sender() {
           "sender was already deleted (keep the one get_response_sender() "
           "returned until it sent the final flag)");
   }
+  read_requested_outputs();
   TRITONBACKEND_ResponseFactory* factory = nullptr;
   check(triton().TRITONBACKEND_ResponseFactoryNew(&factory, request_));
   auto sender = std::make_shared<ResponseSender>(factory, state_);

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -30,11 +31,15 @@ using OutputSpec = std::tuple<std::string, int, std::vector<int64_t>, OutputData
 using ErrorSpec = std::optional<std::pair<int, std::string>>;
 
 // What a request and its response factory share: the model's name (for
-// messages) and whether a final response went out, and whether any
-// response carried an error (for the statistics).
+// messages), the outputs the client asked for (read from the request before
+// the first response: a response carries only those, as with the stub),
+// whether a final response went out, and whether any response carried an
+// error (for the statistics).
 struct ResponseState {
   explicit ResponseState(std::string model) : model_name(std::move(model)) {}
   const std::string model_name;
+  bool requested_known = false;
+  std::unordered_set<std::string> requested;
   std::atomic<bool> final_sent{false};
   std::atomic<bool> failed{false};
 };
@@ -79,6 +84,7 @@ class BackendRequest {
   std::shared_ptr<ResponseSender> response_sender();
 
  private:
+  void read_requested_outputs();
   TRITONBACKEND_Request* request_;
   std::shared_ptr<ResponseState> state_;
   std::weak_ptr<ResponseSender> sender_;

@@ -104,8 +104,9 @@ class Instance:
                 result = self._event_loop().run_until_complete(result)
         except Exception as e:
             message = _describe(e)
+            code = e.code() if isinstance(e, pb_utils.TritonError) else _INTERNAL
             for native in natives:
-                native.fail_if_unanswered(_INTERNAL, message)
+                native.fail_if_unanswered(code, message)
             return
         if self.decoupled:
             if result is not None:

@@ -98,11 +98,12 @@ def deserialize_bytes_tensor(encoded_tensor: Any) -> np.ndarray:
     offset, end = 0, len(view)
     while offset < end:
         if offset + 4 > end:
-            raise TritonModelException("malformed BYTES tensor: a length prefix is cut off")
+            raise TritonModelException("malformed BYTES tensor: incomplete string data (a length prefix is cut off)")
         (length,) = struct.unpack_from("<I", view, offset)
         offset += 4
         if offset + length > end:
-            raise TritonModelException("malformed BYTES tensor: an element runs past the end")
+            raise TritonModelException("malformed BYTES tensor: incomplete string data (an element runs past "
+                                       "the end of the buffer)")
         items.append(bytes(view[offset:offset + length]))
         offset += length
     result = np.empty(len(items), dtype=np.object_)
@@ -278,7 +279,10 @@ class _CapsuleHolder:
 def _input_tensor(name: str, datatype: int, shape: tuple[int, ...], raw: np.ndarray) -> Tensor:
     """The Tensor of an input given as its raw bytes (a view: no copy)."""
     if datatype == _BYTES:
-        array = deserialize_bytes_tensor(raw).reshape(shape)
+        try:
+            array = deserialize_bytes_tensor(raw).reshape(shape)
+        except (TritonModelException, ValueError) as e:
+            raise TritonError(f"input '{name}': {e}", TritonError.INVALID_ARG) from None
     elif datatype == _BF16:
         raise TritonModelException(
             f"input '{name}' is BF16, which NumPy has no type for: in-process models take it "
