@@ -413,14 +413,22 @@ NB_MODULE(_native, m) {
            nb::sig("def parameters(self) -> dict[str, str | int | bool | float]"))
       .def("is_cancelled", &BackendRequest::is_cancelled)
       .def("send", &BackendRequest::send, "outputs"_a, "error"_a.none(),
-           "flags"_a, "parameters"_a)
+           "flags"_a, "parameters"_a,
+           nb::sig("def send(self, outputs: collections.abc.Sequence[tuple[str, int, "
+                   "collections.abc.Sequence[int], numpy.typing.NDArray[typing.Any]]], "
+                   "error: tuple[int, str] | None, flags: int, "
+                   "parameters: dict[str, str | int | bool]) -> None"))
       .def("fail_if_unanswered", &BackendRequest::fail_if_unanswered,
            "code"_a, "message"_a)
       .def("response_sender", &BackendRequest::response_sender)
       .def_prop_ro("final_sent", &BackendRequest::final_sent);
   nb::class_<ResponseSender>(m, "ResponseSender")
       .def("send", &ResponseSender::send, "outputs"_a, "error"_a.none(),
-           "flags"_a, "parameters"_a)
+           "flags"_a, "parameters"_a,
+           nb::sig("def send(self, outputs: collections.abc.Sequence[tuple[str, int, "
+                   "collections.abc.Sequence[int], numpy.typing.NDArray[typing.Any]]], "
+                   "error: tuple[int, str] | None, flags: int, "
+                   "parameters: dict[str, str | int | bool]) -> None"))
       .def("send_flags", &ResponseSender::send_flags, "flags"_a)
       .def("is_cancelled", &ResponseSender::is_cancelled)
       .def_prop_ro("final_sent", &ResponseSender::final_sent);

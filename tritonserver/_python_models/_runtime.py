@@ -15,7 +15,7 @@ import os
 import re
 import sys
 from types import ModuleType
-from typing import Any, Optional
+from typing import Optional
 
 from .. import _native
 from . import _bls, pb_utils

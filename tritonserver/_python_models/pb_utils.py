@@ -51,6 +51,7 @@ _TRITON_BY_NUMPY: dict[Any, int] = {np.dtype(t): code for code, t in _NUMPY_BY_T
 _TRITON_BY_NUMPY[np.dtype(np.bytes_)] = 13
 _BYTES = 13
 _BF16 = 14
+Array = np.ndarray[Any, Any]
 
 
 def triton_to_numpy_type(data_type: int) -> Any:
@@ -74,7 +75,7 @@ def triton_string_to_numpy(triton_type_string: str) -> Any:
     return TRITON_STRING_TO_NUMPY[triton_type_string]
 
 
-def serialize_byte_tensor(input_tensor: np.ndarray) -> Any:
+def serialize_byte_tensor(input_tensor: Array) -> Any:
     """Each element as a 4-byte little-endian length and its bytes, in C
     order (str elements UTF-8 encoded); () for an empty tensor, None for a
     tensor that is not bytes/object."""
@@ -90,7 +91,7 @@ def serialize_byte_tensor(input_tensor: np.ndarray) -> Any:
     return b"".join(parts)
 
 
-def deserialize_bytes_tensor(encoded_tensor: Any) -> np.ndarray:
+def deserialize_bytes_tensor(encoded_tensor: Any) -> Array:
     """The elements of a serialized BYTES tensor, as a 1-D object array of
     bytes."""
     view = memoryview(encoded_tensor).cast("B")
@@ -203,7 +204,7 @@ class Tensor:
         """The tensor's name."""
         return self._name
 
-    def as_numpy(self) -> np.ndarray:
+    def as_numpy(self) -> Array:
         """The data as a NumPy array (an input's is a read-only view of the
         request's memory: no copy)."""
         return self._array
@@ -243,7 +244,7 @@ class Tensor:
             array = np.from_dlpack(_CapsuleHolder(capsule))
         return Tensor(name, array)
 
-    def _output(self) -> tuple[str, int, list[int], np.ndarray]:
+    def _output(self) -> tuple[str, int, list[int], Array]:
         """(name, data type, shape, bytes) for the response buffer."""
         array = self._array
         if self._triton_dtype == _BYTES:
@@ -276,7 +277,7 @@ class _CapsuleHolder:
         return (1, 0)
 
 
-def _input_tensor(name: str, datatype: int, shape: tuple[int, ...], raw: np.ndarray) -> Tensor:
+def _input_tensor(name: str, datatype: int, shape: tuple[int, ...], raw: Array) -> Tensor:
     """The Tensor of an input given as its raw bytes (a view: no copy)."""
     if datatype == _BYTES:
         try:
@@ -348,7 +349,7 @@ class InferenceRequest:
         request = cls.__new__(cls)
         request._native = native
         request._model_name = model_name
-        request._inputs = None  # read on demand
+        request._inputs = []  # read from the native request
         return request
 
     def _input(self, name: str) -> Optional[Tensor]:
