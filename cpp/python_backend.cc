@@ -88,8 +88,42 @@ const char* kind_name(TRITONSERVER_InstanceGroupKind kind) {
   }
 }
 
-TRITONSERVER_Error* model_initialize(TRITONBACKEND_Model*) {
-  return guarded("in-process python backend", [] {
+// The model's auto_complete_config(), when the core allows completing
+// configs (strict_model_config off) and model.py defines one.
+void auto_complete(TRITONBACKEND_Model* model) {
+  const TritonApi& api = triton();
+  bool allowed = false;
+  check(api.TRITONBACKEND_ModelAutoCompleteConfig(model, &allowed));
+  if (!allowed) return;
+  const char* model_name = nullptr;
+  uint64_t version = 0;
+  TRITONBACKEND_ArtifactType artifact{};
+  const char* repository = nullptr;
+  check(api.TRITONBACKEND_ModelName(model, &model_name));
+  check(api.TRITONBACKEND_ModelVersion(model, &version));
+  check(api.TRITONBACKEND_ModelRepository(model, &artifact, &repository));
+  nb::dict args;
+  args["model_config"] = model_config_json(model);
+  args["model_repository"] = repository;
+  args["model_version"] = std::to_string(version);
+  args["model_name"] = model_name;
+  nb::tuple result = nb::cast<nb::tuple>(
+      nb::module_::import_(kRuntimeModule).attr("auto_complete")(args));
+  if (!result[1].is_none()) {
+    raise(TRITONSERVER_ERROR_INVALID_ARG, nb::cast<std::string>(result[1]));
+  }
+  if (result[0].is_none()) return;
+  std::string json = nb::cast<std::string>(result[0]);
+  TRITONSERVER_Message* message = nullptr;
+  check(TRITON_NEED(MessageNewFromSerializedJson)(&message, json.data(),
+                                                  json.size()));
+  TRITONSERVER_Error* err = api.TRITONBACKEND_ModelSetConfig(model, 1, message);
+  api.MessageDelete(message);
+  check(err, "setting the config auto_complete_config() made");
+}
+
+TRITONSERVER_Error* model_initialize(TRITONBACKEND_Model* model) {
+  return guarded("in-process python backend", [&] {
     std::string missing = missing_backend_functions();
     if (!missing.empty()) {
       raise(TRITONSERVER_ERROR_UNSUPPORTED,
@@ -97,6 +131,7 @@ TRITONSERVER_Error* model_initialize(TRITONBACKEND_Model*) {
             "core lacks (" + missing + "); run them with the stub: "
             "Options(python_models=\"stub\")");
     }
+    auto_complete(model);
   });
 }
 

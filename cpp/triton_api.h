@@ -348,7 +348,10 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
     (TRITONSERVER_ServerOptions*, bool), "Options.enable_peer_access=False")  \
   X(ServerOptionsSetLogCallback, TRITONSERVER_Error*,                         \
     (TRITONSERVER_ServerOptions*, TRITONSERVER_LogMessageFn_t, void*),        \
-    "Options.log_callback")
+    "Options.log_callback")                                                   \
+  X(MessageNewFromSerializedJson, TRITONSERVER_Error*,                        \
+    (TRITONSERVER_Message**, const char*, size_t),                            \
+    "auto_complete_config of python models run in-process")
 
 // The backend API functions (each looked up as "TRITONBACKEND_" #name, and
 // held in the table as TRITONBACKEND_<name>) that the in-process python
@@ -360,6 +363,10 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
   X(ModelVersion, TRITONSERVER_Error*, (TRITONBACKEND_Model*, uint64_t*))     \
   X(ModelConfig, TRITONSERVER_Error*,                                         \
     (TRITONBACKEND_Model*, uint32_t, TRITONSERVER_Message**))                 \
+  X(ModelAutoCompleteConfig, TRITONSERVER_Error*,                             \
+    (TRITONBACKEND_Model*, bool*))                                            \
+  X(ModelSetConfig, TRITONSERVER_Error*,                                      \
+    (TRITONBACKEND_Model*, uint32_t, TRITONSERVER_Message*))                  \
   X(ModelServer, TRITONSERVER_Error*,                                         \
     (TRITONBACKEND_Model*, TRITONSERVER_Server**))                            \
   X(ModelRepository, TRITONSERVER_Error*,                                     \

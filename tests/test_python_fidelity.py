@@ -73,6 +73,7 @@ CASES = {
     "sleep": ("sleep", {"SECONDS": numpy.array([0.01], numpy.float32)}),
     "bls": ("bls", {"INPUT0": numpy.arange(4, dtype=numpy.float32), "INPUT1": numpy.ones(4, numpy.float32),
                     "STREAM_COUNT": numpy.array([2], numpy.int32)}),
+    "auto_complete": ("auto_complete", {"INPUT0": numpy.arange(3, dtype=numpy.float32)}),
     "countdown": ("countdown", {"START": numpy.array([3], numpy.int32)}),
     "text_stats": ("text_stats", {"TEXT": numpy.array(["h\u00e9llo".encode(), b"", b"Zz"], dtype=numpy.object_)}),
 }

@@ -68,6 +68,15 @@ def test_every_datatype_round_trips(inproc):
             assert got.dtype == sent.dtype and got.tolist() == sent.tolist(), name
 
 
+def test_auto_complete_config_completes_the_config(inproc):
+    model = inproc("auto_complete")
+    config = model.config()
+    assert [(t["name"], t["data_type"]) for t in config["input"]] == [("INPUT0", "TYPE_FP32")]
+    assert [(t["name"], t["data_type"]) for t in config["output"]] == [("OUTPUT0", "TYPE_FP32")]
+    response = single(model.infer(inputs={"INPUT0": numpy.arange(3, dtype=numpy.float32)}))
+    assert as_numpy(response.outputs["OUTPUT0"]).tolist() == [0, 2, 4]
+
+
 def test_request_parameters_reach_the_model(inproc):
     response = single(inproc("parameters").infer(inputs={"INPUT0": numpy.zeros(1, numpy.float32)},
                                                  parameters={"key": "value", "n": 3, "flag": True}))
@@ -245,3 +254,37 @@ def test_main_module_reports_the_mode():
     out = subprocess.run([sys.executable, "-m", "tritonserver"], cwd=ROOT / "tests", capture_output=True,
                          text=True, timeout=120).stdout
     assert "Python models: " in out and 'Options.python_models="auto"' in out, out
+
+
+def test_model_metrics_and_logger(backend_directory, tmp_path, caplog):
+    repo = tmp_path / "repo"
+    (repo / "counts" / "1").mkdir(parents=True)
+    (repo / "counts" / "config.pbtxt").write_text(
+        (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"counts"'))
+    (repo / "counts" / "1" / "model.py").write_text(
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    def initialize(self, args):\n"
+        "        family = pb_utils.MetricFamily('counts_requests', 'requests seen', pb_utils.MetricFamily.COUNTER)\n"
+        "        self.metric = family.Metric(labels={'model': args['model_name']})\n"
+        "    def execute(self, requests):\n"
+        "        self.metric.increment(len(requests))\n"
+        "        pb_utils.Logger.log_warn(f'counts: {self.metric.value():g} so far')\n"
+        "        return [pb_utils.InferenceResponse([pb_utils.Tensor(f'OUTPUT{i}',\n"
+        "                pb_utils.get_input_tensor_by_name(r, f'INPUT{i}').as_numpy()) for i in (0, 1)])\n"
+        "                for r in requests]\n")
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-metrics",
+                                              python_models="in-process", model_repository=str(repo),
+                                              log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        model = server.load("counts")
+        a = numpy.ones(2, numpy.float32)
+        with caplog.at_level("WARNING", logger="tritonserver.models"):
+            for _ in range(3):
+                single(model.infer(inputs={"INPUT0": a, "INPUT1": a}))
+        assert 'counts_requests{model="counts"} 3' in server.metrics()
+        assert [r.getMessage() for r in caplog.records if r.name == "tritonserver.models"] == [
+            "counts: 1 so far", "counts: 2 so far", "counts: 3 so far"]
+    finally:
+        server.stop()

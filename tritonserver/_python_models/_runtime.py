@@ -15,7 +15,7 @@ import os
 import re
 import sys
 from types import ModuleType
-from typing import Optional
+from typing import Any, Optional
 
 from .. import _native
 from . import _bls, pb_utils
@@ -46,6 +46,45 @@ def load_instance(args: dict[str, str], server_address: int) -> tuple[Optional["
         return None, f"model '{args.get('model_name')}': {_describe(e)}"
 
 
+def auto_complete(args: dict[str, str]) -> tuple[Optional[str], Optional[str]]:
+    """(completed config JSON or None when the model has no
+    auto_complete_config, None), or (None, why it failed): model.py's
+    ``TritonPythonModel.auto_complete_config`` run on the config, as the
+    stub does before the instances start."""
+    name = args["model_name"]
+    try:
+        config = json.loads(args["model_config"])
+        path, folder = _model_file(name, config, args)
+        sys.modules["triton_python_backend_utils"] = pb_utils
+        module = _import_model(path, f"{name}_{args['model_version']}_auto_complete", folder)
+        try:
+            model_class = getattr(module, "TritonPythonModel", None)
+            complete = getattr(model_class, "auto_complete_config", None)
+            if complete is None:
+                return None, None
+            result = complete(pb_utils.ModelConfig(config))
+            if not isinstance(result, pb_utils.ModelConfig):
+                return None, (f"model '{name}': auto_complete_config() must return the ModelConfig it was "
+                              f"given, not {type(result).__name__}")
+            return json.dumps(result.as_dict()), None
+        finally:
+            sys.modules.pop(module.__name__, None)
+    except LoadError as e:
+        return None, str(e)
+    except Exception as e:
+        return None, f"model '{name}': auto_complete_config(): {_describe(e)}"
+
+
+def _model_file(name: str, config: dict[str, Any], args: dict[str, str]) -> tuple[str, str]:
+    """(model.py's path, its folder) for a model's config and load args."""
+    filename = config.get("default_model_filename") or "model.py"
+    folder = os.path.join(args["model_repository"], args["model_version"])
+    path = os.path.join(folder, filename)
+    if not os.path.isfile(path):
+        raise LoadError(f"model '{name}': no {filename} in {folder}")
+    return path, folder
+
+
 def _describe(error: BaseException) -> str:
     """A model's exception as a response or load error message."""
     if isinstance(error, (pb_utils.TritonModelException, pb_utils.TritonError)):
@@ -67,11 +106,7 @@ class Instance:
                     f"({why}); run python models with the stub: Options(python_models=\"stub\"), in an "
                     "environment with numpy<2 and a Python the core has a stub for")
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
-        filename = config.get("default_model_filename") or "model.py"
-        folder = os.path.join(args["model_repository"], args["model_version"])
-        path = os.path.join(folder, filename)
-        if not os.path.isfile(path):
-            raise LoadError(f"model '{self.name}': no {filename} in {folder}")
+        path, folder = _model_file(self.name, config, args)
         # model.py imports triton_python_backend_utils: ours, in-process.
         sys.modules["triton_python_backend_utils"] = pb_utils
         self.module = _import_model(path, f"{self.name}_{args['model_version']}_{args['model_instance_name']}",

@@ -508,3 +508,125 @@ class LogLevel:
     WARNING = 1
     ERROR = 2
     VERBOSE = 3
+
+
+class MetricFamily:
+    """A family of custom metrics a model reports with Triton's own
+    (``Server.metrics()``): ``MetricFamily(name, description, kind)``, then
+    ``family.Metric(labels={...})``."""
+
+    COUNTER = 0
+    GAUGE = 1
+
+    def __init__(self, name: str, description: str, kind: int) -> None:
+        from .._api._metrics import MetricFamily as ApiMetricFamily
+
+        if kind not in (MetricFamily.COUNTER, MetricFamily.GAUGE):
+            raise TritonModelException(f"MetricFamily '{name}': kind must be MetricFamily.COUNTER or GAUGE, "
+                                       f"not {kind!r}")
+        self._family = ApiMetricFamily(kind, name, description)
+
+    def Metric(self, labels: Optional[dict[str, str]] = None) -> "Metric":  # noqa: N802 (the model API's name)
+        """The metric of this family with these labels."""
+        return Metric(self, labels)
+
+
+class Metric:
+    """One labelled metric of a MetricFamily."""
+
+    def __init__(self, family: MetricFamily, labels: Optional[dict[str, str]] = None) -> None:
+        from .._api._metrics import Metric as ApiMetric
+
+        self._metric = ApiMetric(family._family, labels)
+
+    def increment(self, value: float) -> None:
+        """Add `value` (a counter's must not be negative)."""
+        self._metric.increment(value)
+
+    def set(self, value: float) -> None:
+        """Set a gauge's value."""
+        self._metric.set_value(value)
+
+    def value(self) -> float:
+        """The current value."""
+        return self._metric.value
+
+
+class ModelConfig:
+    """The model configuration a model's ``auto_complete_config(config)``
+    completes: inputs, outputs, max batch size, dynamic batching and the
+    transaction policy. Each change is checked against what the config file
+    says already (ValueError naming the model and the property)."""
+
+    def __init__(self, model_config: Union[dict[str, Any], str]) -> None:
+        config = json.loads(model_config) if isinstance(model_config, str) else model_config
+        self._model_config: dict[str, Any] = dict(config)
+        self._model_config.setdefault("input", [])
+        self._model_config.setdefault("output", [])
+        self._model_config.setdefault("max_batch_size", 0)
+
+    def _fail(self, what: str) -> ValueError:
+        return ValueError(f"{what} in auto-complete-config function for model '{self._model_config.get('name')}'")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The configuration as a dict (the JSON form of the protobuf)."""
+        return self._model_config
+
+    def set_max_batch_size(self, max_batch_size: int) -> None:
+        """Set max_batch_size (not below the config file's own)."""
+        if self._model_config["max_batch_size"] > max_batch_size:
+            raise self._fail(f"configuration specified max_batch_size {self._model_config['max_batch_size']}, "
+                             f"but {max_batch_size} was set")
+        self._model_config["max_batch_size"] = max_batch_size
+
+    def set_dynamic_batching(self) -> None:
+        """Turn on dynamic batching (no other scheduler may be set)."""
+        for other in ("sequence_batching", "ensemble_scheduling"):
+            if other in self._model_config:
+                raise self._fail(f"configuration specified scheduling_choice as '{other}', but "
+                                 "dynamic_batching was set")
+        self._model_config.setdefault("dynamic_batching", {})
+
+    def _add(self, section: str, entry: dict[str, Any], valid: tuple[str, ...]) -> None:
+        kind = section  # "input" or "output"
+        for key in entry:
+            if key not in valid:
+                raise self._fail(f"unable to add {kind} '{entry.get('name')}': invalid property '{key}'")
+        for key in ("name", "data_type", "dims"):
+            if key not in entry:
+                raise self._fail(f"{kind} '{entry.get('name', '')}' has no '{key}'")
+        for current in self._model_config[section]:
+            if current.get("name") != entry["name"]:
+                continue
+            if current.get("data_type", "TYPE_INVALID") not in ("TYPE_INVALID", entry["data_type"]):
+                raise self._fail(f"{kind} '{entry['name']}' has data_type {current['data_type']} in the "
+                                 f"configuration, but {entry['data_type']} was set")
+            if current.get("dims") and [int(d) for d in current["dims"]] != [int(d) for d in entry["dims"]]:
+                raise self._fail(f"{kind} '{entry['name']}' has dims {current['dims']} in the configuration, "
+                                 f"but {entry['dims']} was set")
+            if "optional" in entry and "optional" in current and current["optional"] != entry["optional"]:
+                raise self._fail(f"{kind} '{entry['name']}' has optional {current['optional']} in the "
+                                 f"configuration, but {entry['optional']} was set")
+            current.update(entry)
+            return
+        self._model_config[section].append(dict(entry))
+
+    def add_input(self, input: dict[str, Any]) -> None:  # noqa: A002 (the model API's name)
+        """Add an input (name, data_type, dims, optional)."""
+        self._add("input", input, ("name", "data_type", "dims", "optional"))
+
+    def add_output(self, output: dict[str, Any]) -> None:
+        """Add an output (name, data_type, dims)."""
+        self._add("output", output, ("name", "data_type", "dims"))
+
+    def set_model_transaction_policy(self, transaction_policy_dict: dict[str, Any]) -> None:
+        """Set the transaction policy ({"decoupled": bool})."""
+        for key in transaction_policy_dict:
+            if key != "decoupled":
+                raise self._fail(f"unable to set model_transaction_policy: invalid property '{key}'")
+        current = self._model_config.get("model_transaction_policy")
+        decoupled = bool(transaction_policy_dict.get("decoupled", False))
+        if current is not None and bool(current.get("decoupled", False)) != decoupled:
+            raise self._fail(f"configuration specified model_transaction_policy decoupled "
+                             f"{current.get('decoupled', False)}, but {decoupled} was set")
+        self._model_config["model_transaction_policy"] = {"decoupled": decoupled}
