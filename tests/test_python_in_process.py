@@ -11,7 +11,7 @@ import numpy
 import pytest
 
 import tritonserver
-from common import MODELS, ROOT, address, as_numpy, make_options, refused, single
+from common import MODELS, ROOT, address, as_numpy, hooks, make_options, refused, single
 
 
 @pytest.fixture(scope="module")
@@ -288,3 +288,11 @@ def test_model_metrics_and_logger(backend_directory, tmp_path, caplog):
             "counts: 1 so far", "counts: 2 so far", "counts: 3 so far"]
     finally:
         server.stop()
+
+
+def test_backend_library_links_neither_python_nor_the_core():
+    from tritonserver._api._python_models import backend_library
+
+    needed = hooks().elf_needed(backend_library())
+    assert needed, "no NEEDED entries read"
+    assert not [n for n in needed if n.startswith(("libpython", "libtritonserver", "libcuda", "libcudart"))], needed
