@@ -11,7 +11,7 @@ import numpy
 import pytest
 
 import tritonserver
-from common import MODELS, ROOT, address, as_numpy, hooks, make_options, refused, single
+from common import MODELS, ROOT, address, as_numpy, call_with_deadline, hooks, make_options, refused, single
 
 
 @pytest.fixture(scope="module")
@@ -296,3 +296,56 @@ def test_backend_library_links_neither_python_nor_the_core():
     needed = hooks().elf_needed(backend_library())
     assert needed, "no NEEDED entries read"
     assert not [n for n in needed if n.startswith(("libpython", "libtritonserver", "libcuda", "libcudart"))], needed
+
+
+def _model_repository(tmp_path, name: str, source: str, decoupled: bool = False):
+    """A repository with one add_sub-shaped python model `name` running
+    `source` (its model.py)."""
+    repo = tmp_path / "repo"
+    (repo / name / "1").mkdir(parents=True)
+    config = (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', f'"{name}"')
+    if decoupled:
+        config += "model_transaction_policy { decoupled: true }\n"
+    (repo / name / "config.pbtxt").write_text(config)
+    (repo / name / "1" / "model.py").write_text(source)
+    return repo
+
+
+@pytest.mark.parametrize("case, source, decoupled, message", [
+    ("dropped_sender",
+     "class TritonPythonModel:\n"
+     "    def execute(self, requests):\n"
+     "        for r in requests:\n"
+     "            r.get_response_sender()\n",
+     True, "the response sender was deleted before it sent the final flag"),
+    ("no_sender_used",
+     "class TritonPythonModel:\n"
+     "    def execute(self, requests):\n"
+     "        return None\n",
+     True, "execute\\(\\) gave no response for this request"),
+    ("wrong_count",
+     "class TritonPythonModel:\n"
+     "    def execute(self, requests):\n"
+     "        return []\n",
+     False, r"execute\(\) must return a list of one InferenceResponse per request \(1\), not 0 responses"),
+    ("decoupled_returns_a_list",
+     "import triton_python_backend_utils as pb_utils\n"
+     "class TritonPythonModel:\n"
+     "    def execute(self, requests):\n"
+     "        return [pb_utils.InferenceResponse() for r in requests]\n",
+     True, "a decoupled model's execute\\(\\) must return None, not list"),
+])
+def test_a_request_left_unanswered_gets_an_error_not_a_hang(backend_directory, tmp_path, case, source, decoupled,
+                                                             message):
+    repo = _model_repository(tmp_path, case, source, decoupled)
+    server = tritonserver.Server(make_options(backend_directory, server_id=f"inproc-{case}",
+                                              python_models="in-process", model_repository=str(repo),
+                                              log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        a = numpy.ones(2, numpy.float32)
+        model = server.load(case)
+        with refused(tritonserver.InternalError, match=f"model '{case}': {message}"):
+            call_with_deadline(lambda: list(model.infer(inputs={"INPUT0": a, "INPUT1": a})), 30)
+    finally:
+        server.stop()
