@@ -5,6 +5,7 @@ the model's lifecycle. Runs under numpy<2 and numpy 2 alike (no stub)."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 
 import numpy
@@ -347,5 +348,36 @@ def test_a_request_left_unanswered_gets_an_error_not_a_hang(backend_directory, t
         model = server.load(case)
         with refused(tritonserver.InternalError, match=f"model '{case}': {message}"):
             call_with_deadline(lambda: list(model.infer(inputs={"INPUT0": a, "INPUT1": a})), 30)
+    finally:
+        server.stop()
+
+
+def test_async_execute_and_async_bls(backend_directory, tmp_path):
+    source = (
+        "import asyncio\n"
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    async def execute(self, requests):\n"
+        "        await asyncio.sleep(0)\n"
+        "        responses = []\n"
+        "        for r in requests:\n"
+        "            inputs = [pb_utils.get_input_tensor_by_name(r, n) for n in ('INPUT0', 'INPUT1')]\n"
+        "            answer = await pb_utils.InferenceRequest(model_name='add_sub', inputs=inputs,\n"
+        "                requested_output_names=['OUTPUT0', 'OUTPUT1']).async_exec()\n"
+        "            responses.append(pb_utils.InferenceResponse(answer.output_tensors()))\n"
+        "        return responses\n")
+    repo = _model_repository(tmp_path, "async_bls", source)
+    shutil.copytree(MODELS / "add_sub", repo / "add_sub")
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-async", python_models="in-process",
+                                              model_repository=str(repo), log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        server.load("add_sub")
+        model = server.load("async_bls")
+        a = numpy.arange(3, dtype=numpy.float32)
+        response = single(call_with_deadline(lambda: list(model.infer(inputs={"INPUT0": a, "INPUT1": a})), 30))
+        assert as_numpy(response.outputs["OUTPUT0"]).tolist() == [0, 2, 4]
+        assert as_numpy(response.outputs["OUTPUT1"]).tolist() == [0, 0, 0]
+        del response
     finally:
         server.stop()
