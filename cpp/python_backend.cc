@@ -1,6 +1,7 @@
 #include "python_backend.h"
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
 #include <chrono>
@@ -91,6 +92,13 @@ const char* kind_name(TRITONSERVER_InstanceGroupKind kind) {
   }
 }
 
+// Raises the runtime's (code, message) failure, if any (None: none).
+void raise_failure(nb::handle failure) {
+  if (failure.is_none()) return;
+  auto [code, message] = nb::cast<std::pair<int, std::string>>(failure);
+  raise(static_cast<TRITONSERVER_Error_Code>(code), message);
+}
+
 // The model's auto_complete_config(), when the core allows completing
 // configs (strict_model_config off) and model.py defines one.
 void auto_complete(TRITONBACKEND_Model* model) {
@@ -112,9 +120,7 @@ void auto_complete(TRITONBACKEND_Model* model) {
   args["model_name"] = model_name;
   nb::tuple result = nb::cast<nb::tuple>(
       nb::module_::import_(kRuntimeModule).attr("auto_complete")(args));
-  if (!result[1].is_none()) {
-    raise(TRITONSERVER_ERROR_INVALID_ARG, nb::cast<std::string>(result[1]));
-  }
+  raise_failure(result[1]);
   if (result[0].is_none()) return;
   std::string json = nb::cast<std::string>(result[0]);
   TRITONSERVER_Message* message = nullptr;
@@ -171,11 +177,10 @@ TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
     nb::object loaded =
         nb::module_::import_(kRuntimeModule).attr("load_instance")(
             args, reinterpret_cast<uintptr_t>(server));
-    // (runner, None) or (None, message): the runtime words model errors.
+    // (runner, None) or (None, (code, message)): the runtime words model
+    // errors.
     nb::tuple result = nb::cast<nb::tuple>(loaded);
-    if (!result[1].is_none()) {
-      raise(TRITONSERVER_ERROR_INVALID_ARG, nb::cast<std::string>(result[1]));
-    }
+    raise_failure(result[1]);
     auto* state = new InstanceState{nb::borrow(result[0]), model_name};
     TRITONSERVER_Error* err =
         api.TRITONBACKEND_ModelInstanceSetState(instance, state);

@@ -133,12 +133,17 @@ def test_error_response_of_the_model(inproc):
 
 
 def test_exception_in_execute_fails_the_request_with_its_message(inproc):
-    with refused(tritonserver.InternalError, match="ValueError: execute_raises model: bad batch of 1"):
+    # Worded as the stub words it: the instance, the exception, where it was raised.
+    with refused(tritonserver.InternalError,
+                 match=r"Failed to process the request\(s\) for model 'execute_raises_0_0', message: ValueError: "
+                       r"execute_raises model: bad batch of 1\n\nAt:\n  .*execute_raises/1/model.py\(9\): execute"):
         single(inproc("execute_raises").infer(inputs={"INPUT0": numpy.zeros(1, numpy.float32)}))
 
 
 def test_exception_in_initialize_fails_the_load_with_its_message(inproc):
-    with refused(tritonserver.TritonError, match="init_raises model: cannot start init_raises_0"):
+    # The core reports a failed load as InvalidArgumentError, naming the cause's code.
+    with refused(tritonserver.InvalidArgumentError, match="Internal: RuntimeError: init_raises model: cannot start "
+                                                   "init_raises_0_0\n\nAt:\n.*init_raises/1/model.py\\(8\\): initialize"):
         inproc.server.load("init_raises")
     assert not inproc.server.model("init_raises").ready()
 
@@ -185,8 +190,8 @@ def test_stub_only_parameter_is_refused_at_load(backend_directory, tmp_path):
                                               model_repository=str(repo), log_error=False))
     server.start(wait_until_ready=True, timeout=60)
     try:
-        with refused(tritonserver.TritonError,
-                     match=r"model 'env_path': parameter EXECUTION_ENV_PATH is not supported .*python_models=\"stub\""):
+        with refused(tritonserver.InvalidArgumentError,
+                     match=r"Unsupported: model 'env_path': parameter EXECUTION_ENV_PATH is not supported .*python_models=\"stub\""):
             server.load("env_path")
     finally:
         server.stop()

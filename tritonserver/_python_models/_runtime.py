@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import sys
+import traceback
 from types import ModuleType
 from typing import Any, Optional
 
@@ -33,20 +34,27 @@ _STUB_ONLY_PARAMETERS = {
 class LoadError(Exception):
     """A model that cannot load in-process; the message is the core's."""
 
+    def __init__(self, message: str, code: int = pb_utils.TritonError.INVALID_ARG) -> None:
+        super().__init__(message)
+        self.code = code
 
-def load_instance(args: dict[str, str], server_address: int) -> tuple[Optional["Instance"], Optional[str]]:
-    """(instance, None), or (None, why the model cannot load).
+
+Failure = tuple[int, str]  # (TRITONSERVER_Error_Code, message) for the core
+
+
+def load_instance(args: dict[str, str], server_address: int) -> tuple[Optional["Instance"], Optional[Failure]]:
+    """(instance, None), or (None, (code, why the model cannot load)).
     `server_address`: the core server the model runs in (for BLS)."""
     _bls.current.server_address = server_address
     try:
         return Instance(args, server_address), None
     except LoadError as e:
-        return None, str(e)
-    except Exception as e:  # the model's own import or initialize()
-        return None, f"model '{args.get('model_name')}': {_describe(e)}"
+        return None, (e.code, str(e))
+    except Exception as e:  # the model's own import or initialize(), worded as the stub does
+        return None, (_INTERNAL, _describe(e))
 
 
-def auto_complete(args: dict[str, str]) -> tuple[Optional[str], Optional[str]]:
+def auto_complete(args: dict[str, str]) -> tuple[Optional[str], Optional[Failure]]:
     """(completed config JSON or None when the model has no
     auto_complete_config, None), or (None, why it failed): model.py's
     ``TritonPythonModel.auto_complete_config`` run on the config, as the
@@ -64,15 +72,16 @@ def auto_complete(args: dict[str, str]) -> tuple[Optional[str], Optional[str]]:
                 return None, None
             result = complete(pb_utils.ModelConfig(config))
             if not isinstance(result, pb_utils.ModelConfig):
-                return None, (f"model '{name}': auto_complete_config() must return the ModelConfig it was "
+                return None, (pb_utils.TritonError.INVALID_ARG,
+                              f"model '{name}': auto_complete_config() must return the ModelConfig it was "
                               f"given, not {type(result).__name__}")
             return json.dumps(result.as_dict()), None
         finally:
             sys.modules.pop(module.__name__, None)
     except LoadError as e:
-        return None, str(e)
+        return None, (e.code, str(e))
     except Exception as e:
-        return None, f"model '{name}': auto_complete_config(): {_describe(e)}"
+        return None, (_INTERNAL, f"model '{name}': auto_complete_config(): {_describe(e)}")
 
 
 def _model_file(name: str, config: dict[str, Any], args: dict[str, str]) -> tuple[str, str]:
@@ -86,10 +95,17 @@ def _model_file(name: str, config: dict[str, Any], args: dict[str, str]) -> tupl
 
 
 def _describe(error: BaseException) -> str:
-    """A model's exception as a response or load error message."""
+    """A model's exception as a response or load error message, as the stub
+    words it: "Type: message", then where it was raised ("At:", innermost
+    frame first, this module's frames left out)."""
     if isinstance(error, (pb_utils.TritonModelException, pb_utils.TritonError)):
-        return str(error)
-    return f"{type(error).__name__}: {error}"
+        text = str(error)
+    else:
+        text = f"{type(error).__name__}: {error}"
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename != __file__]
+    if not frames:
+        return text
+    return text + "\n\nAt:\n" + "".join(f"  {f.filename}({f.lineno}): {f.name}\n" for f in reversed(frames))
 
 
 class Instance:
@@ -97,6 +113,7 @@ class Instance:
 
     def __init__(self, args: dict[str, str], server_address: int) -> None:
         self.name = args["model_name"]
+        self.instance_name = args["model_instance_name"]
         self.server_address = server_address
         config = json.loads(args["model_config"])
         for key, why in _STUB_ONLY_PARAMETERS.items():
@@ -104,7 +121,7 @@ class Instance:
                 raise LoadError(
                     f"model '{self.name}': parameter {key} is not supported for python models run in-process "
                     f"({why}); run python models with the stub: Options(python_models=\"stub\"), in an "
-                    "environment with numpy<2 and a Python the core has a stub for")
+                    "environment with numpy<2 and a Python the core has a stub for", pb_utils.TritonError.UNSUPPORTED)
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         path, folder = _model_file(self.name, config, args)
         # model.py imports triton_python_backend_utils: ours, in-process.
@@ -138,7 +155,7 @@ class Instance:
             if inspect.isawaitable(result):
                 result = self._event_loop().run_until_complete(result)
         except Exception as e:
-            message = _describe(e)
+            message = f"Failed to process the request(s) for model '{self.instance_name}', message: {_describe(e)}"
             code = e.code() if isinstance(e, pb_utils.TritonError) else _INTERNAL
             for native in natives:
                 native.fail_if_unanswered(code, message)
