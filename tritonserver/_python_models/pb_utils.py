@@ -519,12 +519,13 @@ class MetricFamily:
     GAUGE = 1
 
     def __init__(self, name: str, description: str, kind: int) -> None:
+        from .._api._enums import MetricKind
         from .._api._metrics import MetricFamily as ApiMetricFamily
 
         if kind not in (MetricFamily.COUNTER, MetricFamily.GAUGE):
             raise TritonModelException(f"MetricFamily '{name}': kind must be MetricFamily.COUNTER or GAUGE, "
                                        f"not {kind!r}")
-        self._family = ApiMetricFamily(kind, name, description)
+        self._family = ApiMetricFamily(MetricKind(kind), name, description)
 
     def Metric(self, labels: Optional[dict[str, str]] = None) -> "Metric":  # noqa: N802 (the model API's name)
         """The metric of this family with these labels."""

@@ -1,8 +1,6 @@
 """execute_raises: execute() raises ValueError("execute_raises model: bad
 batch of N"), so each request gets an error response with that message."""
 
-import triton_python_backend_utils as pb_utils  # noqa: F401
-
 
 class TritonPythonModel:
     def execute(self, requests):

@@ -1,7 +1,5 @@
 """init_raises: initialize() raises, naming the model's instance."""
 
-import triton_python_backend_utils as pb_utils  # noqa: F401
-
 
 class TritonPythonModel:
     def initialize(self, args):
