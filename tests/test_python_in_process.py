@@ -136,14 +136,14 @@ def test_exception_in_execute_fails_the_request_with_its_message(inproc):
     # Worded as the stub words it: the instance, the exception, where it was raised.
     with refused(tritonserver.InternalError,
                  match=r"Failed to process the request\(s\) for model 'execute_raises_0_0', message: ValueError: "
-                       r"execute_raises model: bad batch of 1\n\nAt:\n  .*execute_raises/1/model.py\(9\): execute"):
+                       r"execute_raises model: bad batch of 1\n\nAt:\n  .*execute_raises/1/model.py\(\d+\): execute"):
         single(inproc("execute_raises").infer(inputs={"INPUT0": numpy.zeros(1, numpy.float32)}))
 
 
 def test_exception_in_initialize_fails_the_load_with_its_message(inproc):
     # The core reports a failed load as InvalidArgumentError, naming the cause's code.
     with refused(tritonserver.InvalidArgumentError, match="Internal: RuntimeError: init_raises model: cannot start "
-                                                   "init_raises_0_0\n\nAt:\n.*init_raises/1/model.py\\(8\\): initialize"):
+                                                   "init_raises_0_0\n\nAt:\n.*init_raises/1/model.py\\(\\d+\\): initialize"):
         inproc.server.load("init_raises")
     assert not inproc.server.model("init_raises").ready()
 
