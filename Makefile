@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo check test build develop venv clean bench bench-build stress test-asan test-numpy2 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
+.PHONY: demo check test build develop venv clean bench bench-build stress test-asan test-numpy2 test-python313 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
 
 $(VENV)/.ready:
 	@echo "== [1/5] creating $(VENV), a virtual environment for everything below"
@@ -70,10 +70,13 @@ check: build
 test: build bench-build ray-env
 	$(SUITE)
 	$(RAY_TESTS)
-	# The suite again with numpy 2 (.venv-numpy2, build/numpy2; ~1-2 min
-	# once its environment exists): the binding works there, and
-	# python-backend models are refused with UnsupportedError.
+	# The suite again with numpy 2 (.venv-numpy2, build/numpy2; a few
+	# minutes once its environment exists): the binding works there, and
+	# python-backend models run in-process.
 	bash tests/run_numpy2.sh
+	# And on Python 3.13 with numpy 2 (.venv-py313, build/py313; skipped,
+	# saying so, where pyenv has no 3.13).
+	bash tests/run_python313.sh
 	# The GPU machine's one shot, rehearsed here (~3 min): the cp312 abi3
 	# wheel builds (the limited API), the bundle is complete and installs
 	# offline, the identity tests pass from it (GPU tests skip).
@@ -125,6 +128,10 @@ test-asan:
 test-numpy2:
 	bash tests/run_numpy2.sh
 
+# The suite on Python 3.13 with numpy 2 (make test runs it too).
+test-python313:
+	bash tests/run_python313.sh
+
 # Every Triton core on PyPI (nvidia-pytriton 0.4.2, 0.5.0, 0.7.0: Triton
 # 2.39, 2.41, 2.51), each downloaded once into build/cores/, with the
 # identity and python-backend suites and the optional-feature tests
@@ -144,7 +151,7 @@ gpu-dryrun: gpu-bundle
 	bash tests/gpu/dryrun.sh
 
 clean:
-	rm -rf build $(VENV) .venv-numpy2 .venv-asan .venv-gpu-build .venv-gpu-dryrun
+	rm -rf build $(VENV) .venv-numpy2 .venv-py313 .venv-asan .venv-gpu-build .venv-gpu-dryrun
 
 # Benchmarks: the C API floor, this binding, and tritonclient (gRPC/HTTP)
 # against the tritonserver binary; writes docs/benchmarks.md.

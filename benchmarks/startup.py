@@ -47,7 +47,7 @@ if sys.argv[1] == "phases":
     _triton_core._load_cuda(install)
     _triton_core._loaded = install
     phases["cuda"] = time.perf_counter() - t; t = time.perf_counter()
-    options = _options.build_core_options(tritonserver.Options(
+    options, _ = _options.build_core_options(tritonserver.Options(
         model_repository=repo, model_control_mode=tritonserver.ModelControlMode.EXPLICIT))
     phases["options"] = time.perf_counter() - t; t = time.perf_counter()
     native = _native.Server(options)

@@ -2,6 +2,7 @@
 // what a lambda here does is adapt an argument or a result, nothing more.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -10,6 +11,7 @@
 
 #include "allocator.h"
 #include "asyncio_waiters.h"
+#include "backend_request.h"
 #include "cuda_runtime.h"
 #include "custom_metrics.h"
 #include "deferred_release.h"
@@ -18,6 +20,7 @@
 #include "fork.h"
 #include "host_pool.h"
 #include "log_callback.h"
+#include "python_backend.h"
 #include "request.h"
 #include "response_view.h"
 #include "server.h"
@@ -369,6 +372,48 @@ NB_MODULE(_native, m) {
       .def_prop_ro("kind", &Metric::kind)
       .def("increment", &Metric::increment, "value"_a)
       .def("set_value", &Metric::set_value, "value"_a);
+
+  // --- python models in-process (python_backend.cc) ----------------------
+  // The capsule the backend library (python_backend_shim.cc) imports.
+  m.attr("_python_backend_table") = nb::capsule(
+      python_backend_table(), TSB_PYTHON_BACKEND_CAPSULE);
+  nb::class_<BackendRequest>(m, "BackendRequest")
+      .def("input",
+           [](nb::handle_t<BackendRequest> self, const std::string& name) {
+             return nb::cast<BackendRequest&>(self).input(self, name);
+           },
+           "name"_a,
+           nb::sig("def input(self, name: str) -> tuple[int, tuple[int, ...], "
+                   "numpy.typing.NDArray[numpy.uint8]] | None"))
+      .def("input_names", &BackendRequest::input_names)
+      .def("requested_output_names", &BackendRequest::requested_output_names)
+      .def("id", &BackendRequest::id)
+      .def("correlation_id", &BackendRequest::correlation_id,
+           nb::sig("def correlation_id(self) -> int | str"))
+      .def("flags", &BackendRequest::flags)
+      .def("parameters", &BackendRequest::parameters,
+           nb::sig("def parameters(self) -> dict[str, str | int | bool | float]"))
+      .def("is_cancelled", &BackendRequest::is_cancelled)
+      .def("send", &BackendRequest::send, "outputs"_a, "error"_a.none(),
+           "flags"_a, "parameters"_a,
+           nb::sig("def send(self, outputs: collections.abc.Sequence[tuple[str, int, "
+                   "collections.abc.Sequence[int], numpy.typing.NDArray[typing.Any]]], "
+                   "error: tuple[int, str] | None, flags: int, "
+                   "parameters: dict[str, str | int | bool]) -> None"))
+      .def("fail_if_unanswered", &BackendRequest::fail_if_unanswered,
+           "code"_a, "message"_a)
+      .def("response_sender", &BackendRequest::response_sender)
+      .def_prop_ro("final_sent", &BackendRequest::final_sent);
+  nb::class_<ResponseSender>(m, "ResponseSender")
+      .def("send", &ResponseSender::send, "outputs"_a, "error"_a.none(),
+           "flags"_a, "parameters"_a,
+           nb::sig("def send(self, outputs: collections.abc.Sequence[tuple[str, int, "
+                   "collections.abc.Sequence[int], numpy.typing.NDArray[typing.Any]]], "
+                   "error: tuple[int, str] | None, flags: int, "
+                   "parameters: dict[str, str | int | bool]) -> None"))
+      .def("send_flags", &ResponseSender::send_flags, "flags"_a)
+      .def("is_cancelled", &ResponseSender::is_cancelled)
+      .def_prop_ro("final_sent", &ResponseSender::final_sent);
 
 #ifdef TRITONSERVER_TESTING
   // --- test hooks (built with -DTRITONSERVER_TESTING=ON only) ----------

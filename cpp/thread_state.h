@@ -6,8 +6,10 @@
 // profilers) that races with the hook being removed (tracemalloc.stop()
 // frees buffers a waiting hook then uses: SIGSEGV), so it happens once per
 // thread, not once per wake-up. Used by the deferred releaser and the core's
-// log callback; nanobind's gil_scoped_acquire inside such a scope finds the
-// same thread state.
+// log callback, and the entry points of the in-process python backend
+// library (cpp/python_backend_shim.cc: the core's model-instance threads);
+// nanobind's gil_scoped_acquire inside such a scope finds the same thread
+// state.
 #pragma once
 
 #include <Python.h>

@@ -21,6 +21,16 @@ struct TRITONSERVER_Server;
 struct TRITONSERVER_ServerOptions;
 struct TRITONSERVER_Metric;
 struct TRITONSERVER_MetricFamily;
+// The backend API (tritonbackend.h), for the in-process python backend.
+struct TRITONBACKEND_Backend;
+struct TRITONBACKEND_Model;
+struct TRITONBACKEND_ModelInstance;
+struct TRITONBACKEND_Request;
+struct TRITONBACKEND_Response;
+struct TRITONBACKEND_ResponseFactory;
+struct TRITONBACKEND_Input;
+struct TRITONBACKEND_Output;
+enum TRITONBACKEND_ArtifactType : int {};
 
 enum TRITONSERVER_DataType : int {
   TRITONSERVER_TYPE_INVALID = 0,
@@ -338,7 +348,103 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
     (TRITONSERVER_ServerOptions*, bool), "Options.enable_peer_access=False")  \
   X(ServerOptionsSetLogCallback, TRITONSERVER_Error*,                         \
     (TRITONSERVER_ServerOptions*, TRITONSERVER_LogMessageFn_t, void*),        \
-    "Options.log_callback")
+    "Options.log_callback")                                                   \
+  X(MessageNewFromSerializedJson, TRITONSERVER_Error*,                        \
+    (TRITONSERVER_Message**, const char*, size_t),                            \
+    "auto_complete_config of python models run in-process")
+
+// The backend API functions (each looked up as "TRITONBACKEND_" #name, and
+// held in the table as TRITONBACKEND_<name>) that the in-process python
+// backend calls: X(short name, return, (args)). All are optional: a core
+// without one still loads, and python models in-process are refused at load
+// naming what is missing (python_backend.cc).
+#define TRITON_BACKEND_FUNCTIONS(X)                                           \
+  X(ModelName, TRITONSERVER_Error*, (TRITONBACKEND_Model*, const char**))     \
+  X(ModelVersion, TRITONSERVER_Error*, (TRITONBACKEND_Model*, uint64_t*))     \
+  X(ModelConfig, TRITONSERVER_Error*,                                         \
+    (TRITONBACKEND_Model*, uint32_t, TRITONSERVER_Message**))                 \
+  X(ModelAutoCompleteConfig, TRITONSERVER_Error*,                             \
+    (TRITONBACKEND_Model*, bool*))                                            \
+  X(ModelSetConfig, TRITONSERVER_Error*,                                      \
+    (TRITONBACKEND_Model*, uint32_t, TRITONSERVER_Message*))                  \
+  X(ModelServer, TRITONSERVER_Error*,                                         \
+    (TRITONBACKEND_Model*, TRITONSERVER_Server**))                            \
+  X(ModelRepository, TRITONSERVER_Error*,                                     \
+    (TRITONBACKEND_Model*, TRITONBACKEND_ArtifactType*, const char**))        \
+  X(ModelInstanceName, TRITONSERVER_Error*,                                   \
+    (TRITONBACKEND_ModelInstance*, const char**))                             \
+  X(ModelInstanceKind, TRITONSERVER_Error*,                                   \
+    (TRITONBACKEND_ModelInstance*, TRITONSERVER_InstanceGroupKind*))          \
+  X(ModelInstanceDeviceId, TRITONSERVER_Error*,                               \
+    (TRITONBACKEND_ModelInstance*, int32_t*))                                 \
+  X(ModelInstanceModel, TRITONSERVER_Error*,                                  \
+    (TRITONBACKEND_ModelInstance*, TRITONBACKEND_Model**))                    \
+  X(ModelInstanceState, TRITONSERVER_Error*,                                  \
+    (TRITONBACKEND_ModelInstance*, void**))                                   \
+  X(ModelInstanceSetState, TRITONSERVER_Error*,                               \
+    (TRITONBACKEND_ModelInstance*, void*))                                    \
+  X(ModelInstanceReportStatistics, TRITONSERVER_Error*,                       \
+    (TRITONBACKEND_ModelInstance*, TRITONBACKEND_Request*, bool, uint64_t,    \
+     uint64_t, uint64_t, uint64_t))                                           \
+  X(ModelInstanceReportBatchStatistics, TRITONSERVER_Error*,                  \
+    (TRITONBACKEND_ModelInstance*, uint64_t, uint64_t, uint64_t, uint64_t,    \
+     uint64_t))                                                               \
+  X(RequestId, TRITONSERVER_Error*, (TRITONBACKEND_Request*, const char**))   \
+  X(RequestCorrelationId, TRITONSERVER_Error*,                                \
+    (TRITONBACKEND_Request*, uint64_t*))                                      \
+  X(RequestCorrelationIdString, TRITONSERVER_Error*,                          \
+    (TRITONBACKEND_Request*, const char**))                                   \
+  X(RequestFlags, TRITONSERVER_Error*, (TRITONBACKEND_Request*, uint32_t*))   \
+  X(RequestIsCancelled, TRITONSERVER_Error*, (TRITONBACKEND_Request*, bool*)) \
+  X(RequestInputCount, TRITONSERVER_Error*,                                   \
+    (TRITONBACKEND_Request*, uint32_t*))                                      \
+  X(RequestInputByIndex, TRITONSERVER_Error*,                                 \
+    (TRITONBACKEND_Request*, uint32_t, TRITONBACKEND_Input**))                \
+  X(RequestInput, TRITONSERVER_Error*,                                        \
+    (TRITONBACKEND_Request*, const char*, TRITONBACKEND_Input**))             \
+  X(RequestOutputCount, TRITONSERVER_Error*,                                  \
+    (TRITONBACKEND_Request*, uint32_t*))                                      \
+  X(RequestOutputName, TRITONSERVER_Error*,                                   \
+    (TRITONBACKEND_Request*, uint32_t, const char**))                         \
+  X(RequestParameterCount, TRITONSERVER_Error*,                               \
+    (TRITONBACKEND_Request*, uint32_t*))                                      \
+  X(RequestParameter, TRITONSERVER_Error*,                                    \
+    (TRITONBACKEND_Request*, uint32_t, const char**,                          \
+     TRITONSERVER_ParameterType*, const void**))                              \
+  X(RequestRelease, TRITONSERVER_Error*, (TRITONBACKEND_Request*, uint32_t))  \
+  X(InputProperties, TRITONSERVER_Error*,                                     \
+    (TRITONBACKEND_Input*, const char**, TRITONSERVER_DataType*,              \
+     const int64_t**, uint32_t*, uint64_t*, uint32_t*))                       \
+  X(InputBuffer, TRITONSERVER_Error*,                                         \
+    (TRITONBACKEND_Input*, uint32_t, const void**, uint64_t*,                 \
+     TRITONSERVER_MemoryType*, int64_t*))                                     \
+  X(ResponseFactoryNew, TRITONSERVER_Error*,                                  \
+    (TRITONBACKEND_ResponseFactory**, TRITONBACKEND_Request*))                \
+  X(ResponseFactoryDelete, TRITONSERVER_Error*,                               \
+    (TRITONBACKEND_ResponseFactory*))                                         \
+  X(ResponseFactoryIsCancelled, TRITONSERVER_Error*,                          \
+    (TRITONBACKEND_ResponseFactory*, bool*))                                  \
+  X(ResponseFactorySendFlags, TRITONSERVER_Error*,                            \
+    (TRITONBACKEND_ResponseFactory*, uint32_t))                               \
+  X(ResponseNew, TRITONSERVER_Error*,                                         \
+    (TRITONBACKEND_Response**, TRITONBACKEND_Request*))                       \
+  X(ResponseNewFromFactory, TRITONSERVER_Error*,                              \
+    (TRITONBACKEND_Response**, TRITONBACKEND_ResponseFactory*))               \
+  X(ResponseDelete, TRITONSERVER_Error*, (TRITONBACKEND_Response*))           \
+  X(ResponseOutput, TRITONSERVER_Error*,                                      \
+    (TRITONBACKEND_Response*, TRITONBACKEND_Output**, const char*,            \
+     TRITONSERVER_DataType, const int64_t*, uint32_t))                        \
+  X(OutputBuffer, TRITONSERVER_Error*,                                        \
+    (TRITONBACKEND_Output*, void**, uint64_t, TRITONSERVER_MemoryType*,       \
+     int64_t*))                                                               \
+  X(ResponseSetStringParameter, TRITONSERVER_Error*,                          \
+    (TRITONBACKEND_Response*, const char*, const char*))                      \
+  X(ResponseSetIntParameter, TRITONSERVER_Error*,                             \
+    (TRITONBACKEND_Response*, const char*, int64_t))                          \
+  X(ResponseSetBoolParameter, TRITONSERVER_Error*,                            \
+    (TRITONBACKEND_Response*, const char*, bool))                             \
+  X(ResponseSend, TRITONSERVER_Error*,                                        \
+    (TRITONBACKEND_Response*, uint32_t, TRITONSERVER_Error*))
 
 // The oldest C API this package is built and tested against (Triton 2.39's
 // 1.25, the core of nvidia-pytriton 0.4.2): every required function above is
@@ -351,4 +457,8 @@ struct TritonApi {
   TRITON_REQUIRED_FUNCTIONS(TRITON_DECLARE_MEMBER)
   TRITON_OPTIONAL_FUNCTIONS(TRITON_DECLARE_MEMBER)
 #undef TRITON_DECLARE_MEMBER
+#define TRITON_DECLARE_BACKEND_MEMBER(name, ret, args) \
+  ret(*TRITONBACKEND_##name) args = nullptr;
+  TRITON_BACKEND_FUNCTIONS(TRITON_DECLARE_BACKEND_MEMBER)
+#undef TRITON_DECLARE_BACKEND_MEMBER
 };

@@ -52,6 +52,11 @@ std::vector<std::string> resolve(void* handle, TritonApi* api) {
       dlsym(handle, "TRITONSERVER_" #name));
   TRITON_REQUIRED_FUNCTIONS(TRITON_RESOLVE_REQUIRED)
   TRITON_OPTIONAL_FUNCTIONS(TRITON_RESOLVE_OPTIONAL)
+#define TRITON_RESOLVE_BACKEND(name, ret, args)          \
+  api->TRITONBACKEND_##name = reinterpret_cast<ret(*) args>( \
+      dlsym(handle, "TRITONBACKEND_" #name));
+  TRITON_BACKEND_FUNCTIONS(TRITON_RESOLVE_BACKEND)
+#undef TRITON_RESOLVE_BACKEND
 #undef TRITON_RESOLVE_REQUIRED
 #undef TRITON_RESOLVE_OPTIONAL
   return missing;

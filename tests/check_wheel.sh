@@ -13,14 +13,18 @@ trap 'rm -rf "$WORK"' EXIT
 echo "== auditwheel show"
 .venv/bin/auditwheel show "$WHEEL"
 
-echo "== NEEDED of the extension"
-unzip -q -o "$WHEEL" 'tritonserver/_native*.so' -d "$WORK/unzipped"
-needed=$(readelf -d "$WORK"/unzipped/tritonserver/_native*.so | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p')
-echo "$needed"
-if echo "$needed" | grep -vqE '^(libstdc\+\+\.so|libgcc_s\.so|libc\.so|libm\.so|libdl\.so|libpthread\.so|ld-linux)'; then
-  echo "ERROR: unexpected NEEDED entries" >&2
-  exit 1
-fi
+# The extension and the in-process python backend library: no libpython,
+# libtritonserver or CUDA (their symbols resolve from the process).
+unzip -q -o "$WHEEL" 'tritonserver/_native*.so' 'tritonserver/_backend/libtriton_python.so' -d "$WORK/unzipped"
+for library in "$WORK"/unzipped/tritonserver/_native*.so "$WORK"/unzipped/tritonserver/_backend/libtriton_python.so; do
+  echo "== NEEDED of ${library#"$WORK"/unzipped/}"
+  needed=$(readelf -d "$library" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p')
+  echo "$needed"
+  if echo "$needed" | grep -vqE '^(libstdc\+\+\.so|libgcc_s\.so|libc\.so|libm\.so|libdl\.so|libpthread\.so|ld-linux)'; then
+    echo "ERROR: unexpected NEEDED entries" >&2
+    exit 1
+  fi
+done
 
 echo "== fresh virtualenv, no Triton core"
 "$PY" -m venv "$WORK/venv"

@@ -38,30 +38,13 @@ def has_gpu() -> bool:
 
 # -- numpy 2 (make test-numpy2, tests/run_numpy2.sh) ---------------------------
 # The python backend stub of the Triton 2.51 core (nvidia-pytriton 0.7.0) is
-# built against numpy 1.x: under numpy 2 the package refuses python-backend
-# models with UnsupportedError (tests/test_python_backend_numpy.py checks
-# that). Every other test that needs a python-backend model is skipped
-# there, in two ways:
-#   - at run time, by the `model` fixture and dedicated_server()
-#     (skip_if_python_backend_unusable);
-#   - at collection time (conftest.py), for tests marked `python_backend`:
-#     those that load or run one by another path (their own server, an
-#     in-memory config, a fresh interpreter, a fixture of their module).
-NUMPY2_SKIP_REASON = "the python backend stub of this Triton core needs numpy<2"
+# built against numpy 1.x. Under numpy 2 the package runs python-backend
+# models in-process instead (Options.python_models="auto"), so those tests
+# run there too. Tests of the stub itself are marked `python_stub`: they are
+# skipped where the stub cannot run correctly (conftest.py), with this
+# reason.
+STUB_SKIP_REASON = "the python backend stub of this Triton core needs numpy<2 (python models run in-process here)"
 NUMPY2 = int(numpy.__version__.split(".")[0]) >= 2
-_PYTHON_BACKEND = re.compile(r'(?m)^\s*backend:\s*"python"')
-
-
-def is_python_backend_model(name: str) -> bool:
-    """True when tests/models/<name>/config.pbtxt says backend "python"."""
-    config = MODELS / name / "config.pbtxt"
-    return config.is_file() and _PYTHON_BACKEND.search(config.read_text()) is not None
-
-
-def skip_if_python_backend_unusable(name: str) -> None:
-    if NUMPY2 and is_python_backend_model(name):
-        pytest.skip(NUMPY2_SKIP_REASON)
-
 
 
 # TRITONSERVER_TEST_GPU_METRICS=0 turns GPU metrics (the core's bundled
@@ -94,10 +77,8 @@ def dedicated_server(backend_directory: str, server_id: str, models: list[str], 
     """A server of the test's own with `models` loaded. The test may stop it;
     otherwise it is stopped at the end (within exit_timeout + 30 s: a hang
     detector), its TritonError ignored only with `stop_errors_ok`. Under
-    numpy 2 a test whose `models` include a python-backend model is skipped
-    (loading one there raises UnsupportedError)."""
-    for name in models:
-        skip_if_python_backend_unusable(name)
+    numpy 2 python-backend models run in-process (Options.python_models
+    "auto")."""
     srv = tritonserver.Server(make_options(backend_directory, server_id=server_id, exit_timeout=exit_timeout,
                                            log_error=False))
     srv.start(wait_until_ready=True, timeout=60)

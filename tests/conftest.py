@@ -14,8 +14,7 @@ import tritonserver
 from tritonserver import _native
 from tritonserver._api import _triton_core
 
-from common import (IDENTITY_LIBRARY, NUMPY2, NUMPY2_SKIP_REASON, has_gpu, make_options,
-                    skip_if_python_backend_unusable)
+from common import IDENTITY_LIBRARY, NUMPY2, STUB_SKIP_REASON, has_gpu, make_options
 
 # Markers whose tests run only when asked for (marker -> command-line option).
 OPT_IN_MARKERS = {
@@ -32,8 +31,8 @@ def pytest_addoption(parser):
 def pytest_collection_modifyitems(config, items):
     """Tests marked `gpu` skip cleanly where no CUDA device is present; tests
     with an opt-in marker (`stress`, `ray`) run only with its option; under
-    numpy 2, tests marked `python_backend` (they need a python-backend model
-    by a path the run-time skips of common.py do not see) are skipped."""
+    numpy 2, tests marked `python_stub` (they test the python backend's stub
+    process itself) are skipped: python models run in-process there."""
     for marker, option in OPT_IN_MARKERS.items():
         if config.getoption(option):
             continue
@@ -47,9 +46,9 @@ def pytest_collection_modifyitems(config, items):
             if item.get_closest_marker("gpu"):
                 item.add_marker(skip)
     if NUMPY2:
-        skip = pytest.mark.skip(reason=NUMPY2_SKIP_REASON)
+        skip = pytest.mark.skip(reason=STUB_SKIP_REASON)
         for item in items:
-            if item.get_closest_marker("python_backend"):
+            if item.get_closest_marker("python_stub"):
                 item.add_marker(skip)
 
 
@@ -84,7 +83,6 @@ def model(server):
 
     def get(name: str) -> tritonserver.Model:
         if name not in loaded:
-            skip_if_python_backend_unusable(name)
             server.load(name)
             loaded[name] = server.model(name)
         return loaded[name]

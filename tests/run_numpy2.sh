@@ -9,15 +9,17 @@
 #   - builds and installs this package into it (build folder build/numpy2),
 #   - builds the identity test backend if build/identity has none,
 #   - runs the whole suite from tests/.
-# Under numpy 2, tests/conftest.py skips every test that needs a
-# python-backend model (reason: "the python backend stub of this Triton core
-# needs numpy<2"); the identity-backend tests and the rest all run.
+# Under numpy 2, python-backend models run in-process
+# (Options.python_models="auto"), so their tests run too; tests/conftest.py
+# skips only the tests of the stub process itself (marked `python_stub`).
 #
 # Environment: PYTHON (default python3), PYTEST_ARGS (extra pytest arguments,
-# e.g. "-x -k identity").
+# e.g. "-x -k identity"), VENV and BUILD_DIR (default .venv-numpy2 and
+# build/numpy2; tests/run_python313.sh sets its own).
 set -euo pipefail
 
-VENV=.venv-numpy2
+VENV=${VENV:-.venv-numpy2}
+BUILD_DIR=${BUILD_DIR:-build/numpy2}
 # shellcheck source=tests/suite_env.sh
 source "$(dirname "$0")/suite_env.sh"
 
@@ -29,8 +31,8 @@ ensure_test_venv "numpy>=2"
 
 bash tests/install_build_requires.sh "$PY"
 
-echo "== building and installing tritonserver into $VENV (build/numpy2)"
-"$PY" -m pip install -q --no-build-isolation --no-deps -C build-dir=build/numpy2 \
+echo "== building and installing tritonserver into $VENV ($BUILD_DIR)"
+"$PY" -m pip install -q --no-build-isolation --no-deps -C build-dir="$BUILD_DIR" \
   -C cmake.define.TRITONSERVER_TESTING=ON .  # with the test hooks
 
 ensure_identity_backend

@@ -230,9 +230,9 @@ def test_python_m_tritonserver_reports_the_core_it_would_use(tmp_path):
 @pytest.mark.python_backend
 def test_python_backend_without_a_stub_for_this_python_is_refused_clearly(tmp_path):
     """A core whose wheel has no stub for the running Python (nvidia-pytriton
-    0.5.0 and 0.4.2 stop at 3.11): loading a python model raises
-    UnsupportedError naming the versions it has, not the core's bare "stub
-    not found"."""
+    0.5.0 and 0.4.2 stop at 3.11): with python_models="stub", loading a
+    python model raises UnsupportedError naming the versions it has, not the
+    core's bare "stub not found"; with "auto" the model runs in-process."""
     install = _triton_core.find_core()
     if install.python_backend is None:
         pytest.skip("this core has no nvidia-pytriton python backend")
@@ -247,8 +247,8 @@ def test_python_backend_without_a_stub_for_this_python_is_refused_clearly(tmp_pa
         real / "python_backend_stubs" / other)
     library = tree / "nvidia_pytriton.libs" / os.path.basename(install.library)
     result = run_child(f"""
-        import json, tritonserver
-        server = tritonserver.Server(model_repository={str(MODELS)!r}, log_error=False,
+        import json, numpy, tritonserver
+        server = tritonserver.Server(model_repository={str(MODELS)!r}, log_error=False, python_models="stub",
                                      model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
         server.start(wait_until_ready=True)
         try:
@@ -257,10 +257,22 @@ def test_python_backend_without_a_stub_for_this_python_is_refused_clearly(tmp_pa
         except tritonserver.TritonError as e:
             outcome = [type(e).__name__, str(e)]
         server.stop()
-        print(json.dumps(outcome))
+        server = tritonserver.Server(model_repository={str(MODELS)!r}, log_error=False,
+                                     model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
+        server.start(wait_until_ready=True)
+        server.load("add_sub")
+        a = numpy.arange(4, dtype=numpy.float32)
+        response = list(server.model("add_sub").infer(inputs={{"INPUT0": a, "INPUT1": a}}))[0]
+        values = numpy.from_dlpack(response.outputs["OUTPUT0"]).tolist()
+        mode = server.python_models
+        del response
+        server.stop()
+        print(json.dumps([outcome, mode, values]))
     """, tmp_path, TRITONSERVER_LIBRARY=str(library))
-    assert result is not None, "a python model loaded without a stub for this Python"
-    name, message = result
+    outcome, mode, values = result
+    assert (mode, values) == ("in-process", [0, 2, 4, 6])  # "auto": served in-process
+    assert outcome is not None, "a python model loaded without a stub for this Python"
+    name, message = outcome
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     assert name == "UnsupportedError"
     assert f"has stubs for Python {other} only, not for this Python {version}" in message

@@ -23,7 +23,7 @@ import pytest
 import tritonserver
 from tritonserver import _native
 from tritonserver._api import _triton_core
-from common import as_numpy, make_options, single, skip_if_python_backend_unusable
+from common import as_numpy, make_options, single
 
 EXPECTED_VERSION = os.environ.get("TRITON_CORE_VERSION", "2.51.0")
 
@@ -84,7 +84,6 @@ def test_python_backend_inference(model):
     problem = _triton_core.python_stub_problem(_triton_core.load_core())
     if problem is not None:
         pytest.skip(problem)
-    skip_if_python_backend_unusable("add_sub")
     a = numpy.arange(8, dtype=numpy.float32)
     response = single(model("add_sub").infer(inputs={"INPUT0": a, "INPUT1": a * 2}))
     assert as_numpy(response.outputs["OUTPUT0"]).tolist() == (a * 3).tolist()
@@ -98,7 +97,6 @@ def test_float_request_parameter(model):
     problem = _triton_core.python_stub_problem(_triton_core.load_core())
     if problem is not None:
         pytest.skip(problem)
-    skip_if_python_backend_unusable("parameters")
     parameters = model("parameters")
     inputs = {"INPUT0": numpy.zeros(1, numpy.float32)}
     if core_exports(function):

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from common import NUMPY2, NUMPY2_SKIP_REASON, ROOT
+from common import ROOT
 
 SCRIPT = """
 import asyncio, numpy, tritonserver
@@ -73,7 +73,6 @@ def test_exit_is_silent(backend_directory, state):
     assert_silent_exit(run_and_exit(backend_directory, "identity_fp32", IDENTITY_STATES[state]))
 
 
-@pytest.mark.skipif(NUMPY2, reason=NUMPY2_SKIP_REASON)
 @pytest.mark.parametrize("state", sorted(SLEEP_STATES))
 def test_exit_is_silent_with_a_request_in_flight(backend_directory, state):
     assert_silent_exit(run_and_exit(backend_directory, "sleep", SLEEP_STATES[state]))

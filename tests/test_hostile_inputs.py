@@ -603,7 +603,7 @@ def crash_server(backend_directory):
     """A dedicated server with identity_fp32 and two python models whose
     stub process dies in execute(): os._exit(1), and SIGKILL."""
     srv = tritonserver.Server(make_options(backend_directory, server_id="hostile-crash", exit_timeout=2,
-                                           log_error=False))
+                                           log_error=False, python_models="stub"))
     srv.start(wait_until_ready=True, timeout=60)
     srv.load("identity_fp32")
     for name, death in [("crash_exit", "os._exit(1)"), ("crash_kill", "os.kill(os.getpid(), signal.SIGKILL)")]:
@@ -632,7 +632,7 @@ def crash_server(backend_directory):
 
 
 @pytest.mark.parametrize("name", ["crash_exit", "crash_kill"])
-@pytest.mark.python_backend
+@pytest.mark.python_stub
 def test_python_stub_crash_ends_the_request_with_a_triton_error(crash_server, name):
     data = numpy.ones(2, numpy.float32)
     for attempt in range(2):  # the first request kills the stub; the second finds it dead

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from common import NUMPY2, NUMPY2_SKIP_REASON, ROOT, wait_for
+from common import ROOT, wait_for
 
 SCRIPT = """
 import time, numpy, tritonserver
@@ -49,7 +49,6 @@ WAITS = {
 INTERRUPT_BOUND_S = 10.0
 
 
-@pytest.mark.skipif(NUMPY2, reason=NUMPY2_SKIP_REASON)
 @pytest.mark.parametrize("wait", sorted(WAITS))
 def test_sigint_interrupts_a_blocking_wait(backend_directory, tmp_path, wait):
     script = SCRIPT.format(backend_directory=backend_directory, wait=WAITS[wait])

@@ -16,7 +16,7 @@ import tritonclient.http as httpclient
 import tritonserver
 from tritonserver._kserve.routes import HEADER_LENGTH, KServeRoutes, Reply
 
-from common import make_options, skip_if_python_backend_unusable
+from common import make_options
 
 # One sample per JSON datatype of echo_all_types (IN_<T> -> OUT_<T>).
 SAMPLES = {
@@ -58,11 +58,7 @@ def routes(server, model):
 
 def call(loop, routes: KServeRoutes, method: str, path: str, body: bytes = b"",
          headers: dict[str, str] | None = None) -> Reply:
-    """routes.handle(); skips the test where the model in `path` cannot run
-    here (python-backend models under numpy 2)."""
-    parts = path.split("/")
-    if parts[1:3] == ["v2", "models"] and len(parts) > 3:
-        skip_if_python_backend_unusable(parts[3])
+    """routes.handle()."""
     return loop.run_until_complete(routes.handle(method, path, headers or {}, body))
 
 

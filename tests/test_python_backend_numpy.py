@@ -2,13 +2,14 @@
 (nvidia-pytriton 0.7.0) needs numpy<2 in its environment; with numpy 2 its
 models returned wrong numbers with no error (add_sub of arange(8)+arange(8)
 gave -6.7e20, ...) and BYTES models crashed the stub. Where its environment
-has numpy 2 the package refuses python-backend models at load/start with
-UnsupportedError; a numpy<2 environment named by
-TRITONSERVER_PYTHON_BACKEND_ENV makes them work.
+has numpy 2, Options.python_models="auto" runs python models in-process
+instead; with python_models="stub" the package refuses them at load/start
+with UnsupportedError; a numpy<2 environment named by
+TRITONSERVER_PYTHON_BACKEND_ENV makes the stub work.
 
 These tests run in both environments (make test: numpy<2; make
 test-numpy2: numpy 2) and check the branch that applies: they are not
-marked `python_backend` (the marker skips a test under numpy 2)."""
+marked `python_stub` (the marker skips a test under numpy 2)."""
 
 from __future__ import annotations
 
@@ -62,9 +63,21 @@ def stop(server: tritonserver.Server) -> None:
     call_with_deadline(server.stop, 60)
 
 
-def test_python_model_load_computes_or_is_refused(backend_directory, stub_env):
-    server = start(backend_directory, "numpy-load")
+def test_python_model_computes_with_auto(backend_directory, stub_env):
+    # numpy 2: in-process; numpy<2: through the stub.
+    server = start(backend_directory, "numpy-auto")
     try:
+        assert server.python_models == ("in-process" if NUMPY2 else "stub")
+        server.load(PYTHON_MODEL)
+        check_add_sub(server)
+    finally:
+        stop(server)
+
+
+def test_python_model_load_through_the_stub_computes_or_is_refused(backend_directory, stub_env):
+    server = start(backend_directory, "numpy-load", python_models="stub")
+    try:
+        assert server.python_models == "stub"
         if NUMPY2:
             with pytest.raises(tritonserver.UnsupportedError) as refused:
                 server.load(PYTHON_MODEL)
@@ -87,7 +100,8 @@ def test_python_model_in_the_repository_at_start(backend_directory, stub_env, tm
     # NONE mode: every model of the repository loads at start().
     for name in (PYTHON_MODEL, "identity_fp32"):
         shutil.copytree(MODELS / name, tmp_path / name)
-    options = dict(model_repository=str(tmp_path), model_control_mode=tritonserver.ModelControlMode.NONE)
+    options = dict(model_repository=str(tmp_path), model_control_mode=tritonserver.ModelControlMode.NONE,
+                   python_models="stub")
     if NUMPY2:
         server = tritonserver.Server(make_options(backend_directory, server_id="numpy-start", log_error=False,
                                                   **options))
@@ -95,6 +109,12 @@ def test_python_model_in_the_repository_at_start(backend_directory, stub_env, tm
             server.start(wait_until_ready=True, timeout=60)
         assert_numpy_refusal(refused.value, PYTHON_MODEL)
         assert server._server is None  # stopped again: start() may be retried
+        # With "auto" the same repository serves (in-process).
+        server = start(backend_directory, "numpy-start-auto", **{**options, "python_models": "auto"})
+        try:
+            check_add_sub(server)
+        finally:
+            stop(server)
     else:
         server = start(backend_directory, "numpy-start", **options)
         try:
@@ -143,7 +163,6 @@ def test_main_reports_numpy_and_python_backend(stub_env):
     assert f"numpy: {numpy.__version__} (" in out, out  # this process's
     assert f"numpy {numpy.__version__}; this core's stub needs numpy<2" in out, out
     if NUMPY2:
-        assert "Python backend models: cannot run here" in out, out
-        assert _triton_core.STUB_ENVIRONMENT_VARIABLE in out, out
+        assert "Python models: in-process (Options.python_models=\"auto\"): numpy 2" in out, out
     else:
-        assert "Python backend models: can run here" in out, out
+        assert "Python models: through the stub (Options.python_models=\"auto\")" in out, out

@@ -16,7 +16,7 @@ import signal
 
 import pytest
 
-from common import is_python_backend_model, run_script, skip_if_python_backend_unusable
+from common import run_script
 
 ROUNDS = 300
 
@@ -31,7 +31,7 @@ import numpy, tritonserver
 from common import make_options
 
 name, use_queue, rounds = {name!r}, {use_queue!r}, {rounds!r}
-server = tritonserver.Server(make_options({backends!r}, server_id="tracemalloc", log_error=False))
+server = tritonserver.Server(make_options({backends!r}, server_id="tracemalloc", log_error=False, **{options!r}))
 server.start(wait_until_ready=True, timeout=60)
 server.load(name)
 model = server.model(name)
@@ -55,21 +55,22 @@ server.stop()
 print("rounds", rounds)
 """
 
-CASES = {
-    "identity": ("identity_fp32", "{'INPUT0': numpy.arange(16, dtype=numpy.float32)}"),
-    "python_backend": ("add_sub", "{'INPUT0': numpy.arange(4, dtype=numpy.float32), "
-                                  "'INPUT1': numpy.arange(4, dtype=numpy.float32)}"),
+ADD_SUB_INPUTS = "{'INPUT0': numpy.arange(4, dtype=numpy.float32), 'INPUT1': numpy.arange(4, dtype=numpy.float32)}"
+CASES = {  # name -> (model, inputs, server options)
+    "identity": ("identity_fp32", "{'INPUT0': numpy.arange(16, dtype=numpy.float32)}", {}),
+    # The python model as the server picks (the stub under numpy 1, else in-process) ...
+    "python_backend": ("add_sub", ADD_SUB_INPUTS, {}),
+    # ... and in-process: its code runs on the core's model-instance threads.
+    "python_in_process": ("add_sub", ADD_SUB_INPUTS, {"python_models": "in-process"}),
 }
 
 
 @pytest.mark.parametrize("delivery", ["iterator", "queue"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_tracemalloc_stop_while_inputs_are_released(case, delivery, backend_directory, tmp_path):
-    name, inputs = CASES[case]
-    assert case != "python_backend" or is_python_backend_model(name)
-    skip_if_python_backend_unusable(name)
+    name, inputs, options = CASES[case]
     code = SCRIPT.format(backends=backend_directory, inputs=inputs, name=name, use_queue=delivery == "queue",
-                         rounds=ROUNDS)
+                         rounds=ROUNDS, options=options)
     rc, out, err = run_script(code, tmp_path, timeout=300, env={"PYTHONFAULTHANDLER": "1"})
     assert rc != -signal.SIGSEGV, f"SIGSEGV (the tracemalloc race) with {name}, {delivery}:\n{err[-3000:]}"
     assert rc == 0, f"exit status {rc} with {name}, {delivery}:\n{err[-3000:]}"

@@ -14,6 +14,7 @@ import tritonserver
 from tritonserver import _native
 from tritonserver._api import _triton_core
 from tritonserver._api._options import DEFAULT_BACKEND_DIRECTORY
+from tritonserver._api._python_models import choose as choose_python_models
 
 
 def _backends(install: _triton_core.CoreInstall) -> list[str]:
@@ -96,33 +97,30 @@ def main() -> int:
     if install.python_backend is not None:
         problem = _triton_core.python_stub_problem(install)
         if problem:
-            print(f"  python backend unusable here: {problem}")
+            print(f"  python backend stub unusable here (python models run in-process): {problem}")
     _report_numpy(install)
     return 0
 
 
 def _report_numpy(install: _triton_core.CoreInstall) -> None:
     """numpy in the python backend stub's environment (numpy here is
-    printed by main()), and whether python-backend models can run."""
+    printed by main()), and how python-backend models would run
+    (Options.python_models="auto") and why."""
     if install.python_backend is None:
         return
     try:
         _triton_core.prepare_stub_environment(install)  # as start() does
         report = _triton_core.stub_environment_report()
+        choice = choose_python_models("auto", install)
     except tritonserver.TritonError as e:
-        print(f"Python backend models: cannot run here: {e}")
+        print(f"Python models: cannot run here: {e}")
         return
-    if report is None:
-        return
-    numpy_seen = report.numpy_version or "not importable"
-    print(f"Python backend stub environment: {report.python} (Python {report.python_version}, "
-          f"numpy {numpy_seen}; this core's stub needs numpy<2)")
-    if report.problem is not None:
-        print(f"Python backend models: cannot run here: {report.problem}")
-    elif not report.numpy_version:
-        print("Python backend models: cannot run here: numpy<2 is not installed in the stub's environment")
-    else:
-        print("Python backend models: can run here")
+    if report is not None:
+        numpy_seen = report.numpy_version or "not importable"
+        print(f"Python backend stub environment: {report.python} (Python {report.python_version}, "
+              f"numpy {numpy_seen}; this core's stub needs numpy<2)")
+    way = "in-process" if choice.in_process else "through the stub"
+    print(f"Python models: {way} (Options.python_models=\"auto\"): {choice.reason}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,11 @@ from .. import _native
 from . import _logging, _triton_core
 from ._enums import InstanceGroupKind, LogFormat, LogLevel, ModelControlMode, RateLimitMode
 from ._errors import InvalidArgumentError
+from ._python_models import MODES as PYTHON_MODELS_MODES
+from ._python_models import PythonModels, PythonModelsMode
+from ._python_models import announce as announce_python_models
+from ._python_models import choose as choose_python_models
+from ._python_models import in_process_backend_directory
 
 uint = Annotated[int, "unsigned"]
 
@@ -89,6 +94,9 @@ class Options:
     host_policies: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics_configuration: dict[str, dict[str, str]] = field(default_factory=dict)
     log_callback: Optional[Callable[[Any, str, int, str], None]] = None
+    # Not an official field: how python-backend models run ("auto",
+    # "in-process" or "stub"; see the user guide, "Python models").
+    python_models: PythonModelsMode = "auto"
 
 
 class OptionsKwargs(TypedDict, total=False):
@@ -133,6 +141,7 @@ class OptionsKwargs(TypedDict, total=False):
     host_policies: dict[str, dict[str, str]]
     metrics_configuration: dict[str, dict[str, str]]
     log_callback: Optional[Callable[[Any, str, int, str], None]]
+    python_models: PythonModelsMode
 
 
 # -- validation helpers: each raises TypeError naming the field --------------
@@ -217,9 +226,13 @@ def _resolve_directory(value: str, default: str, discovered: Optional[str]) -> s
     return value
 
 
-def build_core_options(options: Options) -> "_native.ServerOptions":
-    """Validate `options`, load the Triton core, and make its server options."""
+def build_core_options(options: Options) -> tuple["_native.ServerOptions", PythonModels]:
+    """Validate `options`, load the Triton core, and make its server
+    options; also how python-backend models will run."""
     o = options
+    if o.python_models not in PYTHON_MODELS_MODES:
+        raise TypeError(f"Options.python_models must be one of {', '.join(map(repr, PYTHON_MODELS_MODES))}, "
+                        f"not {o.python_models!r}")
     server_id = _str("server_id", o.server_id)
     if o.model_repository is None:
         raise InvalidArgumentError("Model repository must be specified.")
@@ -264,12 +277,17 @@ def build_core_options(options: Options) -> "_native.ServerOptions":
         _str(name, getattr(o, name))
 
     install = _triton_core.load_core()
-    backend_directory = o.backend_directory
-    if backend_directory == DEFAULT_BACKEND_DIRECTORY and not os.path.isdir(backend_directory):
-        backend_directory = _triton_core.python_backend_directory(install) or _resolve_directory(
-            backend_directory, DEFAULT_BACKEND_DIRECTORY, install.backend_directory)
     if install.python_backend is not None:
         _triton_core.prepare_stub_environment(install)
+    python_models = choose_python_models(o.python_models, install)
+    backend_directory = o.backend_directory
+    default_absent = backend_directory == DEFAULT_BACKEND_DIRECTORY and not os.path.isdir(backend_directory)
+    if python_models.in_process:
+        announce_python_models(python_models, o.python_models)
+        backend_directory = in_process_backend_directory(None if default_absent else backend_directory)
+    elif default_absent:
+        backend_directory = _triton_core.python_backend_directory(install) or _resolve_directory(
+            backend_directory, DEFAULT_BACKEND_DIRECTORY, install.backend_directory)
     _logging.package_log(_logging.DEBUG, "backend directory: %s", backend_directory)
 
     c = _native.ServerOptions()
@@ -333,4 +351,4 @@ def build_core_options(options: Options) -> "_native.ServerOptions":
     if o.log_callback is not None:
         callback = o.log_callback
         c.set_log_callback(lambda level, file, line, msg: callback(LogLevel(level), file, line, msg))
-    return c
+    return c, python_models

@@ -25,6 +25,7 @@ from ._errors import (
 from ._model import Model, _json_object
 from ._options import Options, OptionsKwargs, build_core_options
 from ._request import _text
+from ._python_models import PythonModels
 from ._typing import Unpack
 
 
@@ -84,6 +85,7 @@ class Server:
         # Repositories added by register_model_repository() to the running
         # core server (named by load()'s "not found" error).
         self._registered_repositories: list[str] = []
+        self._python_models: Optional[PythonModels] = None
         # Serializes load() and unload(): see load().
         self._model_control = threading.Lock()
         # Set while a start() is creating the core server: a concurrent
@@ -112,7 +114,7 @@ class Server:
                 )
             self._starting = True
         try:
-            core_options = build_core_options(self.options)
+            core_options, self._python_models = build_core_options(self.options)
             self._server = _native.Server(core_options)
             self._stopped = False
             self._registered_repositories = []
@@ -183,6 +185,12 @@ class Server:
                 raise InvalidArgumentError("Server not started (it was stopped: call start() to use it again)")
             raise InvalidArgumentError("Server not started")
         return self._server
+
+    @property
+    def python_models(self) -> Optional[str]:
+        """How this started server runs python-backend models: "in-process"
+        or "stub" (None before start); see ``Options.python_models``."""
+        return None if self._python_models is None else self._python_models.mode
 
     def _ptr(self) -> int:
         """Address of the underlying TRITONSERVER_Server (for tritonfrontend)."""
@@ -399,6 +407,8 @@ class Server:
         is unloaded again and UnsupportedError raised: such a model would
         return wrong numbers without an error."""
         server = self._started()
+        if self._python_models is not None and self._python_models.in_process:
+            return
         if names is None:
             names = sorted({m.name for m in self.models(exclude_not_ready=True).values()})
         refused = []

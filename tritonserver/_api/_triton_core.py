@@ -209,15 +209,25 @@ def python_backend_directory(install: CoreInstall) -> Optional[str]:
     key = f"{zlib.crc32(library.encode()):08x}{zlib.crc32(stub.encode()):08x}"
     links = {"libtriton_python.so": library, "triton_python_backend_utils.py": utils,
              "triton_python_backend_stub": stub}
+    folder = make_cache_folder(f"backends-{key}", links)
+    if folder is not None:
+        package_log(DEBUG, "python backend for Python %s linked in %s", version, folder)
+    return folder
+
+
+def make_cache_folder(name: str, links: dict[str, str], subfolder: str = "python") -> Optional[str]:
+    """<user cache>/tritonserver/<name>/<subfolder>/ holding symlinks
+    `links` (name -> target), made once (relinked when they differ); in the
+    temporary folder when the cache folder is unusable. Returns
+    <...>/<name>, or None when neither place can be written."""
     for base in (_cache_home(), None):
         if base is None:
             import tempfile  # only when the cache folder is unusable
 
             base = tempfile.gettempdir()
-        folder = os.path.join(base, "tritonserver", f"backends-{key}")
+        folder = os.path.join(base, "tritonserver", name)
         try:
-            _make_link_folder(folder, links)
-            package_log(DEBUG, "python backend for Python %s linked in %s", version, folder)
+            _make_link_folder(folder, links, subfolder)
             return folder
         except OSError:
             continue
@@ -257,8 +267,8 @@ def _cache_home() -> str:
     return os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
 
 
-def _make_link_folder(folder: str, links: dict[str, str]) -> None:
-    python_dir = os.path.join(folder, "python")
+def _make_link_folder(folder: str, links: dict[str, str], subfolder: str = "python") -> None:
+    python_dir = os.path.join(folder, subfolder)
     if all(os.path.realpath(os.path.join(python_dir, n)) == os.path.realpath(t) for n, t in links.items()):
         return
     import tempfile  # here, not at import: the folder is usually made already
@@ -275,7 +285,7 @@ def _make_link_folder(folder: str, links: dict[str, str]) -> None:
         # Another process won, or a stale folder is in the way: replace it.
         stale = tempfile.mkdtemp(prefix=".stale-", dir=folder)
         try:
-            os.rename(python_dir, os.path.join(stale, "python"))
+            os.rename(python_dir, os.path.join(stale, subfolder))
         except OSError:
             pass
         os.rename(staging, python_dir)

@@ -1,0 +1,366 @@
+#include "backend_request.h"
+
+#include <nanobind/stl/string.h>
+
+#include <cstring>
+
+#include "errors.h"
+#include "triton_library.h"
+
+namespace nb = nanobind;
+
+namespace tsb {
+namespace {
+
+using ByteView = nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>;
+
+// Logs nothing and throws nothing: for destructors (the core reports a
+// failed release itself).
+void ignore(TRITONSERVER_Error* err) noexcept {
+  if (err != nullptr) triton().ErrorDelete(err);
+}
+
+// Fills `response` (deleting it on failure) and sends it; the GIL is
+// released while the core takes it.
+void fill_and_send(TRITONBACKEND_Response* response, ResponseState& state,
+                   const std::vector<OutputSpec>& outputs,
+                   const ErrorSpec& error, uint32_t flags,
+                   const nb::dict& parameters) {
+  const TritonApi& api = triton();
+  try {
+    for (auto [key, value] : parameters) {
+      std::string name = nb::cast<std::string>(key);
+      if (nb::isinstance<nb::bool_>(value)) {
+        check(api.TRITONBACKEND_ResponseSetBoolParameter(
+            response, name.c_str(), nb::cast<bool>(value)));
+      } else if (nb::isinstance<nb::int_>(value)) {
+        check(api.TRITONBACKEND_ResponseSetIntParameter(
+            response, name.c_str(), nb::cast<int64_t>(value)));
+      } else if (nb::isinstance<nb::str>(value)) {
+        check(api.TRITONBACKEND_ResponseSetStringParameter(
+            response, name.c_str(), nb::cast<std::string>(value).c_str()));
+      } else {
+        raise(TRITONSERVER_ERROR_INVALID_ARG,
+              "model '" + state.model_name + "': response parameter '" + name +
+                  "' must be a str, int or bool");
+      }
+    }
+    for (const auto& [name, datatype, shape, data] : outputs) {
+      if (!state.requested.empty() && state.requested.count(name) == 0) {
+        continue;  // not asked for
+      }
+      TRITONBACKEND_Output* output = nullptr;
+      check(api.TRITONBACKEND_ResponseOutput(
+          response, &output, name.c_str(),
+          static_cast<TRITONSERVER_DataType>(datatype), shape.data(),
+          static_cast<uint32_t>(shape.size())));
+      const size_t size = data.nbytes();
+      void* buffer = nullptr;
+      TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
+      int64_t memory_type_id = 0;
+      check(api.TRITONBACKEND_OutputBuffer(output, &buffer, size, &memory_type,
+                                           &memory_type_id));
+      if (size == 0) continue;
+      if (memory_type == TRITONSERVER_MEMORY_GPU) {
+        raise(TRITONSERVER_ERROR_UNSUPPORTED,
+              "model '" + state.model_name + "': the core asked for output '" +
+                  name + "' in GPU memory, which in-process python models "
+                  "cannot write (run the model with the stub: "
+                  "Options(python_models=\"stub\"))");
+      }
+      std::memcpy(buffer, data.data(), size);
+    }
+  } catch (...) {
+    ignore(api.TRITONBACKEND_ResponseDelete(response));
+    throw;
+  }
+  TRITONSERVER_Error* error_object =
+      error ? api.ErrorNew(static_cast<TRITONSERVER_Error_Code>(error->first),
+                           error->second.c_str())
+            : nullptr;
+  TRITONSERVER_Error* sent;
+  {
+    nb::gil_scoped_release release;
+    sent = api.TRITONBACKEND_ResponseSend(response, flags, error_object);
+  }
+  if (error_object != nullptr) api.ErrorDelete(error_object);
+  if (error) state.failed = true;
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) state.final_sent = true;
+  check(sent, "sending the response");
+}
+
+void check_not_final(const ResponseState& state) {
+  if (state.final_sent) {
+    raise(TRITONSERVER_ERROR_INVALID_ARG,
+          "model '" + state.model_name + "': the request's final response "
+          "(TRITONSERVER_RESPONSE_COMPLETE_FINAL) was already sent");
+  }
+}
+
+}  // namespace
+
+BackendRequest::~BackendRequest() {
+  const TritonApi& api = triton();
+  if (!sender_made_ && !state_->final_sent) {
+    try {
+      fail_if_unanswered(TRITONSERVER_ERROR_INTERNAL,
+                         "model '" + state_->model_name +
+                             "': execute() gave no response for this request");
+    } catch (...) {
+    }
+  }
+  nb::gil_scoped_release release;
+  ignore(api.TRITONBACKEND_RequestRelease(request_,
+                                          TRITONSERVER_REQUEST_RELEASE_ALL));
+}
+
+nb::object BackendRequest::input(nb::handle self, const std::string& name) {
+  const TritonApi& api = triton();
+  TRITONBACKEND_Input* input = nullptr;
+  TRITONSERVER_Error* err =
+      api.TRITONBACKEND_RequestInput(request_, name.c_str(), &input);
+  if (err != nullptr) {
+    api.ErrorDelete(err);
+    return nb::none();
+  }
+  const char* input_name = nullptr;
+  TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
+  const int64_t* shape = nullptr;
+  uint32_t dims = 0, buffers = 0;
+  uint64_t byte_size = 0;
+  check(api.TRITONBACKEND_InputProperties(input, &input_name, &datatype, &shape,
+                                          &dims, &byte_size, &buffers));
+  nb::list shape_list;
+  for (uint32_t i = 0; i < dims; ++i) shape_list.append(shape[i]);
+  nb::object view;
+  std::vector<std::pair<const void*, uint64_t>> parts;
+  for (uint32_t i = 0; i < buffers; ++i) {
+    const void* buffer = nullptr;
+    uint64_t size = 0;
+    TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
+    int64_t memory_type_id = 0;
+    check(api.TRITONBACKEND_InputBuffer(input, i, &buffer, &size, &memory_type,
+                                        &memory_type_id));
+    if (memory_type == TRITONSERVER_MEMORY_GPU) {
+      raise(TRITONSERVER_ERROR_UNSUPPORTED,
+            "model '" + state_->model_name + "': input '" + name +
+                "' is in GPU memory; in-process python models take inputs in "
+                "host memory only (send it from host memory, or run the model "
+                "with the stub: Options(python_models=\"stub\"))");
+    }
+    parts.emplace_back(buffer, size);
+  }
+  if (parts.size() == 1 && parts[0].second == byte_size && byte_size > 0) {
+    // The core's buffer itself; the view keeps this request alive.
+    view = nb::cast(ByteView(parts[0].first, {static_cast<size_t>(byte_size)},
+                             self));
+  } else {
+    // Several pieces (or none): one host copy, owned by the view.
+    auto* copy = new std::vector<uint8_t>(byte_size);
+    size_t offset = 0;
+    for (const auto& [buffer, size] : parts) {
+      if (size > byte_size - offset) break;
+      if (size > 0) std::memcpy(copy->data() + offset, buffer, size);
+      offset += size;
+    }
+    nb::capsule owner(copy, [](void* p) noexcept {
+      delete static_cast<std::vector<uint8_t>*>(p);
+    });
+    view = nb::cast(ByteView(copy->data(), {copy->size()}, owner));
+  }
+  return nb::make_tuple(static_cast<int>(datatype), nb::tuple(shape_list),
+                        view);
+}
+
+std::vector<std::string> BackendRequest::input_names() const {
+  const TritonApi& api = triton();
+  uint32_t count = 0;
+  check(api.TRITONBACKEND_RequestInputCount(request_, &count));
+  std::vector<std::string> names;
+  for (uint32_t i = 0; i < count; ++i) {
+    TRITONBACKEND_Input* input = nullptr;
+    check(api.TRITONBACKEND_RequestInputByIndex(request_, i, &input));
+    const char* name = nullptr;
+    check(api.TRITONBACKEND_InputProperties(input, &name, nullptr, nullptr,
+                                            nullptr, nullptr, nullptr));
+    names.emplace_back(name);
+  }
+  return names;
+}
+
+std::vector<std::string> BackendRequest::requested_output_names() const {
+  const TritonApi& api = triton();
+  uint32_t count = 0;
+  check(api.TRITONBACKEND_RequestOutputCount(request_, &count));
+  std::vector<std::string> names;
+  for (uint32_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    check(api.TRITONBACKEND_RequestOutputName(request_, i, &name));
+    names.emplace_back(name);
+  }
+  return names;
+}
+
+std::string BackendRequest::id() const {
+  const char* id = nullptr;
+  check(triton().TRITONBACKEND_RequestId(request_, &id));
+  return id != nullptr ? id : "";
+}
+
+nb::object BackendRequest::correlation_id() const {
+  const TritonApi& api = triton();
+  uint64_t number = 0;
+  TRITONSERVER_Error* err =
+      api.TRITONBACKEND_RequestCorrelationId(request_, &number);
+  if (err == nullptr) return nb::int_(number);
+  api.ErrorDelete(err);
+  const char* text = nullptr;
+  check(api.TRITONBACKEND_RequestCorrelationIdString(request_, &text));
+  return nb::str(text != nullptr ? text : "");
+}
+
+uint32_t BackendRequest::flags() const {
+  uint32_t flags = 0;
+  check(triton().TRITONBACKEND_RequestFlags(request_, &flags));
+  return flags;
+}
+
+nb::dict BackendRequest::parameters() const {
+  const TritonApi& api = triton();
+  uint32_t count = 0;
+  check(api.TRITONBACKEND_RequestParameterCount(request_, &count));
+  nb::dict result;
+  for (uint32_t i = 0; i < count; ++i) {
+    const char* key = nullptr;
+    TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
+    const void* value = nullptr;
+    check(api.TRITONBACKEND_RequestParameter(request_, i, &key, &type, &value));
+    switch (type) {
+      case TRITONSERVER_PARAMETER_STRING:
+        result[key] = nb::str(static_cast<const char*>(value));
+        break;
+      case TRITONSERVER_PARAMETER_INT:
+        result[key] = nb::int_(*static_cast<const int64_t*>(value));
+        break;
+      case TRITONSERVER_PARAMETER_BOOL:
+        result[key] = nb::bool_(*static_cast<const bool*>(value));
+        break;
+      case TRITONSERVER_PARAMETER_DOUBLE:
+        result[key] = nb::float_(*static_cast<const double*>(value));
+        break;
+      default:
+        break;  // bytes parameters have no JSON form; the stub skips them too
+    }
+  }
+  return result;
+}
+
+bool BackendRequest::is_cancelled() const {
+  const TritonApi& api = triton();
+  if (api.TRITONBACKEND_RequestIsCancelled == nullptr) {
+    raise(TRITONSERVER_ERROR_UNSUPPORTED,
+          "request.is_cancelled() needs TRITONBACKEND_RequestIsCancelled, "
+          "which this Triton core lacks");
+  }
+  bool cancelled = false;
+  check(api.TRITONBACKEND_RequestIsCancelled(request_, &cancelled));
+  return cancelled;
+}
+
+void BackendRequest::read_requested_outputs() {
+  if (state_->requested_known) return;
+  for (std::string& name : requested_output_names()) {
+    state_->requested.insert(std::move(name));
+  }
+  state_->requested_known = true;
+}
+
+void BackendRequest::send(const std::vector<OutputSpec>& outputs,
+                          const ErrorSpec& error, uint32_t flags,
+                          const nb::dict& parameters) {
+  check_not_final(*state_);
+  read_requested_outputs();
+  TRITONBACKEND_Response* response = nullptr;
+  check(triton().TRITONBACKEND_ResponseNew(&response, request_));
+  fill_and_send(response, *state_, outputs, error, flags, parameters);
+}
+
+void BackendRequest::fail_if_unanswered(int code, const std::string& message) {
+  if (state_->final_sent) return;
+  if (auto sender = sender_.lock()) {
+    sender->send({}, ErrorSpec({code, message}),
+                 TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
+  } else {
+    send({}, ErrorSpec({code, message}), TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+         nb::dict());
+  }
+}
+
+std::shared_ptr<ResponseSender> BackendRequest::response_sender() {
+  if (auto sender = sender_.lock()) return sender;
+  if (sender_made_) {
+    raise(TRITONSERVER_ERROR_INVALID_ARG,
+          "model '" + state_->model_name + "': this request's response "
+          "sender was already deleted (keep the one get_response_sender() "
+          "returned until it sent the final flag)");
+  }
+  read_requested_outputs();
+  TRITONBACKEND_ResponseFactory* factory = nullptr;
+  check(triton().TRITONBACKEND_ResponseFactoryNew(&factory, request_));
+  auto sender = std::make_shared<ResponseSender>(factory, state_);
+  sender_ = sender;
+  sender_made_ = true;
+  return sender;
+}
+
+ResponseSender::~ResponseSender() {
+  const TritonApi& api = triton();
+  if (!state_->final_sent) {
+    try {
+      send({}, ErrorSpec({TRITONSERVER_ERROR_INTERNAL,
+                          "model '" + state_->model_name +
+                              "': the response sender was deleted before it "
+                              "sent the final flag "
+                              "(TRITONSERVER_RESPONSE_COMPLETE_FINAL)"}),
+           TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
+    } catch (...) {
+    }
+  }
+  ignore(api.TRITONBACKEND_ResponseFactoryDelete(factory_));
+}
+
+void ResponseSender::check_open() const { check_not_final(*state_); }
+
+void ResponseSender::send(const std::vector<OutputSpec>& outputs,
+                          const ErrorSpec& error, uint32_t flags,
+                          const nb::dict& parameters) {
+  check_open();
+  TRITONBACKEND_Response* response = nullptr;
+  check(triton().TRITONBACKEND_ResponseNewFromFactory(&response, factory_));
+  fill_and_send(response, *state_, outputs, error, flags, parameters);
+}
+
+void ResponseSender::send_flags(uint32_t flags) {
+  check_open();
+  TRITONSERVER_Error* err;
+  {
+    nb::gil_scoped_release release;
+    err = triton().TRITONBACKEND_ResponseFactorySendFlags(factory_, flags);
+  }
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) state_->final_sent = true;
+  check(err, "sending the response flags");
+}
+
+bool ResponseSender::is_cancelled() const {
+  const TritonApi& api = triton();
+  if (api.TRITONBACKEND_ResponseFactoryIsCancelled == nullptr) {
+    raise(TRITONSERVER_ERROR_UNSUPPORTED,
+          "is_cancelled() needs TRITONBACKEND_ResponseFactoryIsCancelled, "
+          "which this Triton core lacks");
+  }
+  bool cancelled = false;
+  check(api.TRITONBACKEND_ResponseFactoryIsCancelled(factory_, &cancelled));
+  return cancelled;
+}
+
+}  // namespace tsb

@@ -1,0 +1,117 @@
+// A request given to an in-process python model (python_backend.cc), as a
+// Python object: its inputs as read-only NumPy views of the core's buffers
+// (no copy), its metadata, and sending responses. The object owns the
+// TRITONBACKEND_Request: it is released when the object dies, i.e. after
+// execute() returned and the last input view is gone, so an input kept by
+// the model stays valid. A ResponseSender owns a response factory of the
+// request (decoupled models) and may outlive it.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "triton_api.h"
+
+namespace tsb {
+
+// An output from Python: name, TRITONSERVER_DataType, shape, bytes.
+using OutputData = nanobind::ndarray<nanobind::ro, nanobind::c_contig,
+                                     nanobind::device::cpu>;
+using OutputSpec = std::tuple<std::string, int, std::vector<int64_t>, OutputData>;
+using ErrorSpec = std::optional<std::pair<int, std::string>>;
+
+// What a request and its response factory share: the model's name (for
+// messages), the outputs the client asked for (read from the request before
+// the first response: a response carries only those, as with the stub),
+// whether a final response went out, and whether any response carried an
+// error (for the statistics).
+struct ResponseState {
+  explicit ResponseState(std::string model) : model_name(std::move(model)) {}
+  const std::string model_name;
+  bool requested_known = false;
+  std::unordered_set<std::string> requested;
+  std::atomic<bool> final_sent{false};
+  std::atomic<bool> failed{false};
+};
+
+class ResponseSender;
+
+class BackendRequest {
+ public:
+  BackendRequest(TRITONBACKEND_Request* request,
+                 std::shared_ptr<ResponseState> state)
+      : request_(request), state_(std::move(state)) {}
+  // Answers a request left without a final response (so that no client
+  // waits forever), then releases it.
+  ~BackendRequest();
+  BackendRequest(const BackendRequest&) = delete;
+  BackendRequest& operator=(const BackendRequest&) = delete;
+
+  TRITONBACKEND_Request* raw() const { return request_; }
+  bool succeeded() const { return !state_->failed.load(); }
+  bool final_sent() const { return state_->final_sent.load(); }
+
+  // (TRITONSERVER_DataType, shape, uint8 NumPy view of the bytes) of the
+  // input `name`, or None when the request has no such input. `self` is
+  // this object's Python handle: the view keeps it alive.
+  nanobind::object input(nanobind::handle self, const std::string& name);
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> requested_output_names() const;
+  std::string id() const;
+  nanobind::object correlation_id() const;  // int, or str for a string id
+  uint32_t flags() const;
+  nanobind::dict parameters() const;
+  bool is_cancelled() const;
+
+  // Sends one response made from the request (outputs, error, flags,
+  // response parameters {str: str | int | bool}).
+  void send(const std::vector<OutputSpec>& outputs, const ErrorSpec& error,
+            uint32_t flags, const nanobind::dict& parameters);
+  // Sends an error response with the final flag unless the final response
+  // was sent already (execute() failed or gave no response for it).
+  void fail_if_unanswered(int code, const std::string& message);
+  // The response factory of this request (one per request).
+  std::shared_ptr<ResponseSender> response_sender();
+
+ private:
+  void read_requested_outputs();
+  TRITONBACKEND_Request* request_;
+  std::shared_ptr<ResponseState> state_;
+  std::weak_ptr<ResponseSender> sender_;
+  bool sender_made_ = false;
+};
+
+class ResponseSender {
+ public:
+  ResponseSender(TRITONBACKEND_ResponseFactory* factory,
+                 std::shared_ptr<ResponseState> state)
+      : factory_(factory), state_(std::move(state)) {}
+  // Sends the final flag with an error if the model never did (else the
+  // client would wait forever), then deletes the factory.
+  ~ResponseSender();
+  ResponseSender(const ResponseSender&) = delete;
+  ResponseSender& operator=(const ResponseSender&) = delete;
+
+  void send(const std::vector<OutputSpec>& outputs, const ErrorSpec& error,
+            uint32_t flags, const nanobind::dict& parameters);
+  void send_flags(uint32_t flags);
+  bool is_cancelled() const;
+  bool final_sent() const { return state_->final_sent.load(); }
+
+ private:
+  void check_open() const;
+  TRITONBACKEND_ResponseFactory* factory_;
+  std::shared_ptr<ResponseState> state_;
+};
+
+}  // namespace tsb

@@ -1,0 +1,272 @@
+#include "python_backend.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend_request.h"
+#include "errors.h"
+#include "triton_library.h"
+
+namespace nb = nanobind;
+
+namespace tsb {
+namespace {
+
+constexpr const char* kRuntimeModule = "tritonserver._python_models._runtime";
+
+// One model instance: the runtime's object for it.
+struct InstanceState {
+  nb::object runner;
+  std::string model_name;
+};
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+// Runs `body`; any exception becomes a TRITONSERVER_Error (never crosses
+// into the core).
+template <typename Body>
+TRITONSERVER_Error* guarded(const char* what, Body body) noexcept {
+  try {
+    body();
+    return nullptr;
+  } catch (TritonException& e) {
+    return make_error(e.code(), e.what());
+  } catch (nb::python_error& e) {
+    std::string message = std::string(what) + ": " + e.what();
+    return make_error(TRITONSERVER_ERROR_INTERNAL, message.c_str());
+  } catch (std::exception& e) {
+    std::string message = std::string(what) + ": " + e.what();
+    return make_error(TRITONSERVER_ERROR_INTERNAL, message.c_str());
+  } catch (...) {
+    return make_error(TRITONSERVER_ERROR_INTERNAL, what);
+  }
+}
+
+// The backend functions this core lacks (names), for the load error. The
+// cancellation queries are left out: only is_cancelled() needs them, and it
+// raises naming the function.
+std::string missing_backend_functions() {
+  const TritonApi& api = triton();
+  std::string missing;
+#define TSB_LIST_MISSING(name, ret, args)                          \
+  if (api.TRITONBACKEND_##name == nullptr &&                       \
+      std::string(#name).find("IsCancelled") == std::string::npos) { \
+    if (!missing.empty()) missing += ", ";          \
+    missing += "TRITONBACKEND_" #name;              \
+  }
+  TRITON_BACKEND_FUNCTIONS(TSB_LIST_MISSING)
+#undef TSB_LIST_MISSING
+  return missing;
+}
+
+std::string model_config_json(TRITONBACKEND_Model* model) {
+  const TritonApi& api = triton();
+  TRITONSERVER_Message* message = nullptr;
+  check(api.TRITONBACKEND_ModelConfig(model, 1, &message));
+  const char* base = nullptr;
+  size_t size = 0;
+  TRITONSERVER_Error* err = api.MessageSerializeToJson(message, &base, &size);
+  std::string json = err == nullptr ? std::string(base, size) : std::string();
+  api.MessageDelete(message);
+  check(err);
+  return json;
+}
+
+const char* kind_name(TRITONSERVER_InstanceGroupKind kind) {
+  switch (static_cast<int>(kind)) {
+    case 1: return "CPU";
+    case 2: return "GPU";
+    case 3: return "MODEL";
+    default: return "AUTO";
+  }
+}
+
+// Raises the runtime's (code, message) failure, if any (None: none).
+void raise_failure(nb::handle failure) {
+  if (failure.is_none()) return;
+  auto [code, message] = nb::cast<std::pair<int, std::string>>(failure);
+  raise(static_cast<TRITONSERVER_Error_Code>(code), message);
+}
+
+// The model's auto_complete_config(), when the core allows completing
+// configs (strict_model_config off) and model.py defines one.
+void auto_complete(TRITONBACKEND_Model* model) {
+  const TritonApi& api = triton();
+  bool allowed = false;
+  check(api.TRITONBACKEND_ModelAutoCompleteConfig(model, &allowed));
+  if (!allowed) return;
+  const char* model_name = nullptr;
+  uint64_t version = 0;
+  TRITONBACKEND_ArtifactType artifact{};
+  const char* repository = nullptr;
+  check(api.TRITONBACKEND_ModelName(model, &model_name));
+  check(api.TRITONBACKEND_ModelVersion(model, &version));
+  check(api.TRITONBACKEND_ModelRepository(model, &artifact, &repository));
+  nb::dict args;
+  args["model_config"] = model_config_json(model);
+  args["model_repository"] = repository;
+  args["model_version"] = std::to_string(version);
+  args["model_name"] = model_name;
+  nb::tuple result = nb::cast<nb::tuple>(
+      nb::module_::import_(kRuntimeModule).attr("auto_complete")(args));
+  raise_failure(result[1]);
+  if (result[0].is_none()) return;
+  std::string json = nb::cast<std::string>(result[0]);
+  TRITONSERVER_Message* message = nullptr;
+  check(TRITON_NEED(MessageNewFromSerializedJson)(&message, json.data(),
+                                                  json.size()));
+  TRITONSERVER_Error* err = api.TRITONBACKEND_ModelSetConfig(model, 1, message);
+  api.MessageDelete(message);
+  check(err, "setting the config auto_complete_config() made");
+}
+
+TRITONSERVER_Error* model_initialize(TRITONBACKEND_Model* model) {
+  return guarded("in-process python backend", [&] {
+    std::string missing = missing_backend_functions();
+    if (!missing.empty()) {
+      raise(TRITONSERVER_ERROR_UNSUPPORTED,
+            "python models in-process need backend API functions this Triton "
+            "core lacks (" + missing + "); run them with the stub: "
+            "Options(python_models=\"stub\")");
+    }
+    auto_complete(model);
+  });
+}
+
+TRITONSERVER_Error* model_finalize(TRITONBACKEND_Model*) { return nullptr; }
+
+TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
+  return guarded("in-process python model initialization", [&] {
+    const TritonApi& api = triton();
+    TRITONBACKEND_Model* model = nullptr;
+    check(api.TRITONBACKEND_ModelInstanceModel(instance, &model));
+    const char* model_name = nullptr;
+    uint64_t version = 0;
+    TRITONBACKEND_ArtifactType artifact{};
+    const char* repository = nullptr;
+    const char* instance_name = nullptr;
+    TRITONSERVER_InstanceGroupKind kind{};
+    int32_t device_id = 0;
+    check(api.TRITONBACKEND_ModelName(model, &model_name));
+    check(api.TRITONBACKEND_ModelVersion(model, &version));
+    check(api.TRITONBACKEND_ModelRepository(model, &artifact, &repository));
+    check(api.TRITONBACKEND_ModelInstanceName(instance, &instance_name));
+    check(api.TRITONBACKEND_ModelInstanceKind(instance, &kind));
+    check(api.TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id));
+    TRITONSERVER_Server* server = nullptr;
+    check(api.TRITONBACKEND_ModelServer(model, &server));
+    nb::dict args;
+    args["model_config"] = model_config_json(model);
+    args["model_instance_kind"] = kind_name(kind);
+    args["model_instance_name"] = instance_name;
+    args["model_instance_device_id"] = std::to_string(device_id);
+    args["model_repository"] = repository;
+    args["model_version"] = std::to_string(version);
+    args["model_name"] = model_name;
+    nb::object loaded =
+        nb::module_::import_(kRuntimeModule).attr("load_instance")(
+            args, reinterpret_cast<uintptr_t>(server));
+    // (runner, None) or (None, (code, message)): the runtime words model
+    // errors.
+    nb::tuple result = nb::cast<nb::tuple>(loaded);
+    raise_failure(result[1]);
+    auto* state = new InstanceState{nb::borrow(result[0]), model_name};
+    TRITONSERVER_Error* err =
+        api.TRITONBACKEND_ModelInstanceSetState(instance, state);
+    if (err != nullptr) {
+      state->runner.attr("finalize")();
+      delete state;
+      check(err);
+    }
+  });
+}
+
+InstanceState* state_of(TRITONBACKEND_ModelInstance* instance) {
+  void* state = nullptr;
+  check(triton().TRITONBACKEND_ModelInstanceState(instance, &state));
+  return static_cast<InstanceState*>(state);
+}
+
+TRITONSERVER_Error* instance_finalize(TRITONBACKEND_ModelInstance* instance) {
+  return guarded("in-process python model finalize", [&] {
+    std::unique_ptr<InstanceState> state(state_of(instance));
+    if (state == nullptr) return;
+    // The runtime logs the model's own finalize() errors.
+    state->runner.attr("finalize")();
+  });
+}
+
+TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
+                                     TRITONBACKEND_Request** requests,
+                                     uint32_t count) {
+  const TritonApi& api = triton();
+  const uint64_t start = now_ns();
+  InstanceState* state = nullptr;
+  TRITONSERVER_Error* err =
+      guarded("in-process python model", [&] { state = state_of(instance); });
+  if (err != nullptr || state == nullptr) {
+    // The core keeps the requests when execute fails.
+    return err != nullptr ? err
+                          : make_error(TRITONSERVER_ERROR_INTERNAL,
+                                       "in-process python model: no state");
+  }
+  // From here on the requests are ours: each BackendRequest releases its
+  // own (and answers it if nothing did).
+  std::vector<BackendRequest*> owned;
+  nb::list batch;
+  for (uint32_t i = 0; i < count; ++i) {
+    auto* request = new BackendRequest(
+        requests[i], std::make_shared<ResponseState>(state->model_name));
+    batch.append(nb::cast(request, nb::rv_policy::take_ownership));
+    owned.push_back(request);
+  }
+  try {
+    state->runner.attr("execute")(batch);
+  } catch (nb::python_error& e) {
+    // The runtime answers the model's own failures; this is a fault of
+    // the runtime itself.
+    std::string message = "model '" + state->model_name +
+                          "': in-process python backend failure: " +
+                          e.what();
+    for (BackendRequest* request : owned) {
+      try {
+        request->fail_if_unanswered(TRITONSERVER_ERROR_INTERNAL, message);
+      } catch (...) {
+      }
+    }
+  } catch (std::exception&) {
+  }
+  const uint64_t end = now_ns();
+  for (BackendRequest* request : owned) {
+    TRITONSERVER_Error* report = api.TRITONBACKEND_ModelInstanceReportStatistics(
+        instance, request->raw(), request->succeeded(), start, start, end, end);
+    if (report != nullptr) api.ErrorDelete(report);
+  }
+  TRITONSERVER_Error* report =
+      api.TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, count,
+                                                           start, start, end, end);
+  if (report != nullptr) api.ErrorDelete(report);
+  return nullptr;  // `batch` goes: requests without a live view are released
+}
+
+const PythonBackendTable kTable = {
+    kPythonBackendTableVersion, model_initialize,  model_finalize,
+    instance_initialize,        instance_finalize, instance_execute,
+};
+
+}  // namespace
+
+const PythonBackendTable* python_backend_table() { return &kTable; }
+
+}  // namespace tsb

@@ -1,0 +1,104 @@
+"""The same python models through the python backend's stub and in-process
+give the same outputs, errors and response sequences. Needs the stub to run
+correctly (numpy<2: `make test`'s environment)."""
+
+from __future__ import annotations
+
+import numpy
+import pytest
+
+import tritonserver
+from common import MODELS, ROOT, as_numpy, make_options
+
+pytestmark = pytest.mark.python_stub
+
+EXAMPLES = ROOT / "examples" / "models"
+
+
+@pytest.fixture(scope="module")
+def servers(backend_directory, tmp_path_factory):
+    """{"stub": server, "in-process": server} over tests/models and the
+    examples' own models."""
+    examples = tmp_path_factory.mktemp("examples")
+    for name in ("countdown", "text_stats"):
+        (examples / name).symlink_to(EXAMPLES / name)
+    started = {}
+    for mode in ("stub", "in-process"):
+        server = tritonserver.Server(make_options(
+            backend_directory, server_id=f"fidelity-{mode}", python_models=mode, log_error=False,
+            model_repository=[str(MODELS), str(examples)]))
+        server.start(wait_until_ready=True, timeout=60)
+        assert server.python_models == mode
+        started[mode] = server
+    yield started
+    for server in started.values():
+        server.stop()
+
+
+def outcome(server: tritonserver.Server, model: str, inputs: dict, **kwargs) -> list:
+    """Each response as (final, error class and message, {output: value}),
+    or the exception iteration raised, as a comparable list."""
+    for name in (("add_sub", "streaming") if model == "bls" else ()) + (model,):
+        if not server.model(name).ready():
+            server.load(name)
+    seen: list = []
+    try:
+        for response in server.model(model).infer(inputs=inputs, **kwargs):
+            outputs = {}
+            for name, tensor in response.outputs.items():
+                if tensor.data_type == tritonserver.DataType.BYTES:
+                    outputs[name] = tensor.to_bytes_array().tolist()
+                else:
+                    array = as_numpy(tensor)
+                    outputs[name] = (str(array.dtype), array.shape, array.tolist())
+            seen.append((response.final, None if response.error is None else str(response.error), outputs))
+            del response
+    except tritonserver.TritonError as e:
+        seen.append(("raised", type(e).__name__, str(e)))
+    return seen
+
+
+CASES = {
+    "add_sub": ("add_sub", {"INPUT0": numpy.arange(16, dtype=numpy.float32),
+                            "INPUT1": numpy.linspace(-1, 1, 16, dtype=numpy.float32)}),
+    "echo_all_types": ("echo_all_types", {
+        "IN_BOOL": numpy.array([True, False]), "IN_UINT64": numpy.array([2**64 - 1], numpy.uint64),
+        "IN_INT8": numpy.array([-128, 0, 127], numpy.int8), "IN_FP16": numpy.array([0.5, -2], numpy.float16),
+        "IN_FP64": numpy.array([1e-300], numpy.float64),
+        "IN_STRING": numpy.array([b"a", b"", b"\x00\xff", "\u00e9".encode()], dtype=numpy.object_)}),
+    "parameters": ("parameters", {"INPUT0": numpy.zeros(1, numpy.float32)}),
+    "raise_error": ("raise_error", {"INPUT0": numpy.zeros(1, numpy.float32)}),
+    "streaming": ("streaming", {"COUNT": numpy.array([5], numpy.int32)}),
+    "streaming_empty": ("streaming", {"COUNT": numpy.array([0], numpy.int32)}),
+    "sleep": ("sleep", {"SECONDS": numpy.array([0.01], numpy.float32)}),
+    "bls": ("bls", {"INPUT0": numpy.arange(4, dtype=numpy.float32), "INPUT1": numpy.ones(4, numpy.float32),
+                    "STREAM_COUNT": numpy.array([2], numpy.int32)}),
+    "auto_complete": ("auto_complete", {"INPUT0": numpy.arange(3, dtype=numpy.float32)}),
+    "countdown": ("countdown", {"START": numpy.array([3], numpy.int32)}),
+    "text_stats": ("text_stats", {"TEXT": numpy.array(["h\u00e9llo".encode(), b"", b"Zz"], dtype=numpy.object_)}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_same_outcome_through_the_stub_and_in_process(servers, case):
+    model, inputs = CASES[case]
+    kwargs = {"parameters": {"key": "value", "n": 7, "flag": False}} if model == "parameters" else {}
+    stub = outcome(servers["stub"], model, inputs, **kwargs)
+    in_process = outcome(servers["in-process"], model, inputs, **kwargs)
+    assert in_process == stub
+
+
+def test_exception_in_execute_names_the_exception_both_ways(servers):
+    results = {mode: outcome(server, "execute_raises", {"INPUT0": numpy.zeros(2, numpy.float32)})
+               for mode, server in servers.items()}
+    for mode, seen in results.items():
+        assert seen[-1][0] == "raised" and seen[-1][1] == "InternalError", (mode, seen)
+        assert "execute_raises model: bad batch of 1" in seen[-1][2], (mode, seen)
+
+
+def test_exception_in_initialize_fails_the_load_both_ways(servers):
+    for mode, server in servers.items():
+        with pytest.raises(tritonserver.TritonError) as failed:
+            server.load("init_raises")
+        assert "init_raises model: cannot start init_raises_0" in str(failed.value), mode
+        del failed

@@ -1,0 +1,388 @@
+"""Python-backend models run in-process (Options.python_models="in-process"):
+the model API, zero-copy inputs, errors, decoupled responses, refusals and
+the model's lifecycle. Runs under numpy<2 and numpy 2 alike (no stub)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import numpy
+import pytest
+
+import tritonserver
+from common import MODELS, ROOT, address, as_numpy, call_with_deadline, hooks, make_options, refused, single
+
+
+@pytest.fixture(scope="module")
+def inproc(backend_directory):
+    """A server of this module running python models in-process."""
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc", python_models="in-process",
+                                              log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    assert server.python_models == "in-process"
+    loaded: set[str] = set()
+
+    def get(name: str) -> tritonserver.Model:
+        if name not in loaded:
+            server.load(name)
+            loaded.add(name)
+        return server.model(name)
+
+    get.server = server  # type: ignore[attr-defined]
+    yield get
+    server.stop()
+
+
+def test_add_sub(inproc):
+    a = numpy.arange(16, dtype=numpy.float32)
+    b = numpy.full(16, 2.5, dtype=numpy.float32)
+    response = single(inproc("add_sub").infer(inputs={"INPUT0": a, "INPUT1": b}))
+    numpy.testing.assert_array_equal(as_numpy(response.outputs["OUTPUT0"]), a + b)
+    numpy.testing.assert_array_equal(as_numpy(response.outputs["OUTPUT1"]), a - b)
+
+
+def test_every_datatype_round_trips(inproc):
+    inputs = {
+        "IN_BOOL": numpy.array([True, False, True]),
+        "IN_UINT8": numpy.array([0, 255], numpy.uint8),
+        "IN_UINT16": numpy.array([0, 65535], numpy.uint16),
+        "IN_UINT32": numpy.array([0, 2**32 - 1], numpy.uint32),
+        "IN_UINT64": numpy.array([0, 2**64 - 1], numpy.uint64),
+        "IN_INT8": numpy.array([-128, 127], numpy.int8),
+        "IN_INT16": numpy.array([-32768, 32767], numpy.int16),
+        "IN_INT32": numpy.array([-2**31, 2**31 - 1], numpy.int32),
+        "IN_INT64": numpy.array([-2**63, 2**63 - 1], numpy.int64),
+        "IN_FP16": numpy.array([0.5, -1.25], numpy.float16),
+        "IN_FP32": numpy.array([1.5, float("inf")], numpy.float32),
+        "IN_FP64": numpy.array([1e300, -0.0], numpy.float64),
+        "IN_STRING": numpy.array([b"hello", b"", b"\x00\xffworld"], dtype=numpy.object_),
+    }
+    response = single(inproc("echo_all_types").infer(inputs=inputs))
+    for name, sent in inputs.items():
+        out = response.outputs["OUT_" + name[3:]]
+        if name == "IN_STRING":
+            assert out.to_bytes_array().tolist() == sent.tolist()
+        else:
+            got = as_numpy(out)
+            assert got.dtype == sent.dtype and got.tolist() == sent.tolist(), name
+
+
+def test_auto_complete_config_completes_the_config(inproc):
+    model = inproc("auto_complete")
+    config = model.config()
+    assert [(t["name"], t["data_type"]) for t in config["input"]] == [("INPUT0", "TYPE_FP32")]
+    assert [(t["name"], t["data_type"]) for t in config["output"]] == [("OUTPUT0", "TYPE_FP32")]
+    response = single(model.infer(inputs={"INPUT0": numpy.arange(3, dtype=numpy.float32)}))
+    assert as_numpy(response.outputs["OUTPUT0"]).tolist() == [0, 2, 4]
+
+
+def test_request_parameters_reach_the_model(inproc):
+    response = single(inproc("parameters").infer(inputs={"INPUT0": numpy.zeros(1, numpy.float32)},
+                                                 parameters={"key": "value", "n": 3, "flag": True}))
+    text = response.outputs["PARAMETERS"].to_bytes_array()[0]
+    assert json.loads(text) == {"key": "value", "n": 3, "flag": True}
+
+
+def test_inputs_reach_the_model_without_a_copy_and_a_kept_one_stays_valid(inproc):
+    model = inproc("input_address")
+    first = numpy.arange(1000, dtype=numpy.float32)
+    response = single(model.infer(inputs={"INPUT0": first}))
+    # The model's as_numpy() is the client's own memory.
+    assert int(as_numpy(response.outputs["ADDRESS"])[0]) == address(first)
+    for step in range(3):
+        data = numpy.full(500 + step, step, dtype=numpy.float32)
+        response = single(model.infer(inputs={"INPUT0": data}))
+        # The previous request's input, kept by the model past its request,
+        # still holds that request's values.
+        expected = first if step == 0 else numpy.full(500 + step - 1, step - 1, dtype=numpy.float32)
+        numpy.testing.assert_array_equal(as_numpy(response.outputs["PREVIOUS"]), expected)
+    # An empty input makes the model drop what it keeps (else it could not unload).
+    single(model.infer(inputs={"INPUT0": numpy.zeros(0, numpy.float32)}))
+
+
+def test_input_views_are_read_only(backend_directory, tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "writes_input" / "1").mkdir(parents=True)
+    (repo / "writes_input" / "config.pbtxt").write_text(
+        (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"writes_input"'))
+    (repo / "writes_input" / "1" / "model.py").write_text(
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        for r in requests:\n"
+        "            pb_utils.get_input_tensor_by_name(r, 'INPUT0').as_numpy()[0] = 7\n"
+        "        return []\n")
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-ro", python_models="in-process",
+                                              model_repository=str(repo), log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        server.load("writes_input")
+        a = numpy.ones(4, numpy.float32)
+        with refused(tritonserver.InternalError, match="read-only"):
+            single(server.model("writes_input").infer(inputs={"INPUT0": a, "INPUT1": a}))
+        assert a.tolist() == [1, 1, 1, 1]  # the client's array is untouched
+    finally:
+        server.stop()
+
+
+def test_error_response_of_the_model(inproc):
+    with refused(tritonserver.InternalError, match="raise_error model: deliberate failure"):
+        single(inproc("raise_error").infer(inputs={"INPUT0": numpy.zeros(1, numpy.float32)}))
+
+
+def test_exception_in_execute_fails_the_request_with_its_message(inproc):
+    # Worded as the stub words it: the instance, the exception, where it was raised.
+    with refused(tritonserver.InternalError,
+                 match=r"Failed to process the request\(s\) for model 'execute_raises_0_0', message: ValueError: "
+                       r"execute_raises model: bad batch of 1\n\nAt:\n  .*execute_raises/1/model.py\(\d+\): execute"):
+        single(inproc("execute_raises").infer(inputs={"INPUT0": numpy.zeros(1, numpy.float32)}))
+
+
+def test_exception_in_initialize_fails_the_load_with_its_message(inproc):
+    # The core reports a failed load as InvalidArgumentError, naming the cause's code.
+    with refused(tritonserver.InvalidArgumentError, match="Internal: RuntimeError: init_raises model: cannot start "
+                                                   "init_raises_0_0\n\nAt:\n.*init_raises/1/model.py\\(\\d+\\): initialize"):
+        inproc.server.load("init_raises")
+    assert not inproc.server.model("init_raises").ready()
+
+
+def test_decoupled_model_streams_its_responses(inproc):
+    responses = list(inproc("streaming").infer(inputs={"COUNT": numpy.array([4], numpy.int32)}))
+    values = [int(as_numpy(r.outputs["OUT"])[0]) for r in responses if "OUT" in r.outputs]
+    assert values == [0, 1, 2, 3]
+    assert responses[-1].final and not responses[-1].outputs
+    assert all(not r.final for r in responses[:-1])
+    assert all(r.error is None for r in responses)
+
+
+def test_decoupled_model_with_no_responses(inproc):
+    responses = list(inproc("streaming").infer(inputs={"COUNT": numpy.array([0], numpy.int32)}))
+    assert len(responses) == 1 and responses[0].final and responses[0].error is None
+
+
+def test_decoupled_cancellation_reaches_the_model(inproc):
+    iterator = inproc("streaming").infer(inputs={"COUNT": numpy.array([100000], numpy.int32),
+                                                 "DELAY_MS": numpy.array([1], numpy.int32)})
+    first = next(iter(iterator))
+    assert int(as_numpy(first.outputs["OUT"])[0]) == 0
+    iterator.cancel()
+    rest = []
+    # The model saw is_cancelled(), stopped early and ended with its
+    # "cancelled" error response.
+    with refused(tritonserver.CancelledError, match="cancelled"):
+        for response in iterator:
+            rest.append(response)
+    assert len(rest) < 100000
+
+
+def test_stub_only_parameter_is_refused_at_load(backend_directory, tmp_path):
+    # A server of its own: on the 2.51 core a failed reload of a loaded
+    # model leaves stop() to hit exit_timeout (with the stub too).
+    repo = tmp_path / "repo"
+    (repo / "env_path" / "1").mkdir(parents=True)
+    (repo / "env_path" / "config.pbtxt").write_text(
+        (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"env_path"')
+        + 'parameters { key: "EXECUTION_ENV_PATH" value { string_value: "/tmp/env.tar.gz" } }\n')
+    (repo / "env_path" / "1" / "model.py").write_text((MODELS / "add_sub" / "1" / "model.py").read_text())
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-env", python_models="in-process",
+                                              model_repository=str(repo), log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        with refused(tritonserver.InvalidArgumentError,
+                     match=r"Unsupported: model 'env_path': parameter EXECUTION_ENV_PATH is not supported .*python_models=\"stub\""):
+            server.load("env_path")
+    finally:
+        server.stop()
+
+
+def test_bls_runs_requests_on_other_models(inproc):
+    inproc("add_sub")
+    inproc("streaming")
+    a = numpy.arange(5, dtype=numpy.float32)
+    b = numpy.full(5, 3, dtype=numpy.float32)
+    response = single(inproc("bls").infer(inputs={"INPUT0": a, "INPUT1": b,
+                                                  "STREAM_COUNT": numpy.array([3], numpy.int32)}))
+    numpy.testing.assert_array_equal(as_numpy(response.outputs["OUTPUT0"]), a + b)
+    numpy.testing.assert_array_equal(as_numpy(response.outputs["OUTPUT1"]), a - b)
+    assert as_numpy(response.outputs["STREAMED"]).tolist() == [0, 1, 2]
+
+
+def test_bls_error_of_the_called_model_reaches_the_caller(inproc):
+    a = numpy.ones(2, numpy.float32)
+    with refused(tritonserver.TritonError, match="no_such_model"):
+        single(inproc("bls").infer(inputs={"INPUT0": a, "INPUT1": a,
+                                           "TARGET": numpy.array([b"no_such_model"], dtype=numpy.object_)}))
+
+
+def test_unload_calls_finalize_and_a_reload_imports_again(backend_directory, tmp_path):
+    repo = tmp_path / "repo"
+    marker = tmp_path / "finalized.txt"
+    (repo / "lifecycle" / "1").mkdir(parents=True)
+    (repo / "lifecycle" / "config.pbtxt").write_text(
+        (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"lifecycle"'))
+    (repo / "lifecycle" / "1" / "model.py").write_text(
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    def initialize(self, args):\n"
+        "        self.name = args['model_instance_name']\n"
+        "    def execute(self, requests):\n"
+        "        return [pb_utils.InferenceResponse([pb_utils.get_input_tensor_by_name(r, 'INPUT0'),\n"
+        "                pb_utils.Tensor('OUTPUT1', pb_utils.get_input_tensor_by_name(r, 'INPUT1').as_numpy())])\n"
+        "                for r in requests]\n"
+        "    def finalize(self):\n"
+        f"        open({str(marker)!r}, 'a').write(self.name + '\\n')\n")
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-life", python_models="in-process",
+                                              model_repository=str(repo), log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        server.load("lifecycle")
+        server.unload("lifecycle", wait_until_unloaded=True, timeout=30)
+        assert marker.read_text() == "lifecycle_0_0\n"
+        assert not any(name.startswith("_triton_model_lifecycle") for name in sys.modules)
+        server.load("lifecycle")
+    finally:
+        server.stop()
+    assert marker.read_text() == "lifecycle_0_0\nlifecycle_0_0\n"
+
+
+def test_models_import_our_triton_python_backend_utils(inproc):
+    inproc("add_sub")
+    from tritonserver._python_models import pb_utils
+
+    assert sys.modules["triton_python_backend_utils"] is pb_utils
+
+
+def test_main_module_reports_the_mode():
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-m", "tritonserver"], cwd=ROOT / "tests", capture_output=True,
+                         text=True, timeout=120).stdout
+    assert "Python models: " in out and 'Options.python_models="auto"' in out, out
+
+
+def test_model_metrics_and_logger(backend_directory, tmp_path, caplog):
+    repo = tmp_path / "repo"
+    (repo / "counts" / "1").mkdir(parents=True)
+    (repo / "counts" / "config.pbtxt").write_text(
+        (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"counts"'))
+    (repo / "counts" / "1" / "model.py").write_text(
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    def initialize(self, args):\n"
+        "        family = pb_utils.MetricFamily('counts_requests', 'requests seen', pb_utils.MetricFamily.COUNTER)\n"
+        "        self.metric = family.Metric(labels={'model': args['model_name']})\n"
+        "    def execute(self, requests):\n"
+        "        self.metric.increment(len(requests))\n"
+        "        pb_utils.Logger.log_warn(f'counts: {self.metric.value():g} so far')\n"
+        "        return [pb_utils.InferenceResponse([pb_utils.Tensor(f'OUTPUT{i}',\n"
+        "                pb_utils.get_input_tensor_by_name(r, f'INPUT{i}').as_numpy()) for i in (0, 1)])\n"
+        "                for r in requests]\n")
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-metrics",
+                                              python_models="in-process", model_repository=str(repo),
+                                              log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        model = server.load("counts")
+        a = numpy.ones(2, numpy.float32)
+        with caplog.at_level("WARNING", logger="tritonserver.models"):
+            for _ in range(3):
+                single(model.infer(inputs={"INPUT0": a, "INPUT1": a}))
+        assert 'counts_requests{model="counts"} 3' in server.metrics()
+        assert [r.getMessage() for r in caplog.records if r.name == "tritonserver.models"] == [
+            "counts: 1 so far", "counts: 2 so far", "counts: 3 so far"]
+    finally:
+        server.stop()
+
+
+def test_backend_library_links_neither_python_nor_the_core():
+    from tritonserver._api._python_models import backend_library
+
+    needed = hooks().elf_needed(backend_library())
+    assert needed, "no NEEDED entries read"
+    assert not [n for n in needed if n.startswith(("libpython", "libtritonserver", "libcuda", "libcudart"))], needed
+
+
+def _model_repository(tmp_path, name: str, source: str, decoupled: bool = False):
+    """A repository with one add_sub-shaped python model `name` running
+    `source` (its model.py)."""
+    repo = tmp_path / "repo"
+    (repo / name / "1").mkdir(parents=True)
+    config = (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', f'"{name}"')
+    if decoupled:
+        config += "model_transaction_policy { decoupled: true }\n"
+    (repo / name / "config.pbtxt").write_text(config)
+    (repo / name / "1" / "model.py").write_text(source)
+    return repo
+
+
+@pytest.mark.parametrize("case, source, decoupled, message", [
+    ("dropped_sender",
+     "class TritonPythonModel:\n"
+     "    def execute(self, requests):\n"
+     "        for r in requests:\n"
+     "            r.get_response_sender()\n",
+     True, "the response sender was deleted before it sent the final flag"),
+    ("no_sender_used",
+     "class TritonPythonModel:\n"
+     "    def execute(self, requests):\n"
+     "        return None\n",
+     True, "execute\\(\\) gave no response for this request"),
+    ("wrong_count",
+     "class TritonPythonModel:\n"
+     "    def execute(self, requests):\n"
+     "        return []\n",
+     False, r"execute\(\) must return a list of one InferenceResponse per request \(1\), not 0 responses"),
+    ("decoupled_returns_a_list",
+     "import triton_python_backend_utils as pb_utils\n"
+     "class TritonPythonModel:\n"
+     "    def execute(self, requests):\n"
+     "        return [pb_utils.InferenceResponse() for r in requests]\n",
+     True, "a decoupled model's execute\\(\\) must return None, not list"),
+])
+def test_a_request_left_unanswered_gets_an_error_not_a_hang(backend_directory, tmp_path, case, source, decoupled,
+                                                             message):
+    repo = _model_repository(tmp_path, case, source, decoupled)
+    server = tritonserver.Server(make_options(backend_directory, server_id=f"inproc-{case}",
+                                              python_models="in-process", model_repository=str(repo),
+                                              log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        a = numpy.ones(2, numpy.float32)
+        model = server.load(case)
+        with refused(tritonserver.InternalError, match=f"model '{case}': {message}"):
+            call_with_deadline(lambda: list(model.infer(inputs={"INPUT0": a, "INPUT1": a})), 30)
+    finally:
+        server.stop()
+
+
+def test_async_execute_and_async_bls(backend_directory, tmp_path):
+    source = (
+        "import asyncio\n"
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    async def execute(self, requests):\n"
+        "        await asyncio.sleep(0)\n"
+        "        responses = []\n"
+        "        for r in requests:\n"
+        "            inputs = [pb_utils.get_input_tensor_by_name(r, n) for n in ('INPUT0', 'INPUT1')]\n"
+        "            answer = await pb_utils.InferenceRequest(model_name='add_sub', inputs=inputs,\n"
+        "                requested_output_names=['OUTPUT0', 'OUTPUT1']).async_exec()\n"
+        "            responses.append(pb_utils.InferenceResponse(answer.output_tensors()))\n"
+        "        return responses\n")
+    repo = _model_repository(tmp_path, "async_bls", source)
+    shutil.copytree(MODELS / "add_sub", repo / "add_sub")
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-async", python_models="in-process",
+                                              model_repository=str(repo), log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        server.load("add_sub")
+        model = server.load("async_bls")
+        a = numpy.arange(3, dtype=numpy.float32)
+        response = single(call_with_deadline(lambda: list(model.infer(inputs={"INPUT0": a, "INPUT1": a})), 30))
+        assert as_numpy(response.outputs["OUTPUT0"]).tolist() == [0, 2, 4]
+        assert as_numpy(response.outputs["OUTPUT1"]).tolist() == [0, 0, 0]
+        del response
+    finally:
+        server.stop()

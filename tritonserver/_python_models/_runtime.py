@@ -1,0 +1,221 @@
+"""One in-process python model instance: model.py imported, and its
+``TritonPythonModel`` initialized, executed and finalized. Called by the
+extension's backend (cpp/python_backend.cc) on the core's threads with the
+GIL held; these functions never raise for a model's own failure: a load
+error comes back as a message, an execute error as error responses."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import inspect
+import json
+import logging
+import os
+import re
+import sys
+import traceback
+from types import ModuleType
+from typing import Any, Optional
+
+from .. import _native
+from . import _bls, pb_utils
+
+_log = logging.getLogger("tritonserver.models")
+_INTERNAL = pb_utils.TritonError.INTERNAL
+_FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+# Model-config parameters that only the stub process can honour.
+_STUB_ONLY_PARAMETERS = {
+    "EXECUTION_ENV_PATH": "a model's own Python environment (a conda-pack archive) needs its own process",
+}
+
+
+class LoadError(Exception):
+    """A model that cannot load in-process; the message is the core's."""
+
+    def __init__(self, message: str, code: int = pb_utils.TritonError.INVALID_ARG) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+Failure = tuple[int, str]  # (TRITONSERVER_Error_Code, message) for the core
+
+
+def load_instance(args: dict[str, str], server_address: int) -> tuple[Optional["Instance"], Optional[Failure]]:
+    """(instance, None), or (None, (code, why the model cannot load)).
+    `server_address`: the core server the model runs in (for BLS)."""
+    _bls.current.server_address = server_address
+    try:
+        return Instance(args, server_address), None
+    except LoadError as e:
+        return None, (e.code, str(e))
+    except Exception as e:  # the model's own import or initialize(), worded as the stub does
+        return None, (_INTERNAL, _describe(e))
+
+
+def auto_complete(args: dict[str, str]) -> tuple[Optional[str], Optional[Failure]]:
+    """(completed config JSON or None when the model has no
+    auto_complete_config, None), or (None, why it failed): model.py's
+    ``TritonPythonModel.auto_complete_config`` run on the config, as the
+    stub does before the instances start."""
+    name = args["model_name"]
+    try:
+        config = json.loads(args["model_config"])
+        path, folder = _model_file(name, config, args)
+        sys.modules["triton_python_backend_utils"] = pb_utils
+        module = _import_model(path, f"{name}_{args['model_version']}_auto_complete", folder)
+        try:
+            model_class = getattr(module, "TritonPythonModel", None)
+            complete = getattr(model_class, "auto_complete_config", None)
+            if complete is None:
+                return None, None
+            result = complete(pb_utils.ModelConfig(config))
+            if not isinstance(result, pb_utils.ModelConfig):
+                return None, (pb_utils.TritonError.INVALID_ARG,
+                              f"model '{name}': auto_complete_config() must return the ModelConfig it was "
+                              f"given, not {type(result).__name__}")
+            return json.dumps(result.as_dict()), None
+        finally:
+            sys.modules.pop(module.__name__, None)
+    except LoadError as e:
+        return None, (e.code, str(e))
+    except Exception as e:
+        return None, (_INTERNAL, f"model '{name}': auto_complete_config(): {_describe(e)}")
+
+
+def _model_file(name: str, config: dict[str, Any], args: dict[str, str]) -> tuple[str, str]:
+    """(model.py's path, its folder) for a model's config and load args."""
+    filename = config.get("default_model_filename") or "model.py"
+    folder = os.path.join(args["model_repository"], args["model_version"])
+    path = os.path.join(folder, filename)
+    if not os.path.isfile(path):
+        raise LoadError(f"model '{name}': no {filename} in {folder}")
+    return path, folder
+
+
+def _describe(error: BaseException) -> str:
+    """A model's exception as a response or load error message, as the stub
+    words it: "Type: message", then where it was raised ("At:", innermost
+    frame first, this module's frames left out)."""
+    if isinstance(error, (pb_utils.TritonModelException, pb_utils.TritonError)):
+        text = str(error)
+    else:
+        text = f"{type(error).__name__}: {error}"
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename != __file__]
+    if not frames:
+        return text
+    return text + "\n\nAt:\n" + "".join(f"  {f.filename}({f.lineno}): {f.name}\n" for f in reversed(frames))
+
+
+class Instance:
+    """One instance of a python model run in this interpreter."""
+
+    def __init__(self, args: dict[str, str], server_address: int) -> None:
+        self.name = args["model_name"]
+        self.instance_name = args["model_instance_name"]
+        self.server_address = server_address
+        config = json.loads(args["model_config"])
+        for key, why in _STUB_ONLY_PARAMETERS.items():
+            if key in config.get("parameters", {}):
+                raise LoadError(
+                    f"model '{self.name}': parameter {key} is not supported for python models run in-process "
+                    f"({why}); run python models with the stub: Options(python_models=\"stub\"), in an "
+                    "environment with numpy<2 and a Python the core has a stub for", pb_utils.TritonError.UNSUPPORTED)
+        self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
+        path, folder = _model_file(self.name, config, args)
+        # model.py imports triton_python_backend_utils: ours, in-process.
+        sys.modules["triton_python_backend_utils"] = pb_utils
+        self.module = _import_model(path, f"{self.name}_{args['model_version']}_{args['model_instance_name']}",
+                                    folder)
+        model_class = getattr(self.module, "TritonPythonModel", None)
+        if model_class is None:
+            raise LoadError(f"model '{self.name}': {path} defines no class TritonPythonModel")
+        self.model = model_class()
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        if hasattr(self.model, "initialize"):
+            result = self.model.initialize(args)
+            if inspect.isawaitable(result):
+                self._event_loop().run_until_complete(result)
+        self._execute = self.model.execute
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """This instance's event loop, for async initialize/execute/finalize."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    def execute(self, natives: list[_native.BackendRequest]) -> None:
+        """Run the model on a batch of requests and send their responses;
+        a request left unanswered gets an error response naming why."""
+        requests = [pb_utils.InferenceRequest._of(native, self.name) for native in natives]
+        _bls.current.server_address = self.server_address
+        try:
+            result = self._execute(requests)
+            if inspect.isawaitable(result):
+                result = self._event_loop().run_until_complete(result)
+        except Exception as e:
+            message = f"Failed to process the request(s) for model '{self.instance_name}', message: {_describe(e)}"
+            code = e.code() if isinstance(e, pb_utils.TritonError) else _INTERNAL
+            for native in natives:
+                native.fail_if_unanswered(code, message)
+            return
+        if self.decoupled:
+            if result is not None:
+                for native in natives:
+                    native.fail_if_unanswered(
+                        _INTERNAL, f"model '{self.name}': a decoupled model's execute() must return None, "
+                        f"not {type(result).__name__} (send responses with request.get_response_sender())")
+            return
+        if result is None and all(native.final_sent for native in natives):
+            return  # answered through response senders
+        if not isinstance(result, (list, tuple)) or len(result) != len(natives):
+            got = f"{len(result)} responses" if isinstance(result, (list, tuple)) else type(result).__name__
+            for native in natives:
+                native.fail_if_unanswered(
+                    _INTERNAL, f"model '{self.name}': execute() must return a list of one InferenceResponse per "
+                    f"request ({len(natives)}), not {got}")
+            return
+        for native, response in zip(natives, result):
+            if native.final_sent:
+                continue
+            try:
+                pb_utils._send(native, response, _FINAL)
+            except Exception as e:
+                native.fail_if_unanswered(_INTERNAL, f"model '{self.name}': {_describe(e)}")
+
+    def finalize(self) -> None:
+        """Call the model's finalize() (its exception is logged)."""
+        _bls.current.server_address = self.server_address
+        try:
+            if hasattr(self.model, "finalize"):
+                result = self.model.finalize()
+                if inspect.isawaitable(result):
+                    self._event_loop().run_until_complete(result)
+        except Exception:
+            _log.exception("model '%s': finalize() failed", self.name)
+        finally:
+            sys.modules.pop(self.module.__name__, None)
+            if self._loop is not None:
+                self._loop.close()
+                self._loop = None
+
+
+def _import_model(path: str, key: str, folder: str) -> ModuleType:
+    """Import model.py as a module of its own (one per instance, as each
+    stub process had its own); its folder goes on sys.path for the files
+    next to it, as with the stub."""
+    name = "_triton_model_" + re.sub(r"\W", "_", key)
+    if folder not in sys.path:
+        sys.path.append(folder)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise LoadError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module

@@ -1,0 +1,633 @@
+"""``triton_python_backend_utils`` for python models run in-process.
+
+The names and behaviour follow the python backend's documented model API
+(python_backend README, Triton 2.51): ``Tensor``, ``InferenceRequest``,
+``InferenceResponse``, ``TritonError``, ``TritonModelException``, the
+response sender of decoupled models, the pure-Python helpers and the
+constants. Registered as ``sys.modules["triton_python_backend_utils"]`` when
+an in-process model loads, so ``import triton_python_backend_utils as
+pb_utils`` in model.py finds it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from .. import _native
+
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+
+TRITON_STRING_TO_NUMPY: dict[str, Any] = {
+    "TYPE_BOOL": bool,
+    "TYPE_UINT8": np.uint8,
+    "TYPE_UINT16": np.uint16,
+    "TYPE_UINT32": np.uint32,
+    "TYPE_UINT64": np.uint64,
+    "TYPE_INT8": np.int8,
+    "TYPE_INT16": np.int16,
+    "TYPE_INT32": np.int32,
+    "TYPE_INT64": np.int64,
+    "TYPE_FP16": np.float16,
+    "TYPE_FP32": np.float32,
+    "TYPE_FP64": np.float64,
+    "TYPE_STRING": np.object_,
+}
+
+# TRITONSERVER_DataType number -> NumPy type (BYTES: object arrays).
+_NUMPY_BY_TRITON: dict[int, Any] = {
+    1: np.bool_, 2: np.uint8, 3: np.uint16, 4: np.uint32, 5: np.uint64, 6: np.int8, 7: np.int16,
+    8: np.int32, 9: np.int64, 10: np.float16, 11: np.float32, 12: np.float64, 13: np.object_,
+}
+_TRITON_BY_NUMPY: dict[Any, int] = {np.dtype(t): code for code, t in _NUMPY_BY_TRITON.items()}
+_TRITON_BY_NUMPY[np.dtype(np.bytes_)] = 13
+_BYTES = 13
+_BF16 = 14
+Array = np.ndarray[Any, Any]
+
+
+def triton_to_numpy_type(data_type: int) -> Any:
+    """The NumPy type of a TRITONSERVER_DataType number (None if unknown)."""
+    return _NUMPY_BY_TRITON.get(data_type)
+
+
+def numpy_to_triton_type(data_type: Any) -> Optional[int]:
+    """The TRITONSERVER_DataType number of a NumPy type (None if none)."""
+    try:
+        dtype = np.dtype(data_type)
+    except TypeError:
+        return None
+    if dtype.type is np.bytes_ or dtype.type is np.str_:
+        return _BYTES
+    return _TRITON_BY_NUMPY.get(dtype)
+
+
+def triton_string_to_numpy(triton_type_string: str) -> Any:
+    """The NumPy type of a config data type such as "TYPE_FP32"."""
+    return TRITON_STRING_TO_NUMPY[triton_type_string]
+
+
+def serialize_byte_tensor(input_tensor: Array) -> Any:
+    """Each element as a 4-byte little-endian length and its bytes, in C
+    order (str elements UTF-8 encoded); () for an empty tensor, None for a
+    tensor that is not bytes/object."""
+    if input_tensor.size == 0:
+        return ()
+    if input_tensor.dtype != np.object_ and input_tensor.dtype.type is not np.bytes_:
+        return None
+    parts = []
+    for item in input_tensor.flat if input_tensor.flags.c_contiguous else np.ravel(input_tensor, order="C"):
+        data = item if isinstance(item, bytes) else str(item).encode("utf-8")
+        parts.append(struct.pack("<I", len(data)))
+        parts.append(data)
+    return b"".join(parts)
+
+
+def deserialize_bytes_tensor(encoded_tensor: Any) -> Array:
+    """The elements of a serialized BYTES tensor, as a 1-D object array of
+    bytes."""
+    view = memoryview(encoded_tensor).cast("B")
+    items = []
+    offset, end = 0, len(view)
+    while offset < end:
+        if offset + 4 > end:
+            raise TritonModelException("malformed BYTES tensor: incomplete string data (a length prefix is cut off)")
+        (length,) = struct.unpack_from("<I", view, offset)
+        offset += 4
+        if offset + length > end:
+            raise TritonModelException("malformed BYTES tensor: incomplete string data (an element runs past "
+                                       "the end of the buffer)")
+        items.append(bytes(view[offset:offset + length]))
+        offset += length
+    result = np.empty(len(items), dtype=np.object_)
+    result[:] = items
+    return result
+
+
+def get_input_tensor_by_name(inference_request: "InferenceRequest", name: str) -> Optional["Tensor"]:
+    """The request's input named `name`, or None."""
+    return inference_request._input(name)
+
+
+def get_output_tensor_by_name(inference_response: "InferenceResponse", name: str) -> Optional["Tensor"]:
+    """The response's output named `name`, or None."""
+    for tensor in inference_response.output_tensors():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+def _config_entry(model_config: dict[str, Any], section: str, name: str) -> Optional[dict[str, Any]]:
+    for entry in model_config.get(section, ()):
+        if entry.get("name") == name:
+            return dict(entry)
+    return None
+
+
+def get_input_config_by_name(model_config: dict[str, Any], name: str) -> Optional[dict[str, Any]]:
+    """The entry of `name` in the model config's inputs, or None."""
+    return _config_entry(model_config, "input", name)
+
+
+def get_output_config_by_name(model_config: dict[str, Any], name: str) -> Optional[dict[str, Any]]:
+    """The entry of `name` in the model config's outputs, or None."""
+    return _config_entry(model_config, "output", name)
+
+
+def using_decoupled_model_transaction_policy(model_config: dict[str, Any]) -> bool:
+    """Whether the model config says decoupled."""
+    return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))
+
+
+class TritonError(Exception):
+    """An error a model gives as a response's error (and its code)."""
+
+    UNKNOWN = 0
+    INTERNAL = 1
+    NOT_FOUND = 2
+    INVALID_ARG = 3
+    UNAVAILABLE = 4
+    UNSUPPORTED = 5
+    ALREADY_EXISTS = 6
+    CANCELLED = 7
+
+    def __init__(self, message: str, code: int = INTERNAL) -> None:
+        super().__init__(message)
+        self._message = str(message)
+        self._code = int(code)
+
+    def message(self) -> str:
+        """The error's message."""
+        return self._message
+
+    def code(self) -> int:
+        """The error's code (TritonError.INTERNAL unless given)."""
+        return self._code
+
+
+class TritonModelException(Exception):
+    """Raised by the model API on misuse."""
+
+    def message(self) -> str:
+        """The exception's message."""
+        return str(self)
+
+
+class Tensor:
+    """A named tensor: an input of a request, or an output a model makes
+    with ``Tensor(name, numpy_array)``."""
+
+    __slots__ = ("_name", "_array", "_triton_dtype")
+
+    def __init__(self, name: str, data: Any, dtype: Optional[int] = None) -> None:
+        if not isinstance(name, str):
+            raise TritonModelException(f"Tensor name must be a str, not {type(name).__name__}")
+        array = data if isinstance(data, np.ndarray) else np.asarray(data)
+        triton_dtype = dtype if dtype is not None else numpy_to_triton_type(array.dtype)
+        if triton_dtype is None:
+            raise TritonModelException(
+                f"Tensor '{name}': NumPy dtype {array.dtype} has no Triton data type "
+                "(use bool, (u)int8-64, float16/32/64, or object/bytes arrays for BYTES)")
+        self._name = name
+        self._array = array
+        self._triton_dtype = int(triton_dtype)
+
+    def name(self) -> str:
+        """The tensor's name."""
+        return self._name
+
+    def as_numpy(self) -> Array:
+        """The data as a NumPy array (an input's is a read-only view of the
+        request's memory: no copy)."""
+        return self._array
+
+    def triton_dtype(self) -> int:
+        """The TRITONSERVER_DataType number."""
+        return self._triton_dtype
+
+    def shape(self) -> list[int]:
+        """The dimensions."""
+        return list(self._array.shape)
+
+    def is_cpu(self) -> bool:
+        """Always True: in-process models see host memory only."""
+        return True
+
+    def to_dlpack(self) -> Any:
+        """A DLPack capsule of the data (not for BYTES tensors)."""
+        if self._triton_dtype == _BYTES:
+            raise TritonModelException(f"Tensor '{self._name}': a BYTES tensor has no DLPack form")
+        return self._array.__dlpack__()
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        """DLPack export of the data."""
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(kDLCPU, 0)."""
+        return (1, 0)
+
+    @staticmethod
+    def from_dlpack(name: str, capsule: Any) -> "Tensor":
+        """A tensor of a DLPack object (or capsule) in host memory."""
+        if hasattr(capsule, "__dlpack__"):
+            array = np.from_dlpack(capsule)
+        else:
+            array = np.from_dlpack(_CapsuleHolder(capsule))
+        return Tensor(name, array)
+
+    def _output(self) -> tuple[str, int, list[int], Array]:
+        """(name, data type, shape, bytes) for the response buffer."""
+        array = self._array
+        if self._triton_dtype == _BYTES:
+            serialized = serialize_byte_tensor(array)
+            if serialized is None:
+                raise TritonModelException(
+                    f"output '{self._name}': a BYTES tensor needs an object or bytes array, not {array.dtype}")
+            data = np.frombuffer(serialized, dtype=np.uint8) if serialized else np.empty(0, np.uint8)
+            return self._name, _BYTES, list(array.shape), data
+        if array.dtype == np.object_:
+            raise TritonModelException(f"output '{self._name}': an object array is only valid as BYTES")
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
+        return self._name, self._triton_dtype, list(array.shape), array.reshape(-1).view(np.uint8)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self._name!r}, dtype={self._triton_dtype}, shape={self.shape()})"
+
+
+class _CapsuleHolder:
+    """Gives a bare DLPack capsule the __dlpack__ protocol NumPy reads."""
+
+    def __init__(self, capsule: Any) -> None:
+        self._capsule = capsule
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self._capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+def _input_tensor(name: str, datatype: int, shape: tuple[int, ...], raw: Array) -> Tensor:
+    """The Tensor of an input given as its raw bytes (a view: no copy)."""
+    if datatype == _BYTES:
+        try:
+            array = deserialize_bytes_tensor(raw).reshape(shape)
+        except (TritonModelException, ValueError) as e:
+            raise TritonError(f"input '{name}': {e}", TritonError.INVALID_ARG) from None
+    elif datatype == _BF16:
+        raise TritonModelException(
+            f"input '{name}' is BF16, which NumPy has no type for: in-process models take it "
+            "only through the stub's DLPack path; run the model with Options(python_models=\"stub\")")
+    else:
+        array = raw.view(_NUMPY_BY_TRITON[datatype]).reshape(shape)
+    return Tensor(name, array, datatype)
+
+
+class ResponseSender:
+    """Sends the responses of one request (decoupled models)."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: "_native.ResponseSender") -> None:
+        self._native = native
+
+    def send(self, response: Optional["InferenceResponse"] = None, flags: int = 0) -> None:
+        """Send `response` (optional with flags) and/or the flags, e.g.
+        TRITONSERVER_RESPONSE_COMPLETE_FINAL to end the request's stream."""
+        if response is None:
+            if flags == 0:
+                raise TritonModelException("send() needs a response or flags")
+            self._native.send_flags(flags)
+            return
+        _send(self._native, response, flags)
+
+    def is_cancelled(self) -> bool:
+        """Whether the client cancelled the request."""
+        return self._native.is_cancelled()
+
+
+def _send(target: Any, response: "InferenceResponse", flags: int) -> None:
+    """Send `response` through a native request or response sender."""
+    if not isinstance(response, InferenceResponse):
+        raise TritonModelException(f"expected an InferenceResponse, not {type(response).__name__}")
+    outputs = [tensor._output() for tensor in response._outputs]
+    error = response._error
+    target.send(outputs, None if error is None else (error.code(), error.message()), flags, response._parameters)
+
+
+class InferenceRequest:
+    """A request given to execute(); also, built by a model with
+    ``model_name=``, a request to another model (``exec()``)."""
+
+    def __init__(self, request_id: str = "", correlation_id: Union[int, str] = 0,
+                 inputs: Optional[list[Tensor]] = None, requested_output_names: Optional[list[str]] = None,
+                 model_name: str = "", model_version: int = -1, flags: int = 0, timeout: int = 0,
+                 preferred_memory: Any = None, trace: Any = None, parameters: Any = None) -> None:
+        self._native: Optional[_native.BackendRequest] = None
+        self._request_id = request_id
+        self._correlation_id = correlation_id
+        self._inputs = list(inputs or [])
+        self._requested = list(requested_output_names or [])
+        self._model_name = model_name
+        self._model_version = model_version
+        self._flags = flags
+        self._timeout = timeout
+        self._parameters = parameters if isinstance(parameters, str) else json.dumps(parameters or {})
+
+    @classmethod
+    def _of(cls, native: "_native.BackendRequest", model_name: str) -> "InferenceRequest":
+        request = cls.__new__(cls)
+        request._native = native
+        request._model_name = model_name
+        request._inputs = []  # read from the native request
+        return request
+
+    def _input(self, name: str) -> Optional[Tensor]:
+        if self._native is None:
+            return next((t for t in self._inputs if t.name() == name), None)
+        found = self._native.input(name)
+        if found is None:
+            return None
+        return _input_tensor(name, *found)
+
+    def inputs(self) -> list[Tensor]:
+        """The input tensors."""
+        if self._native is None:
+            return list(self._inputs)
+        return [t for t in (self._input(n) for n in self._native.input_names()) if t is not None]
+
+    def requested_output_names(self) -> list[str]:
+        """The outputs the client asked for (empty: all)."""
+        return self._native.requested_output_names() if self._native is not None else list(self._requested)
+
+    def request_id(self) -> str:
+        """The request's id ("" when none)."""
+        return self._native.id() if self._native is not None else self._request_id
+
+    def correlation_id(self) -> Union[int, str]:
+        """The sequence correlation id (0 when none)."""
+        return self._native.correlation_id() if self._native is not None else self._correlation_id
+
+    def flags(self) -> int:
+        """The request flags (TRITONSERVER_REQUEST_FLAG_*)."""
+        return self._native.flags() if self._native is not None else self._flags
+
+    def parameters(self) -> str:
+        """The request's parameters as a JSON object string."""
+        if self._native is None:
+            return self._parameters
+        return json.dumps(self._native.parameters(), separators=(",", ":"))  # compact, as the stub's
+
+    def timeout(self) -> int:
+        """The timeout in microseconds (0: none)."""
+        return self._timeout if self._native is None else 0
+
+    def model_name(self) -> str:
+        """The model this request is for."""
+        return self._model_name
+
+    def is_cancelled(self) -> bool:
+        """Whether the client cancelled this request."""
+        if self._native is None:
+            return False
+        return self._native.is_cancelled()
+
+    def get_response_sender(self) -> ResponseSender:
+        """The response sender of this request (the same one each call)."""
+        if self._native is None:
+            raise TritonModelException("get_response_sender() is for requests given to execute()")
+        return ResponseSender(self._native.response_sender())
+
+    def exec(self, decoupled: bool = False) -> Any:
+        """Run this request on a model of the same server (BLS): its
+        InferenceResponse (with ``error`` set when it failed), or with
+        `decoupled` an iterator of its responses."""
+        if self._native is not None:
+            raise TritonModelException("exec() is for requests a model builds with InferenceRequest(model_name=...)")
+        from . import _bls
+
+        return _bls.execute(self, decoupled)
+
+    async def async_exec(self, decoupled: bool = False) -> Any:
+        """exec() without blocking the event loop of an async execute()."""
+        import asyncio
+
+        from . import _bls
+
+        address = getattr(_bls.current, "server_address", None)
+
+        def run() -> Any:
+            _bls.current.server_address = address
+            result = self.exec(decoupled)
+            return iter(list(result)) if decoupled else result
+
+        return await asyncio.get_running_loop().run_in_executor(None, run)
+
+
+class InferenceResponse:
+    """A model's response: output tensors, or an error."""
+
+    __slots__ = ("_outputs", "_error", "_parameters")
+
+    def __init__(self, output_tensors: Optional[list[Tensor]] = None, error: Optional[TritonError] = None,
+                 parameters: Any = None) -> None:
+        if error is not None and not isinstance(error, TritonError):
+            raise TritonModelException(f"error must be a TritonError, not {type(error).__name__}")
+        self._outputs = list(output_tensors or [])
+        for tensor in self._outputs:
+            if not isinstance(tensor, Tensor):
+                raise TritonModelException(f"output_tensors must hold Tensor objects, not {type(tensor).__name__}")
+        self._error = error
+        if isinstance(parameters, str):
+            parameters = json.loads(parameters) if parameters else {}
+        self._parameters = dict(parameters or {})
+
+    def output_tensors(self) -> list[Tensor]:
+        """The output tensors."""
+        return list(self._outputs)
+
+    def has_error(self) -> bool:
+        """Whether the response carries an error."""
+        return self._error is not None
+
+    def error(self) -> Optional[TritonError]:
+        """The error, or None."""
+        return self._error
+
+    def parameters(self) -> str:
+        """The response parameters as a JSON object string."""
+        return json.dumps(self._parameters)
+
+
+class Logger:
+    """The model's log, to Python's ``logging`` (logger
+    "tritonserver.models")."""
+
+    _logger = logging.getLogger("tritonserver.models")
+
+    @classmethod
+    def log(cls, message: str, level: int = 0) -> None:
+        """Log at a LogLevel (0 INFO, 1 WARNING, 2 ERROR, 3 VERBOSE)."""
+        cls._logger.log({0: logging.INFO, 1: logging.WARNING, 2: logging.ERROR}.get(level, logging.DEBUG), message)
+
+    @classmethod
+    def log_info(cls, message: str) -> None:
+        """Log at INFO."""
+        cls._logger.info(message)
+
+    @classmethod
+    def log_warn(cls, message: str) -> None:
+        """Log at WARNING."""
+        cls._logger.warning(message)
+
+    @classmethod
+    def log_error(cls, message: str) -> None:
+        """Log at ERROR."""
+        cls._logger.error(message)
+
+    @classmethod
+    def log_verbose(cls, message: str) -> None:
+        """Log at DEBUG (Triton's verbose)."""
+        cls._logger.debug(message)
+
+
+class LogLevel:
+    """Levels of Logger.log()."""
+
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+    VERBOSE = 3
+
+
+class MetricFamily:
+    """A family of custom metrics a model reports with Triton's own
+    (``Server.metrics()``): ``MetricFamily(name, description, kind)``, then
+    ``family.Metric(labels={...})``."""
+
+    COUNTER = 0
+    GAUGE = 1
+
+    def __init__(self, name: str, description: str, kind: int) -> None:
+        from .._api._enums import MetricKind
+        from .._api._metrics import MetricFamily as ApiMetricFamily
+
+        if kind not in (MetricFamily.COUNTER, MetricFamily.GAUGE):
+            raise TritonModelException(f"MetricFamily '{name}': kind must be MetricFamily.COUNTER or GAUGE, "
+                                       f"not {kind!r}")
+        self._family = ApiMetricFamily(MetricKind(kind), name, description)
+
+    def Metric(self, labels: Optional[dict[str, str]] = None) -> "Metric":  # noqa: N802 (the model API's name)
+        """The metric of this family with these labels."""
+        return Metric(self, labels)
+
+
+class Metric:
+    """One labelled metric of a MetricFamily."""
+
+    def __init__(self, family: MetricFamily, labels: Optional[dict[str, str]] = None) -> None:
+        from .._api._metrics import Metric as ApiMetric
+
+        self._metric = ApiMetric(family._family, labels)
+
+    def increment(self, value: float) -> None:
+        """Add `value` (a counter's must not be negative)."""
+        self._metric.increment(value)
+
+    def set(self, value: float) -> None:
+        """Set a gauge's value."""
+        self._metric.set_value(value)
+
+    def value(self) -> float:
+        """The current value."""
+        return self._metric.value
+
+
+class ModelConfig:
+    """The model configuration a model's ``auto_complete_config(config)``
+    completes: inputs, outputs, max batch size, dynamic batching and the
+    transaction policy. Each change is checked against what the config file
+    says already (ValueError naming the model and the property)."""
+
+    def __init__(self, model_config: Union[dict[str, Any], str]) -> None:
+        config = json.loads(model_config) if isinstance(model_config, str) else model_config
+        self._model_config: dict[str, Any] = dict(config)
+        self._model_config.setdefault("input", [])
+        self._model_config.setdefault("output", [])
+        self._model_config.setdefault("max_batch_size", 0)
+
+    def _fail(self, what: str) -> ValueError:
+        return ValueError(f"{what} in auto-complete-config function for model '{self._model_config.get('name')}'")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The configuration as a dict (the JSON form of the protobuf)."""
+        return self._model_config
+
+    def set_max_batch_size(self, max_batch_size: int) -> None:
+        """Set max_batch_size (not below the config file's own)."""
+        if self._model_config["max_batch_size"] > max_batch_size:
+            raise self._fail(f"configuration specified max_batch_size {self._model_config['max_batch_size']}, "
+                             f"but {max_batch_size} was set")
+        self._model_config["max_batch_size"] = max_batch_size
+
+    def set_dynamic_batching(self) -> None:
+        """Turn on dynamic batching (no other scheduler may be set)."""
+        for other in ("sequence_batching", "ensemble_scheduling"):
+            if other in self._model_config:
+                raise self._fail(f"configuration specified scheduling_choice as '{other}', but "
+                                 "dynamic_batching was set")
+        self._model_config.setdefault("dynamic_batching", {})
+
+    def _add(self, section: str, entry: dict[str, Any], valid: tuple[str, ...]) -> None:
+        kind = section  # "input" or "output"
+        for key in entry:
+            if key not in valid:
+                raise self._fail(f"unable to add {kind} '{entry.get('name')}': invalid property '{key}'")
+        for key in ("name", "data_type", "dims"):
+            if key not in entry:
+                raise self._fail(f"{kind} '{entry.get('name', '')}' has no '{key}'")
+        for current in self._model_config[section]:
+            if current.get("name") != entry["name"]:
+                continue
+            if current.get("data_type", "TYPE_INVALID") not in ("TYPE_INVALID", entry["data_type"]):
+                raise self._fail(f"{kind} '{entry['name']}' has data_type {current['data_type']} in the "
+                                 f"configuration, but {entry['data_type']} was set")
+            if current.get("dims") and [int(d) for d in current["dims"]] != [int(d) for d in entry["dims"]]:
+                raise self._fail(f"{kind} '{entry['name']}' has dims {current['dims']} in the configuration, "
+                                 f"but {entry['dims']} was set")
+            if "optional" in entry and "optional" in current and current["optional"] != entry["optional"]:
+                raise self._fail(f"{kind} '{entry['name']}' has optional {current['optional']} in the "
+                                 f"configuration, but {entry['optional']} was set")
+            current.update(entry)
+            return
+        self._model_config[section].append(dict(entry))
+
+    def add_input(self, input: dict[str, Any]) -> None:  # noqa: A002 (the model API's name)
+        """Add an input (name, data_type, dims, optional)."""
+        self._add("input", input, ("name", "data_type", "dims", "optional"))
+
+    def add_output(self, output: dict[str, Any]) -> None:
+        """Add an output (name, data_type, dims)."""
+        self._add("output", output, ("name", "data_type", "dims"))
+
+    def set_model_transaction_policy(self, transaction_policy_dict: dict[str, Any]) -> None:
+        """Set the transaction policy ({"decoupled": bool})."""
+        for key in transaction_policy_dict:
+            if key != "decoupled":
+                raise self._fail(f"unable to set model_transaction_policy: invalid property '{key}'")
+        current = self._model_config.get("model_transaction_policy")
+        decoupled = bool(transaction_policy_dict.get("decoupled", False))
+        if current is not None and bool(current.get("decoupled", False)) != decoupled:
+            raise self._fail(f"configuration specified model_transaction_policy decoupled "
+                             f"{current.get('decoupled', False)}, but {decoupled} was set")
+        self._model_config["model_transaction_policy"] = {"decoupled": decoupled}
