@@ -38,6 +38,8 @@ except ImportError:
         raise
     raise ImportError(_message) from None
 
+from ._api._bind import CallContext as CallContext
+from ._api._bind import TensorSpec as TensorSpec
 from ._api._dlpack import DLDeviceType as DLDeviceType
 from ._api._enums import DataType as DataType
 from ._api._enums import InstanceGroupKind as InstanceGroupKind
