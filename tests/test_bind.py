@@ -284,3 +284,34 @@ def test_bind_needs_python_models_in_process(backend_directory, tmp_path):
             server.bind("bound_stub", lambda X: {"Y": X}, inputs=FP32_4, outputs=[TensorSpec("Y", numpy.float32)])
     finally:
         call_with_deadline(server.stop, 60)
+
+
+def test_a_torch_tensor_is_read_without_a_copy(bind_server):
+    torch = pytest.importorskip("torch")
+    from tritonserver._python_models._bound import _checked_array
+
+    net = torch.nn.Linear(4, 2).eval()
+
+    def linear(X):
+        with torch.inference_mode():
+            return {"Y": net(torch.from_numpy(X.copy()))}
+
+    model = bind_server.bind("bound_torch", linear, inputs=FP32_4, outputs=[TensorSpec("Y", numpy.float32, (2,))],
+                             max_batch_size=8)
+    x = numpy.arange(8, dtype=numpy.float32).reshape(2, 4)
+    response = single(model.infer(inputs={"X": x}))
+    with torch.inference_mode():
+        expected = net(torch.from_numpy(x)).numpy()
+    numpy.testing.assert_allclose(as_numpy(response.outputs["Y"]), expected, rtol=1e-6)
+    # The output is read through DLPack: the array the response is written
+    # from is the tensor's own memory.
+    entry = next(b for b in _bindings_of(model.name))
+    same = torch.ones(2, 2)
+    assert _checked_array(entry, entry.outputs[0], same, 2).__array_interface__["data"][0] == same.data_ptr()
+
+
+def _bindings_of(name):
+    from tritonserver._api import _bind
+
+    with _bind._lock:
+        return [b for b in _bind._bindings.values() if b.model_name == name]
