@@ -160,6 +160,7 @@ PYTRITON_VENV := .venv-pytriton
 
 $(PYTRITON_VENV)/.ready:
 	$(PYTHON) -m venv $(PYTRITON_VENV)
+	echo '*' > $(PYTRITON_VENV)/.gitignore  # git status stays clean (as Python 3.13's venv does)
 	$(PYTRITON_VENV)/bin/python -m pip install -q --upgrade pip
 	$(PYTRITON_VENV)/bin/python -m pip install -q "nvidia-pytriton==0.7.0"
 	touch $@

@@ -312,6 +312,7 @@ class Results:
     # Per round: the processes of each side with their RSS.
     processes: dict[str, list[list[dict[str, Any]]]] = field(default_factory=lambda: collections.defaultdict(list))
     client_rss_mib: list[float] = field(default_factory=list)  # PyTriton's largest client, per round
+    load: list[float] = field(default_factory=list)  # the 1-minute load average as each round starts
 
     def median(self, row: str, key: str = "requests_per_s") -> float:
         return statistics.median(r[key] for r in self.rows[row])
@@ -420,9 +421,13 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
         "the same process) and by PyTriton 0.7.0 (`Triton().bind`; its `ModelClient` from a second process",
         "over loopback, one client per thread). `mbs 16`: max_batch_size 16 with the dynamic batcher (PyTriton:",
         "`@batch`); `mbs 0`: one call per request. The identity C++ backend is the reference (no Python function).",
+        "A PyTriton request crosses a loopback socket, the tritonserver process and its proxy model's",
+        "ZeroMQ/shared-memory hop to the function's process; a `bind` request is a call within one process.",
         "",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()},"
         f" numpy {np_.__version__} (ours); PyTriton in its own venv",
+        f"- load average (1 min) {', '.join(f'{x:.1f}' for x in results.load)} at the start of each round"
+        " (other work on the machine)",
         f"- {args.rounds} rounds, each side started afresh per round, the sides alternating in order;"
         f" medians over rounds; whole run {seconds:.0f} s",
         "- batch: the mean number of requests per call of the function (largest in brackets)",
@@ -513,6 +518,7 @@ def orchestrate(args: argparse.Namespace) -> None:
     started = time.monotonic()
     try:
         for index in range(args.rounds):
+            results.load.append(os.getloadavg()[0])
             sides: list[tuple[str, Callable[[], None]]] = [
                 ("PyTriton", lambda: pytriton_round(args, results, free_port)),
                 ("bind", lambda: bind_round(args, results))]
