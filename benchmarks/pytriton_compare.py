@@ -409,8 +409,6 @@ def batch_text(rows: list[dict[str, Any]]) -> str:
 
 
 def report(results: Results, args: argparse.Namespace, seconds: float) -> list[str]:
-    import numpy as np_  # the orchestrator's numpy, for its version only
-
     ours = [r for r in results.rows if not r.startswith("PyTriton")]
     theirs = [r for r in results.rows if r.startswith("PyTriton")]
     lines = [
@@ -425,7 +423,7 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
         "ZeroMQ/shared-memory hop to the function's process; a `bind` request is a call within one process.",
         "",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()},"
-        f" numpy {np_.__version__} (ours); PyTriton in its own venv",
+        f" numpy {numpy.__version__} (ours); PyTriton in its own venv",
         f"- load average (1 min) {', '.join(f'{x:.1f}' for x in results.load)} at the start of each round"
         " (other work on the machine)",
         f"- {args.rounds} rounds, each side started afresh per round, the sides alternating in order;"
