@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo check test build develop venv clean bench bench-build stress test-asan test-numpy2 test-python313 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
+.PHONY: demo check test build develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
 
 $(VENV)/.ready:
 	@echo "== [1/5] creating $(VENV), a virtual environment for everything below"
@@ -151,7 +151,7 @@ gpu-dryrun: gpu-bundle
 	bash tests/gpu/dryrun.sh
 
 clean:
-	rm -rf build $(VENV) .venv-numpy2 .venv-py313 .venv-asan .venv-gpu-build .venv-gpu-dryrun
+	rm -rf build $(VENV) .venv-pytriton .venv-numpy2 .venv-py313 .venv-asan .venv-gpu-build .venv-gpu-dryrun
 
 # Benchmarks: the C API floor, this binding, and tritonclient (gRPC/HTTP)
 # against the tritonserver binary; writes docs/benchmarks.md.
@@ -166,3 +166,19 @@ bench-build: build
 bench: bench-build
 	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" "numpy<2"
 	$(PY) benchmarks/run.py
+
+# Server.bind against NVIDIA's PyTriton serving the same function
+# (benchmarks/pytriton_compare.py; ~5 min): PyTriton in .venv-pytriton, a
+# venv of its own WITH its dependencies (it pins numpy<2); writes its
+# section of docs/benchmarks.md.
+PYTRITON_VENV := .venv-pytriton
+
+$(PYTRITON_VENV)/.ready:
+	$(PYTHON) -m venv $(PYTRITON_VENV)
+	echo '*' > $(PYTRITON_VENV)/.gitignore  # git status stays clean (as Python 3.13's venv does)
+	$(PYTRITON_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PYTRITON_VENV)/bin/python -m pip install -q "nvidia-pytriton==0.7.0"
+	touch $@
+
+bench-pytriton: build $(PYTRITON_VENV)/.ready
+	$(PY) benchmarks/pytriton_compare.py --pytriton-python $(PYTRITON_VENV)/bin/python

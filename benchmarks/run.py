@@ -38,6 +38,7 @@ from tritonserver._api import _triton_core
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from startup import run as measure_startup  # noqa: E402  (benchmarks/startup.py)
+from pytriton_compare import BEGIN as PYTRITON_BEGIN, END as PYTRITON_END  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"
@@ -158,6 +159,18 @@ class TritonBinary:
         self.process.wait(timeout=60)
 
 
+def make_backend_folder(install: _triton_core.CoreInstall) -> pathlib.Path:
+    """A temporary backend folder: python/ (links to the core's python
+    backend, when it has one) and identity/ (our C++ test backend)."""
+    backends = pathlib.Path(tempfile.mkdtemp(prefix="bench-backends-"))
+    links = _triton_core.python_backend_directory(install)
+    if links:
+        (backends / "python").symlink_to(pathlib.Path(links) / "python")
+    (backends / "identity").mkdir()
+    shutil.copy(IDENTITY, backends / "identity")
+    return backends
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=3)
@@ -168,12 +181,7 @@ def main() -> None:
     args = parser.parse_args()
 
     install = _triton_core.load_core()
-    backends = pathlib.Path(tempfile.mkdtemp(prefix="bench-backends-"))
-    links = _triton_core.python_backend_directory(install)
-    if links:
-        (backends / "python").symlink_to(pathlib.Path(links) / "python")
-    (backends / "identity").mkdir()
-    shutil.copy(IDENTITY, backends / "identity")
+    backends = make_backend_folder(install)
     _triton_core.prepare_stub_environment(install)  # for every child process
     companions = [install.python_backend[0]] if install.python_backend else []
 
@@ -472,10 +480,16 @@ def write_report(items: list[Workload], startup: list[dict], args: argparse.Name
             f"| {mid('total_cpu_ms'):.0f} | {mid('rss_import_mib'):.1f} | {mid('rss_start_mib'):.1f} |",
             "",
         ]
+    # The section benchmarks/pytriton_compare.py writes (make bench-pytriton)
+    # is kept as it was.
+    out = pathlib.Path(args.out)
+    previous = out.read_text() if out.is_file() else ""
+    if PYTRITON_BEGIN in previous and PYTRITON_END in previous:
+        lines += [previous[previous.index(PYTRITON_BEGIN):previous.index(PYTRITON_END) + len(PYTRITON_END)], ""]
     notes = ROOT / "benchmarks" / "NOTES.md"
     if notes.is_file():
         lines += [notes.read_text()]
-    pathlib.Path(args.out).write_text("\n".join(lines))
+    out.write_text("\n".join(lines))
     print("\n".join(lines))
 
 

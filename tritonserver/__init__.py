@@ -67,6 +67,8 @@ if _message is not None:
     warnings.warn(_message, RuntimeWarning, stacklevel=2)
 del _message
 
+from ._api._bind import CallContext as CallContext
+from ._api._bind import TensorSpec as TensorSpec
 from ._api._dlpack import DLDeviceType as DLDeviceType
 from ._api._enums import DataType as DataType
 from ._api._enums import InstanceGroupKind as InstanceGroupKind

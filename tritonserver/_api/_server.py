@@ -9,10 +9,11 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Optional, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, Union
 
 from .. import _native
-from . import _logging, _triton_core
+from . import _bind, _logging, _triton_core
 from ._enums import MetricFormat, ModelControlMode, ModelIndexFlag
 from ._errors import (
     InternalError,
@@ -165,6 +166,7 @@ class Server:
             server.stop()
         finally:
             _native.host_pool_trim()
+            _bind.release(self)
 
     def __enter__(self) -> "Server":
         """Start the server (unless started) for the ``with`` block."""
@@ -365,6 +367,48 @@ class Server:
             f"folder {name}/ (config.pbtxt and a version folder such as 1/) to a repository "
             f"(the core said: {error})"
         ) from error
+
+    def bind(self, model_name: str, fn: Callable[..., Any], *, inputs: Sequence[_bind.TensorSpec],
+             outputs: Sequence[_bind.TensorSpec], max_batch_size: int = 0, dynamic_batching: Optional[bool] = None,
+             preferred_batch_sizes: Sequence[int] = (), max_queue_delay_us: int = 0, instances: int = 1,
+             decoupled: Optional[bool] = None, config: Optional[Mapping[str, Any]] = None) -> Model:
+        """Serve the Python callable `fn` as the model `model_name`, in this
+        process (not an official API: PyTriton's ``bind`` without its
+        subprocess). Needs ``model_control_mode=EXPLICIT`` and python models
+        in-process (``Options.python_models``: "in-process", or "auto" where
+        it picks in-process); see the user guide, "Serving a Python function".
+
+        `fn` is called with one keyword NumPy array per input (zero-copy
+        views of the request's memory, read-only) and returns a dict of
+        output arrays (NumPy, or any DLPack producer such as a torch CPU
+        tensor). With ``max_batch_size > 0`` it is called once per batch that
+        Triton's scheduler forms, the requests concatenated on axis 0, and its
+        outputs are split back; ``dynamic_batching`` (default: on when
+        batching) with ``preferred_batch_sizes`` and ``max_queue_delay_us``
+        configures Triton's dynamic batcher. An ``async def`` `fn` runs on an
+        event loop of the model instance's; a generator (or async generator)
+        `fn` makes a decoupled model: each yielded dict is one response. A
+        parameter named ``context`` receives a ``CallContext`` (request
+        parameters, ids, ``cancelled()``). An exception raised by `fn`
+        becomes an error response of that call's requests (a TritonError
+        subclass keeps its class); an output that is missing, undeclared, or
+        of the wrong dtype or shape is an error response naming it.
+        ``instances`` model instances serve calls concurrently (each on a
+        core thread, taking the GIL while `fn` runs); ``config`` adds or
+        overrides model-config fields. Binding a bound name again replaces
+        the model. Returns the ready Model.
+        """
+        return _bind.bind(self, model_name, fn, inputs=inputs, outputs=outputs, max_batch_size=max_batch_size,
+                          dynamic_batching=dynamic_batching, preferred_batch_sizes=preferred_batch_sizes,
+                          max_queue_delay_us=max_queue_delay_us, instances=instances, decoupled=decoupled,
+                          config=config)
+
+    def unbind(self, model_name: str, timeout: Optional[float] = None) -> None:
+        """Unload a model made by ``bind`` and wait until it is unloaded (its
+        calls in flight finish first); its callable is then released."""
+        _bind.check_bound(self, model_name)
+        self.unload(model_name, wait_until_unloaded=True, polling_interval=0.01, timeout=timeout)
+        _bind.forget(self, model_name)
 
     def _is_ready(self, name: str) -> bool:
         """Whether a model of this name is loaded and ready (False for an

@@ -1,0 +1,247 @@
+"""The model class of every bound callable (``Server.bind``): a python
+model run in-process whose ``execute`` calls the callable with NumPy arrays
+and turns what it returns (or yields) into responses.
+
+With ``max_batch_size > 0`` one call takes every request of the batch
+Triton's scheduler formed, concatenated on axis 0, and its outputs are split
+back by each request's batch size. Outputs are checked against their
+declarations (name, dtype, shape) and a mismatch is an error response naming
+the output; the callable's exception is an error response of the requests of
+that call, with the class of a ``tritonserver.TritonError`` it raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Mapping
+from typing import Any, Optional
+
+import numpy
+
+from .._api import _errors
+from .._api._bind import BINDING_PARAMETER, Binding, CallContext, TensorSpec, binding
+from . import pb_utils
+
+_FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+# tritonserver's error classes -> the python backend's codes.
+_CODES = {
+    _errors.CancelledError: pb_utils.TritonError.CANCELLED,
+    _errors.InvalidArgumentError: pb_utils.TritonError.INVALID_ARG,
+    _errors.NotFoundError: pb_utils.TritonError.NOT_FOUND,
+    _errors.UnavailableError: pb_utils.TritonError.UNAVAILABLE,
+    _errors.UnsupportedError: pb_utils.TritonError.UNSUPPORTED,
+    _errors.AlreadyExistsError: pb_utils.TritonError.ALREADY_EXISTS,
+    _errors.InternalError: pb_utils.TritonError.INTERNAL,
+    _errors.UnknownError: pb_utils.TritonError.UNKNOWN,
+}
+
+
+class _CallError(Exception):
+    """A failure of one call, with the python backend's error code."""
+
+    def __init__(self, message: str, code: int = pb_utils.TritonError.INTERNAL) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class TritonPythonModel:
+    """Serves one bound callable (named by the model config's parameter)."""
+
+    def initialize(self, args: dict[str, str]) -> None:
+        config = json.loads(args["model_config"])
+        name = args["model_name"]
+        token = config.get("parameters", {}).get(BINDING_PARAMETER, {}).get("string_value", "")
+        found = binding(token)
+        if found is None:
+            raise pb_utils.TritonModelException(
+                f"model '{name}' was made by Server.bind() and its callable is no longer bound in this process "
+                "(bind it again)")
+        self.binding: Binding = found
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+
+    # -- one call ----------------------------------------------------------------------------
+    def execute(self, requests: list[pb_utils.InferenceRequest]) -> Optional[list[pb_utils.InferenceResponse]]:
+        b = self.binding
+        groups = [requests] if b.max_batch_size > 0 else [[r] for r in requests]
+        if b.decoupled:
+            for group in groups:
+                self._stream(group)
+            return None
+        responses: list[pb_utils.InferenceResponse] = []
+        for group in groups:
+            responses.extend(self._call(group))
+        return responses
+
+    def _inputs(self, requests: list[pb_utils.InferenceRequest]) -> tuple[dict[str, Any], list[int]]:
+        """The callable's keyword arrays, and each request's batch size."""
+        b = self.binding
+        per_request: list[dict[str, numpy.ndarray]] = []
+        for request in requests:
+            arrays = {}
+            for spec in b.inputs:
+                tensor = pb_utils.get_input_tensor_by_name(request, spec.name)
+                if tensor is None:  # Triton checks required inputs; kept for safety
+                    raise _CallError(f"model '{b.model_name}': input '{spec.name}' is missing",
+                                     pb_utils.TritonError.INVALID_ARG)
+                arrays[spec.name] = tensor.as_numpy()
+            per_request.append(arrays)
+        if b.max_batch_size == 0:
+            return dict(per_request[0]), [0]
+        sizes = [int(next(iter(arrays.values())).shape[0]) for arrays in per_request]
+        if len(per_request) == 1:
+            return dict(per_request[0]), sizes
+        joined = {spec.name: numpy.concatenate([arrays[spec.name] for arrays in per_request])
+                  for spec in b.inputs}
+        return joined, sizes
+
+    def _invoke(self, requests: list[pb_utils.InferenceRequest], kwargs: dict[str, Any]) -> Any:
+        if self.binding.wants_context:
+            kwargs["context"] = CallContext(requests)
+        return self.binding.fn(**kwargs)
+
+    def _call(self, requests: list[pb_utils.InferenceRequest]) -> list[pb_utils.InferenceResponse]:
+        """One call of a plain or async callable: one response per request."""
+        try:
+            kwargs, sizes = self._inputs(requests)
+            result = self._invoke(requests, kwargs)
+            if inspect.isawaitable(result):
+                result = self._event_loop().run_until_complete(result)
+            return self._split(self._outputs(result, sum(sizes)), sizes)
+        except Exception as e:
+            error = _error(self.binding, e)
+            return [pb_utils.InferenceResponse(error=error) for _ in requests]
+
+    def _stream(self, requests: list[pb_utils.InferenceRequest]) -> None:
+        """One call of a generator: each yielded dict is one response of
+        every request of the call; the final flag follows the last."""
+        senders = [r.get_response_sender() for r in requests]
+        try:
+            kwargs, sizes = self._inputs(requests)
+            produced = self._invoke(requests, kwargs)
+            if inspect.isasyncgen(produced):
+                items = _drain_async(self._event_loop(), produced)
+            else:
+                items = produced
+            for item in items:
+                if all(r.is_cancelled() for r in requests):
+                    _close(produced, self._event_loop())
+                    raise _CallError(f"model '{self.binding.model_name}': cancelled",
+                                     pb_utils.TritonError.CANCELLED)
+                for sender, response in zip(senders, self._split(self._outputs(item, sum(sizes)), sizes)):
+                    sender.send(response)
+        except Exception as e:
+            error = _error(self.binding, e)
+            for sender in senders:
+                sender.send(pb_utils.InferenceResponse(error=error), flags=_FINAL)
+            return
+        for sender in senders:
+            sender.send(flags=_FINAL)
+
+    # -- outputs -----------------------------------------------------------------------------
+    def _outputs(self, result: Any, batch: int) -> dict[str, numpy.ndarray]:
+        """The callable's result checked against the declared outputs."""
+        b = self.binding
+        if not isinstance(result, Mapping):
+            raise _CallError(f"model '{b.model_name}': the bound callable must return a dict of output arrays "
+                             f"({', '.join(repr(s.name) for s in b.outputs)}), not {type(result).__name__}")
+        unknown = sorted(set(result) - set(b.output_dtypes))
+        if unknown:
+            raise _CallError(f"model '{b.model_name}': the bound callable returned output(s) {unknown}, which "
+                             f"are not declared (declared: {[s.name for s in b.outputs]})")
+        checked = {}
+        for spec in b.outputs:
+            if spec.name not in result:
+                raise _CallError(f"model '{b.model_name}': the bound callable returned no output "
+                                 f"'{spec.name}' (it returned {sorted(result)})")
+            checked[spec.name] = _checked_array(b, spec, result[spec.name], batch)
+        return checked
+
+    def _split(self, outputs: dict[str, numpy.ndarray], sizes: list[int]) -> list[pb_utils.InferenceResponse]:
+        """One response per request: its rows of each output."""
+        if len(sizes) == 1:
+            return [pb_utils.InferenceResponse([pb_utils.Tensor(n, a) for n, a in outputs.items()])]
+        responses, start = [], 0
+        for size in sizes:
+            responses.append(pb_utils.InferenceResponse(
+                [pb_utils.Tensor(n, a[start:start + size]) for n, a in outputs.items()]))
+            start += size
+        return responses
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """This instance's event loop, for async callables."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    def finalize(self) -> None:
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+
+def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> numpy.ndarray:
+    """`value` as the declared output's array; _CallError naming it when its
+    dtype or shape does not fit the declaration."""
+    expected = b.output_dtypes[spec.name]
+    if isinstance(value, numpy.ndarray):
+        array = value
+    elif hasattr(value, "__dlpack__") and expected != numpy.dtype(object):
+        array = numpy.from_dlpack(value)  # torch CPU tensors and the like: no copy
+    else:
+        try:
+            array = numpy.asarray(value, dtype=expected)
+        except (TypeError, ValueError) as e:
+            raise _CallError(f"model '{b.model_name}': output '{spec.name}' cannot be read as {expected} ({e})",
+                             pb_utils.TritonError.INVALID_ARG) from None
+    if expected == numpy.dtype(object):
+        if array.dtype.kind not in "OSU":
+            raise _CallError(f"model '{b.model_name}': output '{spec.name}' is declared BYTES but the callable "
+                             f"returned {array.dtype} (return bytes or str objects)")
+        if array.dtype.kind == "U":
+            array = numpy.array([s.encode() for s in array.reshape(-1)], dtype=object).reshape(array.shape)
+    elif array.dtype != expected:
+        raise _CallError(f"model '{b.model_name}': output '{spec.name}' is declared {expected} but the callable "
+                         f"returned {array.dtype} (convert it, e.g. array.astype(numpy.{expected}))")
+    dims = list(spec.shape)
+    if b.max_batch_size > 0:
+        dims = [batch] + dims
+    shape = list(array.shape)
+    if len(shape) != len(dims) or any(d != -1 and d != s for d, s in zip(dims, shape)):
+        declared = ["batch" if i == 0 and b.max_batch_size > 0 else d for i, d in enumerate(dims)]
+        raise _CallError(f"model '{b.model_name}': output '{spec.name}' has shape {shape}, which does not fit "
+                         f"its declaration {declared} (-1: any size" +
+                         (f"; batch: the {batch} rows of this call's requests" if b.max_batch_size > 0 else "") +
+                         ")")
+    return array
+
+
+def _error(b: Binding, error: BaseException) -> pb_utils.TritonError:
+    """A call's exception as an error response's error."""
+    if isinstance(error, _CallError):
+        return pb_utils.TritonError(str(error), error.code)
+    if isinstance(error, pb_utils.TritonError):
+        return error
+    for cls, code in _CODES.items():
+        if isinstance(error, cls):
+            return pb_utils.TritonError(str(error), code)
+    return pb_utils.TritonError(f"model '{b.model_name}': {type(error).__name__}: {error}",
+                                pb_utils.TritonError.INTERNAL)
+
+
+def _drain_async(loop: asyncio.AbstractEventLoop, generator: Any) -> Any:
+    """An async generator's items, one at a time, on `loop`."""
+    while True:
+        try:
+            yield loop.run_until_complete(generator.__anext__())
+        except StopAsyncIteration:
+            return
+
+
+def _close(generator: Any, loop: asyncio.AbstractEventLoop) -> None:
+    """Close a generator the caller stops early (its finally blocks run)."""
+    if inspect.isasyncgen(generator):
+        loop.run_until_complete(generator.aclose())
+    else:
+        generator.close()
