@@ -20,10 +20,10 @@ FP32_4 = (TensorSpec("X", numpy.float32, (4,)),)
 
 @pytest.fixture(scope="module")
 def bind_server(backend_directory, tmp_path_factory):
-    """A server running python models in-process, with an empty repository."""
+    """A server with an empty repository (python models as "auto" picks)."""
     repository = tmp_path_factory.mktemp("empty_repository")
     server = tritonserver.Server(make_options(backend_directory, server_id="bind", model_repository=str(repository),
-                                              python_models="in-process", log_error=False))
+                                              log_error=False))
     server.start(wait_until_ready=True, timeout=60)
     yield server
     call_with_deadline(server.stop, 60)
@@ -49,7 +49,7 @@ def test_a_bound_function_serves_like_a_repository_model(bind_server):
     # In the index, with its config, metadata and statistics.
     assert ("bound_add_sub", 1) in bind_server.models()
     config = model.config()
-    assert config["backend"] == "python" and [i["name"] for i in config["input"]] == ["INPUT0", "INPUT1"]
+    assert config["backend"] == "tritonserver_python" and [i["name"] for i in config["input"]] == ["INPUT0", "INPUT1"]
     assert [o["data_type"] for o in config["output"]] == ["TYPE_FP32", "TYPE_FP32"]
     assert model.metadata()["outputs"][0]["shape"] == [16]
     stats = model.statistics()["model_stats"][0]["inference_stats"]
@@ -275,13 +275,16 @@ def test_bad_declarations_are_refused_before_anything_loads(bind_server, kwargs,
     assert ("bound_refused", 1) not in bind_server.models()
 
 
-def test_bind_needs_python_models_in_process(backend_directory, tmp_path):
+def test_bind_runs_in_process_when_python_models_use_the_stub(backend_directory, tmp_path):
     server = tritonserver.Server(make_options(backend_directory, server_id="bind-stub", model_repository=str(tmp_path),
                                               python_models="stub", log_error=False))
     server.start(wait_until_ready=True, timeout=60)
     try:
-        with pytest.raises(tritonserver.UnsupportedError, match='python_models="in-process"'):
-            server.bind("bound_stub", lambda X: {"Y": X}, inputs=FP32_4, outputs=[TensorSpec("Y", numpy.float32)])
+        assert server.python_models == "stub"
+        model = server.bind("bound_beside_stub", lambda X: {"Y": X * 3}, inputs=FP32_4,
+                            outputs=[TensorSpec("Y", numpy.float32, (4,))])
+        assert model.config()["backend"] == "tritonserver_python"
+        assert as_numpy(single(model.infer(inputs={"X": _fp32(1, 2, 3, 4)})).outputs["Y"]).tolist() == [3, 6, 9, 12]
     finally:
         call_with_deadline(server.stop, 60)
 

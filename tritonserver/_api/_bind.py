@@ -1,7 +1,10 @@
 """Serving a Python callable as a Triton model in this process
 (``Server.bind``).
 
-A bound callable becomes a python-backend model run in-process: ``bind``
+A bound callable becomes a python model run in-process (by the package's
+backend library, present in every server's backend folder under the name
+``tritonserver_python``, whichever way ``Options.python_models`` runs
+python-backend models): ``bind``
 writes its model config (inputs, outputs, batching, instances, decoupled)
 and a one-line model.py, loads them from memory (``Server.load`` with
 ``file:`` contents), and the in-process runtime
@@ -29,6 +32,7 @@ import numpy
 from ._datautils import numpy_to_triton_dtype
 from ._enums import DataType
 from ._errors import AlreadyExistsError, InvalidArgumentError, UnsupportedError
+from ._python_models import BOUND_BACKEND
 
 if TYPE_CHECKING:
     from ._model import Model
@@ -231,7 +235,7 @@ def bind(server: "Server", model_name: str, fn: Callable[..., Any], *, inputs: S
     token = uuid.uuid4().hex
     model_config: dict[str, Any] = {
         "name": model_name,
-        "backend": "python",
+        "backend": BOUND_BACKEND,  # the package's library: in-process, whatever Options.python_models says
         "max_batch_size": max_batch_size,
         "input": [s.config() for s in specs["inputs"]],
         "output": [s.config() for s in specs["outputs"]],
@@ -251,12 +255,6 @@ def bind(server: "Server", model_name: str, fn: Callable[..., Any], *, inputs: S
 
     entry = Binding(model_name, fn, specs["inputs"], specs["outputs"], max_batch_size, decoupled, kind,
                     _wants_context(fn), {s.name: s.numpy_dtype() for s in specs["outputs"]})
-    mode = server._python_models
-    if mode is None or not mode.in_process:
-        raise UnsupportedError(
-            f"bind('{model_name}'): bound callables run in this process, but this server runs python models "
-            f"through the python backend's stub ({mode.reason if mode else 'not started'}); start the server "
-            "with Options(python_models=\"in-process\")")
     repository = entry.repository = _repository(server)
     if any(key[0] == model_name for key in server.models()) and \
             not os.path.isdir(os.path.join(repository, model_name)):

@@ -20,7 +20,7 @@ from ._python_models import MODES as PYTHON_MODELS_MODES
 from ._python_models import PythonModels, PythonModelsMode
 from ._python_models import announce as announce_python_models
 from ._python_models import choose as choose_python_models
-from ._python_models import in_process_backend_directory
+from ._python_models import package_backend_directory
 
 uint = Annotated[int, "unsigned"]
 
@@ -284,10 +284,15 @@ def build_core_options(options: Options) -> tuple["_native.ServerOptions", Pytho
     default_absent = backend_directory == DEFAULT_BACKEND_DIRECTORY and not os.path.isdir(backend_directory)
     if python_models.in_process:
         announce_python_models(python_models, o.python_models)
-        backend_directory = in_process_backend_directory(None if default_absent else backend_directory)
+        base: Optional[str] = None if default_absent else backend_directory
     elif default_absent:
-        backend_directory = _triton_core.python_backend_directory(install) or _resolve_directory(
+        base = _triton_core.python_backend_directory(install) or _resolve_directory(
             backend_directory, DEFAULT_BACKEND_DIRECTORY, install.backend_directory)
+    else:
+        base = backend_directory
+    # The given backends as links, with the package's own library beside
+    # them (Server.bind's models; the python backend too when in-process).
+    backend_directory = package_backend_directory(base, python_models.in_process)
     _logging.package_log(_logging.DEBUG, "backend directory: %s", backend_directory)
 
     c = _native.ServerOptions()

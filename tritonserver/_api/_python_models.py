@@ -95,26 +95,39 @@ def announce(choice: PythonModels, requested: str) -> None:
                     choice.reason)
 
 
-def in_process_backend_directory(user_directory: Optional[str]) -> str:
-    """A backend folder whose python/ holds the in-process backend library;
-    with `user_directory`, every other backend of it is linked in beside it
-    (so custom backends stay available). Made in the user cache folder."""
+# The package's backend library under a backend name of its own, present in
+# every backend folder a server is given: models made by Server.bind() name
+# it, so they run in-process whichever way python-backend models run.
+BOUND_BACKEND = "tritonserver_python"
+
+
+def package_backend_directory(base: Optional[str], in_process: bool) -> str:
+    """The backend folder a server is given: a folder of links (in the user
+    cache) to every backend of `base` (none when None), with the package's
+    backend library as BOUND_BACKEND and, when `in_process`, as the python
+    backend too (replacing `base`'s)."""
     library = backend_library()
     if not os.path.isfile(library):
         raise UnavailableError(
             f"the in-process python backend library {library} is missing from this tritonserver install: "
             "reinstall the package (pip install --force-reinstall tritonserver-binding)")
     key = f"{zlib.crc32(library.encode()):08x}"
-    python_folder = _triton_core.make_cache_folder(f"inprocess-{key}", {"libtriton_python.so": library})
-    if python_folder is None:
-        raise UnavailableError(_NO_CACHE)
-    if user_directory is None or not os.path.isdir(user_directory):
-        return python_folder
-    links = {name: os.path.join(os.path.abspath(user_directory), name)
-             for name in sorted(os.listdir(user_directory)) if name != "python"}
-    links["python"] = os.path.join(python_folder, "python")
-    user_key = f"{zlib.crc32(os.path.realpath(user_directory).encode()):08x}"
-    overlay = _triton_core.make_cache_folder(f"inprocess-{key}-{user_key}", links, subfolder="backends")
+    ours = {}
+    for backend in ("python", BOUND_BACKEND):
+        folder = _triton_core.make_cache_folder(f"inprocess-{key}", {f"libtriton_{backend}.so": library},
+                                                subfolder=backend)
+        if folder is None:
+            raise UnavailableError(_NO_CACHE)
+        ours[backend] = os.path.join(folder, backend)
+    links = {}
+    if base is not None and os.path.isdir(base):
+        links = {name: os.path.join(os.path.abspath(base), name) for name in sorted(os.listdir(base))}
+    if in_process:
+        links["python"] = ours["python"]
+    links[BOUND_BACKEND] = ours[BOUND_BACKEND]
+    base_key = f"{zlib.crc32(os.path.realpath(base).encode()):08x}" if base else "none"
+    overlay = _triton_core.make_cache_folder(f"backends-{key}-{base_key}-{int(in_process)}", links,
+                                             subfolder="backends")
     if overlay is None:
         raise UnavailableError(_NO_CACHE)
     return os.path.join(overlay, "backends")

@@ -374,9 +374,9 @@ class Server:
              decoupled: Optional[bool] = None, config: Optional[Mapping[str, Any]] = None) -> Model:
         """Serve the Python callable `fn` as the model `model_name`, in this
         process (not an official API: PyTriton's ``bind`` without its
-        subprocess). Needs ``model_control_mode=EXPLICIT`` and python models
-        in-process (``Options.python_models``: "in-process", or "auto" where
-        it picks in-process); see the user guide, "Serving a Python function".
+        subprocess). Needs ``model_control_mode=EXPLICIT``; runs in-process
+        whatever ``Options.python_models`` says; see the user guide,
+        "Serving a Python function".
 
         `fn` is called with one keyword NumPy array per input (zero-copy
         views of the request's memory, read-only) and returns a dict of
