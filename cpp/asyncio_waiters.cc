@@ -82,6 +82,22 @@ PyObject* deliver_python(AsyncResponseStream& stream, const ResponseData& data) 
   }
 }
 
+// Takes the queued response (or, once the stream is cancelled, its
+// cancelled end) and returns it as the awaitable's result.
+PySendResult take_queued(AsyncResponseStream& s, PyObject** result) {
+  ResponsePtr r = s.native_request->queue()->try_pop();
+  if (!r && s.cancelled) r = cancelled_end();
+  if (!r) {
+    // Only another task iterating the same iterator can have taken it.
+    PyErr_SetString(PyExc_ValueError,
+                    "another task is already awaiting this response "
+                    "iterator; iterate it from one task at a time");
+    return PYGEN_ERROR;
+  }
+  *result = deliver_python(s, *r);
+  return *result != nullptr ? PYGEN_RETURN : PYGEN_ERROR;
+}
+
 }  // namespace
 
 PySendResult NextResponse::send(PyObject* value, PyObject** result) {
@@ -90,17 +106,7 @@ PySendResult NextResponse::send(PyObject* value, PyObject** result) {
   switch (state) {
     case State::kTaking: {  // after the turn of the loop
       state = State::kDone;
-      ResponsePtr r = s.native_request->queue()->try_pop();
-      if (!r && s.cancelled) r = cancelled_end();
-      if (!r) {
-        // Only another task iterating the same iterator can have taken it.
-        PyErr_SetString(PyExc_ValueError,
-                        "another task is already awaiting this response "
-                        "iterator; iterate it from one task at a time");
-        return PYGEN_ERROR;
-      }
-      *result = deliver_python(s, *r);
-      return *result != nullptr ? PYGEN_RETURN : PYGEN_ERROR;
+      return take_queued(s, result);
     }
     case State::kStart: {
       if (s.complete) {  // another task took the final response meanwhile
@@ -187,16 +193,7 @@ PySendResult NextResponse::send(PyObject* value, PyObject** result) {
       Py_XDECREF(out);
       future = nb::object();
       steps = nb::object();
-      ResponsePtr r = s.native_request->queue()->try_pop();
-      if (!r && s.cancelled) r = cancelled_end();
-      if (!r) {
-        PyErr_SetString(PyExc_ValueError,
-                        "another task is already awaiting this response "
-                        "iterator; iterate it from one task at a time");
-        return PYGEN_ERROR;
-      }
-      *result = deliver_python(s, *r);
-      return *result != nullptr ? PYGEN_RETURN : PYGEN_ERROR;
+      return take_queued(s, result);
     }
     case State::kDone:
       break;

@@ -74,13 +74,7 @@ std::string model_config_json(TRITONBACKEND_Model* model) {
   const TritonApi& api = triton();
   TRITONSERVER_Message* message = nullptr;
   check(api.TRITONBACKEND_ModelConfig(model, 1, &message));
-  const char* base = nullptr;
-  size_t size = 0;
-  TRITONSERVER_Error* err = api.MessageSerializeToJson(message, &base, &size);
-  std::string json = err == nullptr ? std::string(base, size) : std::string();
-  api.MessageDelete(message);
-  check(err);
-  return json;
+  return take_json(message);
 }
 
 const char* kind_name(TRITONSERVER_InstanceGroupKind kind) {

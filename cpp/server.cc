@@ -21,17 +21,6 @@
 namespace tsb {
 namespace {
 
-// Serializes a core message to a string and deletes it.
-std::string take_json(TRITONSERVER_Message* message) {
-  const TritonApi& api = triton();
-  const char* base = nullptr;
-  size_t size = 0;
-  TRITONSERVER_Error* err = api.MessageSerializeToJson(message, &base, &size);
-  std::string out = err == nullptr ? std::string(base, size) : std::string();
-  api.MessageDelete(message);
-  check(err);
-  return out;
-}
 
 // A heuristic grace after the last request of a model ended: the backend
 // thread that released it may still be finishing that execution, and the

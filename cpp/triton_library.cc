@@ -204,4 +204,15 @@ std::vector<std::pair<std::string, std::string>> missing_functions() {
   return missing;
 }
 
+std::string take_json(TRITONSERVER_Message* message) {
+  const TritonApi& api = triton();
+  const char* base = nullptr;
+  size_t size = 0;
+  TRITONSERVER_Error* err = api.MessageSerializeToJson(message, &base, &size);
+  std::string out = err == nullptr ? std::string(base, size) : std::string();
+  api.MessageDelete(message);
+  check(err);
+  return out;
+}
+
 }  // namespace tsb

@@ -61,4 +61,8 @@ std::vector<std::pair<std::string, std::string>> missing_functions();
 // DT_NEEDED entries of an ELF shared object (empty if unreadable).
 std::vector<std::string> elf_needed(const std::string& path);
 
+// Serializes a core message to JSON and deletes it (raises TritonException
+// on failure, after the delete).
+std::string take_json(TRITONSERVER_Message* message);
+
 }  // namespace tsb

@@ -103,11 +103,8 @@ def test_inputs_reach_the_model_without_a_copy_and_a_kept_one_stays_valid(inproc
 
 
 def test_input_views_are_read_only(backend_directory, tmp_path):
-    repo = tmp_path / "repo"
-    (repo / "writes_input" / "1").mkdir(parents=True)
-    (repo / "writes_input" / "config.pbtxt").write_text(
-        (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"writes_input"'))
-    (repo / "writes_input" / "1" / "model.py").write_text(
+    repo = _model_repository(
+        tmp_path, "writes_input",
         "import triton_python_backend_utils as pb_utils\n"
         "class TritonPythonModel:\n"
         "    def execute(self, requests):\n"
@@ -180,12 +177,9 @@ def test_decoupled_cancellation_reaches_the_model(inproc):
 def test_stub_only_parameter_is_refused_at_load(backend_directory, tmp_path):
     # A server of its own: on the 2.51 core a failed reload of a loaded
     # model leaves stop() to hit exit_timeout (with the stub too).
-    repo = tmp_path / "repo"
-    (repo / "env_path" / "1").mkdir(parents=True)
-    (repo / "env_path" / "config.pbtxt").write_text(
-        (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"env_path"')
-        + 'parameters { key: "EXECUTION_ENV_PATH" value { string_value: "/tmp/env.tar.gz" } }\n')
-    (repo / "env_path" / "1" / "model.py").write_text((MODELS / "add_sub" / "1" / "model.py").read_text())
+    repo = _model_repository(
+        tmp_path, "env_path", (MODELS / "add_sub" / "1" / "model.py").read_text(),
+        extra_config='parameters { key: "EXECUTION_ENV_PATH" value { string_value: "/tmp/env.tar.gz" } }\n')
     server = tritonserver.Server(make_options(backend_directory, server_id="inproc-env", python_models="in-process",
                                               model_repository=str(repo), log_error=False))
     server.start(wait_until_ready=True, timeout=60)
@@ -217,12 +211,9 @@ def test_bls_error_of_the_called_model_reaches_the_caller(inproc):
 
 
 def test_unload_calls_finalize_and_a_reload_imports_again(backend_directory, tmp_path):
-    repo = tmp_path / "repo"
     marker = tmp_path / "finalized.txt"
-    (repo / "lifecycle" / "1").mkdir(parents=True)
-    (repo / "lifecycle" / "config.pbtxt").write_text(
-        (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"lifecycle"'))
-    (repo / "lifecycle" / "1" / "model.py").write_text(
+    repo = _model_repository(
+        tmp_path, "lifecycle",
         "import triton_python_backend_utils as pb_utils\n"
         "class TritonPythonModel:\n"
         "    def initialize(self, args):\n"
@@ -263,11 +254,8 @@ def test_main_module_reports_the_mode():
 
 
 def test_model_metrics_and_logger(backend_directory, tmp_path, caplog):
-    repo = tmp_path / "repo"
-    (repo / "counts" / "1").mkdir(parents=True)
-    (repo / "counts" / "config.pbtxt").write_text(
-        (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"counts"'))
-    (repo / "counts" / "1" / "model.py").write_text(
+    repo = _model_repository(
+        tmp_path, "counts",
         "import triton_python_backend_utils as pb_utils\n"
         "class TritonPythonModel:\n"
         "    def initialize(self, args):\n"
@@ -304,12 +292,12 @@ def test_backend_library_links_neither_python_nor_the_core():
     assert not [n for n in needed if n.startswith(("libpython", "libtritonserver", "libcuda", "libcudart"))], needed
 
 
-def _model_repository(tmp_path, name: str, source: str, decoupled: bool = False):
+def _model_repository(tmp_path, name: str, source: str, decoupled: bool = False, extra_config: str = ""):
     """A repository with one add_sub-shaped python model `name` running
-    `source` (its model.py)."""
+    `source` (its model.py), its config extended by `extra_config`."""
     repo = tmp_path / "repo"
     (repo / name / "1").mkdir(parents=True)
-    config = (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', f'"{name}"')
+    config = (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', f'"{name}"') + extra_config
     if decoupled:
         config += "model_transaction_policy { decoupled: true }\n"
     (repo / name / "config.pbtxt").write_text(config)
