@@ -77,7 +77,7 @@ class TritonPythonModel:
     def _inputs(self, requests: list[pb_utils.InferenceRequest]) -> tuple[dict[str, Any], list[int]]:
         """The callable's keyword arrays, and each request's batch size."""
         b = self.binding
-        per_request: list[dict[str, numpy.ndarray]] = []
+        per_request: list[dict[str, numpy.ndarray[Any, Any]]] = []
         for request in requests:
             arrays = {}
             for spec in b.inputs:
@@ -140,7 +140,7 @@ class TritonPythonModel:
             sender.send(flags=_FINAL)
 
     # -- outputs -----------------------------------------------------------------------------
-    def _outputs(self, result: Any, batch: int) -> dict[str, numpy.ndarray]:
+    def _outputs(self, result: Any, batch: int) -> dict[str, numpy.ndarray[Any, Any]]:
         """The callable's result checked against the declared outputs."""
         b = self.binding
         if not isinstance(result, Mapping):
@@ -158,7 +158,7 @@ class TritonPythonModel:
             checked[spec.name] = _checked_array(b, spec, result[spec.name], batch)
         return checked
 
-    def _split(self, outputs: dict[str, numpy.ndarray], sizes: list[int]) -> list[pb_utils.InferenceResponse]:
+    def _split(self, outputs: dict[str, numpy.ndarray[Any, Any]], sizes: list[int]) -> list[pb_utils.InferenceResponse]:
         """One response per request: its rows of each output."""
         if len(sizes) == 1:
             return [pb_utils.InferenceResponse([pb_utils.Tensor(n, a) for n, a in outputs.items()])]
@@ -181,7 +181,7 @@ class TritonPythonModel:
             self._loop = None
 
 
-def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> numpy.ndarray:
+def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> numpy.ndarray[Any, Any]:
     """`value` as the declared output's array; _CallError naming it when its
     dtype or shape does not fit the declaration."""
     expected = b.output_dtypes[spec.name]
