@@ -1,7 +1,5 @@
 #include "deferred_release.h"
 
-#include "thread_state.h"
-
 #include <dlfcn.h>
 #include <pthread.h>
 
@@ -24,6 +22,7 @@ struct State {
   std::condition_variable wake;    // something parked, or stopping
   std::condition_variable exited;  // the releaser thread has ended
   std::vector<nanobind::object> parked;
+  bool starting = false;  // a Python thread was started to run it
   bool running = false;   // a releaser thread exists in this process
   bool idle = false;      // the releaser waits for a first parked reference
   bool stopping = false;  // the interpreter is about to finalize
@@ -33,48 +32,6 @@ struct State {
 // a static destructor after the interpreter is gone. Replaced (the old one
 // leaked) only in a forked child, where no other thread exists.
 State* g_state = new State();
-
-// The releaser: waits for parked references, gives Python's own drains a
-// short grace, then drops whatever is left with the GIL. It never runs
-// Python once stop_deferred_releaser() has begun (the interpreter may then
-// finalize, and a thread taking the GIL then would be killed mid-frame). It
-// keeps one Python thread state from its first drop to its end
-// (thread_state.h).
-void releaser_main(State* s) {
-  pthread_setname_np(pthread_self(), "tsb-releaser");  // seen in ps, gdb, /proc
-  std::unique_lock<std::mutex> lock(s->mutex);
-  for (;;) {
-    // `idle` is set again before each sleep: a wake-up whose references a
-    // drain in Python took first sleeps again, and must be woken again.
-    while (!s->stopping && s->parked.empty()) {
-      s->idle = true;
-      s->wake.wait(lock);
-    }
-    s->idle = false;
-    if (s->stopping) break;
-    s->wake.wait_for(lock, kGrace, [s] { return s->stopping; });
-    if (s->stopping) break;
-    if (s->parked.empty()) continue;  // a drain in Python took them
-    lock.unlock();
-    {
-      ThreadGil gil;  // this thread's one thread state (thread_state.h)
-      std::vector<nanobind::object> doomed;
-      {
-        std::lock_guard<std::mutex> relock(s->mutex);
-        doomed.swap(s->parked);
-      }
-      // `doomed` is released here, with the GIL.
-    }
-    lock.lock();
-  }
-  // The thread state goes while stop_deferred_releaser() waits with the GIL
-  // released, not at the thread's end, when the interpreter may finalize.
-  lock.unlock();
-  forget_thread_state();
-  lock.lock();
-  s->running = false;
-  s->exited.notify_all();
-}
 
 // fork(): only the forking thread goes on in the child. The state is locked
 // across the fork (so the child's copy of `parked` is consistent), and the
@@ -115,21 +72,64 @@ void defer_release(std::vector<nanobind::object>&& objects) noexcept {
   std::lock_guard<std::mutex> lock(s->mutex);
   for (auto& o : objects) s->parked.push_back(std::move(o));  // steals refs
   objects.clear();  // only moved-from (null) handles remain
-  if (s->stopping) return;  // drained by the next drain_deferred(), if any
-  if (!s->running) {
-    try {
-      std::thread(releaser_main, s).detach();
-      s->running = true;
-    } catch (...) {
-      // No thread: the references wait for the next drain in Python.
-    }
-  } else if (s->idle) {
+  // Without a releaser (none started yet, or stopping) the references wait
+  // for the next drain in Python.
+  if (s->running && s->idle) {
     // Only a releaser waiting for its first reference needs waking: during
     // its grace it wakes by itself, and waking it for every request's
     // inputs would cost a futex call and a context switch per request.
     s->idle = false;
     s->wake.notify_one();
   }
+}
+
+bool claim_releaser_start() noexcept {
+  State* s = g_state;
+  std::lock_guard<std::mutex> lock(s->mutex);
+  if (s->running || s->starting || s->stopping) return false;
+  s->starting = true;
+  return true;
+}
+
+void run_releaser() {
+  State* s = g_state;
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->starting = false;
+    if (s->running || s->stopping) return;
+    s->running = true;
+  }
+  pthread_setname_np(pthread_self(), "tsb-releaser");  // seen in ps, gdb, /proc
+  nanobind::gil_scoped_release release;  // waits without the GIL
+  std::unique_lock<std::mutex> lock(s->mutex);
+  for (;;) {
+    // `idle` is set again before each sleep: a wake-up whose references a
+    // drain in Python took first sleeps again, and must be woken again.
+    while (!s->stopping && s->parked.empty()) {
+      s->idle = true;
+      s->wake.wait(lock);
+    }
+    s->idle = false;
+    if (s->stopping) break;
+    s->wake.wait_for(lock, kGrace, [s] { return s->stopping; });
+    if (s->stopping) break;
+    if (s->parked.empty()) continue;  // a drain in Python took them
+    lock.unlock();
+    {
+      // This Python thread's own state (PyGILState_Ensure allocates
+      // nothing here).
+      nanobind::gil_scoped_acquire gil;
+      std::vector<nanobind::object> doomed;
+      {
+        std::lock_guard<std::mutex> relock(s->mutex);
+        doomed.swap(s->parked);
+      }
+      // `doomed` is released here, with the GIL.
+    }
+    lock.lock();
+  }
+  s->running = false;
+  s->exited.notify_all();
 }
 
 void drain_deferred() {

@@ -19,6 +19,17 @@ bool holds_gil() noexcept;
 // Takes ownership of `objects` without touching their reference counts.
 void defer_release(std::vector<nanobind::object>&& objects) noexcept;
 
+// The releaser runs on a thread that Python starts (threading.Thread, from
+// Server.start()): Python makes that thread's state while it holds the GIL,
+// so the releaser never makes one itself (a thread state made without the
+// GIL races with tracemalloc.stop(): docs/design.md, "Native threads and
+// the GIL"). claim_releaser_start() is true once per needed start (none
+// running, none starting, not stopping); run_releaser() is that thread's
+// body: it returns when stop_deferred_releaser() runs. Until it runs,
+// parked references wait for the next drain in Python.
+bool claim_releaser_start() noexcept;
+void run_releaser();
+
 // Drops every parked reference. Call with the GIL held.
 void drain_deferred();
 

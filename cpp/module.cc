@@ -94,6 +94,11 @@ NB_MODULE(_native, m) {
         "stream"_a);
 
   // --- buffers and DLPack ----------------------------------------------
+  m.def("claim_releaser_start", &claim_releaser_start,
+        "True once per needed start of the releaser thread (see run_releaser).");
+  m.def("run_releaser", &run_releaser,
+        "The releaser thread's body, for a thread Python starts: drops parked references "
+        "when Python does not drain them within 20 ms; returns at interpreter exit.");
   m.def("host_pool_trim", &host_pool_trim,
         nb::call_guard<nb::gil_scoped_release>());
 

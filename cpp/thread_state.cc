@@ -37,8 +37,6 @@ ThreadGil::ThreadGil() noexcept {
 
 ThreadGil::~ThreadGil() { PyGILState_Release(state_); }
 
-void forget_thread_state() noexcept { t_kept.forget(); }
-
 bool python_usable() noexcept {
   if (!Py_IsInitialized()) return false;
   // Py_IsFinalizing from 3.13, _Py_IsFinalizing before (neither in the

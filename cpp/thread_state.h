@@ -5,9 +5,11 @@
 // allocator without the GIL: under an allocator hook (tracemalloc, memory
 // profilers) that races with the hook being removed (tracemalloc.stop()
 // frees buffers a waiting hook then uses: SIGSEGV), so it happens once per
-// thread, not once per wake-up. Used by the deferred releaser and the core's
-// log callback, and the entry points of the in-process python backend
-// library (cpp/python_backend_shim.cc: the core's model-instance threads);
+// thread, not once per call. For the core's threads, which the package
+// cannot start from Python: the log callback, and the entry points of the
+// in-process python backend library (cpp/python_backend_shim.cc: the core's
+// model-instance threads). A thread the package starts itself is started
+// by Python instead (deferred_release.h);
 // nanobind's gil_scoped_acquire inside such a scope finds the same thread
 // state.
 #pragma once
@@ -28,12 +30,6 @@ class ThreadGil {
  private:
   PyGILState_STATE state_;
 };
-
-// Deletes this thread's kept thread state now (it is made again by a later
-// ThreadGil). Call without the GIL, before a thread the package owns ends
-// while the interpreter may be about to finalize; threads that are not the
-// package's leave it to their end.
-void forget_thread_state() noexcept;
 
 // Whether the interpreter can still be entered from a native thread (it is
 // initialized and not finalizing).

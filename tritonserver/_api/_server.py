@@ -122,6 +122,7 @@ class Server:
         finally:
             self._starting = False
         _running.add(self)
+        _start_releaser()
         try:
             # Models loaded at start (POLL/NONE mode, startup_models).
             self._refuse_unusable_python_models(None)
@@ -494,6 +495,16 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _start_releaser() -> None:
+    """The thread that drops the Python references Triton's threads park
+    (inputs of finished requests) when the program does not call into the
+    package for 20 ms; started by Python, so that Python makes its thread
+    state with the GIL held (cpp/deferred_release.h). Once per process
+    (again in a child of fork())."""
+    if _native.claim_releaser_start():
+        threading.Thread(target=_native.run_releaser, name="tsb-releaser", daemon=True).start()
 
 
 @atexit.register
