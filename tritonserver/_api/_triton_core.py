@@ -377,10 +377,14 @@ def stub_environment_report() -> Optional[StubEnvironment]:
         _probed[python] = (out[0] if out else "?", out[1] if len(out) > 1 else "")
     python_version, numpy_version = _probed[python]
     ours = f"{sys.version_info.major}.{sys.version_info.minor}"
-    fix = (f"Fix: make a virtualenv with numpy<2 (python{ours} -m venv ENV && ENV/bin/pip install 'numpy<2' "
-           f"plus what your models import) and set {STUB_ENVIRONMENT_VARIABLE}=ENV before the server "
-           "starts (its bin/ is then put first on PATH for the stub), or run this program in such an "
-           "environment.")
+    in_process = "Options(python_models=\"in-process\") (or \"auto\") runs python models in this process instead"
+    if sys.version_info >= (3, 13):  # numpy<2 has no wheels for 3.13 and later: no stub environment can work
+        fix = f"Fix: {in_process}; numpy<2, which the stub needs, does not exist for Python {ours}."
+    else:
+        fix = (f"Fix: {in_process}; or make a virtualenv with numpy<2 (python{ours} -m venv ENV && "
+               f"ENV/bin/pip install 'numpy<2' plus what your models import) and set "
+               f"{STUB_ENVIRONMENT_VARIABLE}=ENV before the server starts (its bin/ is then put first on PATH "
+               "for the stub).")
     problem = None
     if python_version != ours:
         problem = (f"the python backend's stub (built for Python {ours}) would run in {python} "
