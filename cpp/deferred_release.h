@@ -34,7 +34,8 @@ void run_releaser();
 void drain_deferred();
 
 // Stops the releaser thread for good and drops what is parked. Call with
-// the GIL held, before the interpreter finalizes (an atexit hook): after
+// the GIL held, before the interpreter finalizes (the atexit hook of
+// tritonserver._api._server, which then joins the releaser's thread): after
 // this, parked references wait for the next drain_deferred(), if any.
 void stop_deferred_releaser();
 

@@ -56,12 +56,6 @@ NB_MODULE(_native, m) {
   // warnings to catch real leaks of the binding.
   nb::set_leak_warnings(false);
 #endif
-  // The releaser thread of deferred references must end before the
-  // interpreter finalizes. Registered at import, so it runs after the
-  // atexit hooks of the Python modules (they stop servers, which releases
-  // their requests).
-  nb::module_::import_("atexit").attr("register")(
-      nb::cpp_function(&stop_deferred_releaser));
 
   nb::register_exception_translator(&translate_exception);
 
@@ -96,6 +90,9 @@ NB_MODULE(_native, m) {
   // --- buffers and DLPack ----------------------------------------------
   m.def("claim_releaser_start", &claim_releaser_start,
         "True once per needed start of the releaser thread (see run_releaser).");
+  m.def("stop_releaser", &stop_deferred_releaser,
+        "At interpreter exit, after the servers stopped: ends run_releaser (the caller then joins "
+        "its thread) and drops what is parked.");
   m.def("run_releaser", &run_releaser,
         "The releaser thread's body, for a thread Python starts: drops parked references "
         "when Python does not drain them within 20 ms; returns at interpreter exit.");

@@ -503,27 +503,45 @@ def _start_releaser() -> None:
     package for 20 ms; started by Python, so that Python makes its thread
     state with the GIL held (cpp/deferred_release.h). Once per process
     (again in a child of fork())."""
+    global _releaser
     if _native.claim_releaser_start():
-        threading.Thread(target=_native.run_releaser, name="tsb-releaser", daemon=True).start()
+        _releaser = threading.Thread(target=_native.run_releaser, name="tsb-releaser", daemon=True)
+        _releaser.start()
+
+
+_releaser: Optional[threading.Thread] = None
+
+
+def _stop_releaser() -> None:
+    """At exit, after the servers stopped: the releaser ends and its thread
+    is joined while the interpreter is whole (a daemon thread taking the GIL
+    back during finalization would be killed mid-call)."""
+    _native.stop_releaser()
+    if _releaser is not None and _releaser.is_alive():
+        _releaser.join(5.0)
 
 
 @atexit.register
 def _stop_running_servers() -> None:
-    for server in list(_running):
-        try:
-            server.stop()
-        except Exception:  # exit must go on; the core already logged it
-            pass
-    # Servers whose stop hit the exit timeout finish stopping in the
-    # background: wait for that (the core gives up exit_timeout + 30 s after
-    # the stop), so that no thread is inside the core while the process
-    # tears down. In short waits, so that Ctrl-C still interrupts it.
-    if _native.triton_loaded():
-        deadline = time.monotonic() + 60.0
-        while _native.Server.reap_stopped(0.2) and time.monotonic() < deadline:
-            pass
-    # The core's log goes back to stderr; the reader of its log pipe stops.
-    _logging.stop_core_log_pipe(_reset_core_log)
+    try:
+        for server in list(_running):
+            try:
+                server.stop()
+            except Exception:  # exit must go on; the core already logged it
+                pass
+        # Servers whose stop hit the exit timeout finish stopping in the
+        # background: wait for that (the core gives up exit_timeout + 30 s
+        # after the stop), so that no thread is inside the core while the
+        # process tears down. In short waits, so that Ctrl-C still
+        # interrupts it.
+        if _native.triton_loaded():
+            deadline = time.monotonic() + 60.0
+            while _native.Server.reap_stopped(0.2) and time.monotonic() < deadline:
+                pass
+    finally:
+        _stop_releaser()  # even after a Ctrl-C: no thread of ours may take the GIL at finalization
+        # The core's log goes back to stderr; the reader of its log pipe stops.
+        _logging.stop_core_log_pipe(_reset_core_log)
 
 
 def _reset_core_log() -> None:
