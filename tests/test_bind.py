@@ -318,3 +318,29 @@ def _bindings_of(name):
 
     with _bind._lock:
         return [b for b in _bind._bindings.values() if b.model_name == name]
+
+
+def test_the_kserve_routes_serve_a_bound_model(bind_server):
+    """The HTTP routes (used by the Ray deployment) reach a bound model like
+    any other, checked with NVIDIA's own HTTP client codec."""
+    httpclient = pytest.importorskip("tritonclient.http")
+    from tritonserver._kserve.routes import HEADER_LENGTH, KServeRoutes
+
+    bind_server.bind("bound_http", lambda X: {"Y": X + 1}, inputs=FP32_4,
+                     outputs=[TensorSpec("Y", numpy.float32, (4,))])
+    routes = KServeRoutes(bind_server)
+    item = httpclient.InferInput("X", [4], "FP32")
+    item.set_data_from_numpy(_fp32(1, 2, 3, 4), binary_data=True)
+    body, json_size = httpclient.InferenceServerClient.generate_request_body([item])
+    headers = {HEADER_LENGTH: str(json_size)} if json_size is not None else {}
+    loop = asyncio.new_event_loop()
+    try:
+        reply = loop.run_until_complete(routes.handle("POST", "/v2/models/bound_http/infer", headers, body))
+        metadata = loop.run_until_complete(routes.handle("GET", "/v2/models/bound_http", {}, b""))
+    finally:
+        loop.close()
+    assert reply.status == 200, reply.body
+    length = reply.headers.get(HEADER_LENGTH)
+    result = httpclient.InferResult.from_response_body(reply.body, header_length=int(length) if length else None)
+    assert result.as_numpy("Y").tolist() == [2, 3, 4, 5]
+    assert metadata.status == 200 and json.loads(metadata.body)["name"] == "bound_http"
