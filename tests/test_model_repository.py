@@ -387,3 +387,17 @@ def test_model_ready_by_version(server, model):
     assert server.model("add_sub").ready() is True
     assert server.model("add_sub", 1).ready() is True
     assert server.model("add_sub", 2).ready() is False
+
+
+def test_a_missing_backend_is_named_with_where_backends_come_from(repo_server):
+    """The PyPI core brings only the python backend: a model of another
+    backend fails to load with the backend named and the way to get it."""
+    tensor = {"data_type": "TYPE_FP32", "dims": [1]}
+    config = {"backend": "onnxruntime", "max_batch_size": 0,
+              "input": [{"name": "X", **tensor}], "output": [{"name": "Y", **tensor}]}
+    with pytest.raises(tritonserver.TritonError) as caught:
+        repo_server.load("onnx_like", {"config": json.dumps(config), "file:1/model.onnx": b"not a real model"})
+    message = str(caught.value)
+    assert "load('onnx_like'): the model's backend 'onnxruntime' is not in this server's backend folder" in message
+    assert "Options.backend_directory" in message and "NGC container" in message
+    assert repo_server.live()  # (not ready: strict readiness counts the failed model)

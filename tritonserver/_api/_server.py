@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import threading
 import time
 import weakref
@@ -272,6 +273,7 @@ class Server:
                 self._started().load_model(model_name, params)
             except TritonError as e:
                 _triton_core.explain_model_load_error(e)
+                self._explain_missing_backend(e, model_name)
                 self._explain_model_control_error(e, "load", model_name)
                 self._explain_unknown_model_error(e, model_name, params)
                 raise
@@ -349,6 +351,23 @@ class Server:
             "the core itself loads the repository's models (at start, and in POLL mode on "
             "poll_model_repository()); to load and unload models by name, create the server with "
             f"model_control_mode=ModelControlMode.EXPLICIT (the core said: {error})"
+        ) from error
+
+    def _explain_missing_backend(self, error: TritonError, name: str) -> None:
+        """Raise the core's "unable to find backend library for backend 'X'"
+        again (same class), naming the model, the backend and where backends
+        come from."""
+        found = re.search(r"unable to find backend library for backend '([^']*)'", str(error))
+        if found is None:
+            return
+        backend = found.group(1)
+        raise type(error)(
+            f"load({name!r}): the model's backend {backend!r} is not in this server's backend folder "
+            f"(Options.backend_directory={self.options.backend_directory!r}). The Triton core from PyPI "
+            "(nvidia-pytriton) brings only the python backend; other backends come with an NGC container "
+            f"(/opt/tritonserver/backends) or a build of that backend: put its folder ({backend}/libtriton_"
+            f"{backend}.so, built for this Triton version) in a folder and name it with "
+            f"Options.backend_directory (docs/cores.md) (the core said: {error})"
         ) from error
 
     def _explain_unknown_model_error(self, error: TritonError, name: str, params: dict[str, Any]) -> None:
