@@ -11,6 +11,8 @@ import re
 
 import pytest
 
+import tritonserver
+
 from common import ROOT, has_gpu
 
 GUIDE = ROOT / "docs" / "user_guide.md"
@@ -75,3 +77,13 @@ def test_the_site_builds_with_no_warnings():
     assert {"index.html", "user_guide.html", "api.html", "design.html", "changelog.html"} <= pages
     api = (ROOT / "build" / "site" / "api.html").read_text()
     assert '<h2 id="server' in api and '<h2 id="inferencerequest' in api
+
+
+def test_the_package_docstring_example_runs(monkeypatch):
+    """help(tritonserver)'s example (FP32 inputs for an FP32 model) runs as
+    written, from the repository root."""
+    import doctest
+
+    monkeypatch.chdir(ROOT)
+    result = doctest.testmod(tritonserver, verbose=False)
+    assert result.attempted >= 2 and result.failed == 0

@@ -1,10 +1,12 @@
 """tritonserver: the Triton Inference Server, embedded in your Python process.
 
-Example:
-    >>> import tritonserver
-    >>> with tritonserver.Server(model_repository="models") as server:
-    ...     for response in server.model("add_sub").infer(inputs={"INPUT0": [1.0], "INPUT1": [2.0]}):
-    ...         print(response.outputs["OUTPUT0"].to_host())
+Example (from a clone's root: examples/models holds the example models):
+    >>> import numpy, tritonserver
+    >>> with tritonserver.Server(model_repository="examples/models") as server:
+    ...     a = numpy.array([1.0, 2.0], dtype=numpy.float32)  # add_sub takes FP32
+    ...     for response in server.model("add_sub").infer(inputs={"INPUT0": a, "INPUT1": a}):
+    ...         print(numpy.from_dlpack(response.outputs["OUTPUT0"]))
+    [2. 4.]
 """
 
 
