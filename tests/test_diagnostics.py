@@ -10,8 +10,22 @@ import subprocess
 import sys
 
 import numpy
+import pytest
 
 import tritonserver
+
+
+@pytest.mark.parametrize("args, status, expected", [
+    (["--version"], 0, "tritonserver "),
+    (["--help"], 0, "usage: python -m tritonserver"),
+    (["--no-such-option"], 2, "unrecognized arguments: --no-such-option"),
+])
+def test_python_m_tritonserver_parses_its_arguments(tmp_path, args, status, expected):
+    proc = subprocess.run([sys.executable, "-m", "tritonserver", *args], capture_output=True, text=True,
+                          timeout=120, cwd=str(tmp_path))
+    assert proc.returncode == status, proc.stdout + proc.stderr
+    assert expected in proc.stdout + proc.stderr
+    assert "Triton core:" not in proc.stdout  # no report for these
 
 
 def test_python_m_tritonserver_reports_the_environment(tmp_path):

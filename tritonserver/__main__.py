@@ -66,7 +66,17 @@ def _numpy() -> str:
     return f"{numpy.__version__} ({os.path.dirname(numpy.__file__)})"
 
 
-def main() -> int:
+def main(argv: "list[str] | None" = None) -> int:
+    """Print the report (``--version``: the package version only); unknown
+    arguments are an error (exit status 2)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m tritonserver",
+        description="What this tritonserver installation would use: the Triton core found (path, Triton and C "
+                    "API versions), CUDA, the backends, numpy, and how python models would run.")
+    parser.add_argument("--version", action="version", version=f"tritonserver {tritonserver.__version__}")
+    parser.parse_args(argv)
     print(f"tritonserver {tritonserver.__version__} on Python {platform.python_version()} ({sys.executable})")
     print(f"  installed as: {_installed_as()}")
     print(f"glibc: {_glibc()}")
