@@ -17,7 +17,7 @@ import pytest
 import tritonserver
 from tritonserver import _native
 from tritonserver._api import _triton_core
-from common import MODELS, ROOT, hooks
+from common import MODELS, ROOT, hooks, run_script
 
 NGC_CORE = "/opt/tritonserver/lib/libtritonserver.so"
 INSTALL_HINT = "pip install --no-deps nvidia-pytriton==0.7.0"
@@ -287,3 +287,25 @@ def test_the_install_hint_names_the_pinned_core():
     with open(ROOT / "pyproject.toml", "rb") as f:
         (pin,) = tomllib.load(f)["dependency-groups"]["core"]
     assert _triton_core.INSTALL_HINT == f"pip install --no-deps {pin}" == INSTALL_HINT
+
+
+def test_backend_folders_of_links_to_folders_gone_are_pruned(backend_directory, tmp_path):
+    """Every server's backend folder is a folder of links in the user cache;
+    one whose targets are gone (a deleted venv or temporary folder) is
+    removed when a server starts, and a live one is kept."""
+    cache = tmp_path / "cache"
+    stale = cache / "tritonserver" / "backends-00000000-deadbeef-0" / "backends"
+    stale.mkdir(parents=True)
+    (stale / "python").symlink_to(tmp_path / "deleted-venv" / "python")
+    code = f"""
+import tritonserver
+from common import make_options
+with tritonserver.Server(make_options({backend_directory!r}, server_id="prune")) as server:
+    print("ready", server.ready())
+"""
+    rc, out, err = run_script(code, tmp_path, timeout=120, env={"XDG_CACHE_HOME": str(cache)})
+    assert rc == 0, err
+    assert "ready True" in out
+    assert not stale.parent.exists()
+    live = [p for p in (cache / "tritonserver").glob("backends-*-*-*") if (p / "backends").is_dir()]
+    assert live, "the server's own folder of links is kept"

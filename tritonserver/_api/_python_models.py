@@ -130,7 +130,25 @@ def package_backend_directory(base: Optional[str], in_process: bool) -> str:
                                              subfolder="backends")
     if overlay is None:
         raise UnavailableError(_NO_CACHE)
+    _prune_stale_overlays(os.path.dirname(overlay))
     return os.path.join(overlay, "backends")
+
+
+def _prune_stale_overlays(cache: str) -> None:
+    """Remove backend folders of links made for folders that are gone (a
+    deleted virtualenv or temporary folder): each holds only links."""
+    import shutil  # here: only when a server starts
+
+    for name in os.listdir(cache):
+        backends = os.path.join(cache, name, "backends")
+        if not name.startswith("backends-") or not os.path.isdir(backends):
+            continue
+        try:
+            entries = [os.path.join(backends, entry) for entry in os.listdir(backends)]
+        except OSError:
+            continue
+        if any(os.path.islink(entry) and not os.path.exists(entry) for entry in entries):
+            shutil.rmtree(os.path.join(cache, name), ignore_errors=True)
 
 
 _NO_CACHE = ("python models in-process need a backend folder in the user cache folder ($XDG_CACHE_HOME or "
