@@ -3,11 +3,14 @@ line in the same shape as c_api_floor.
 
     python bench_binding.py --repository DIR --backends DIR --model NAME
         [--elements N] [--inflight N] [--requests N] [--stream-count N] [--threads N]
+        [--python-models auto|in-process|stub] [--bind]
 
 --inflight 1 runs one blocking request at a time; N > 1 keeps N requests in
 flight with asyncio; --stream-count N sends COUNT=N to a decoupled model.
 --threads N (with --inflight 1) runs N Python threads, each sending one
-blocking request at a time, sharing the request count.
+blocking request at a time, sharing the request count. --python-models
+chooses how python-backend models run; --bind serves an add_sub function
+with `Server.bind` instead of the repository's python model (--model add_sub).
 """
 
 from __future__ import annotations
@@ -29,6 +32,18 @@ def inputs_for(args: argparse.Namespace) -> dict[str, numpy.ndarray]:
     data = numpy.ones(args.elements, dtype=numpy.float32)
     names = ["INPUT0", "INPUT1"] if args.model == "add_sub" else ["INPUT0"]
     return {name: data for name in names}
+
+
+def bind_add_sub(server: tritonserver.Server) -> tritonserver.Model:
+    """The repository's add_sub (tests/models/add_sub/1/model.py) as a bound
+    function: the same tensors, the same work."""
+    def add_sub(INPUT0: numpy.ndarray, INPUT1: numpy.ndarray) -> dict[str, numpy.ndarray]:
+        return {"OUTPUT0": INPUT0 + INPUT1, "OUTPUT1": INPUT0 - INPUT1}
+
+    spec = tritonserver.TensorSpec
+    return server.bind("add_sub_bound", add_sub,
+                       inputs=[spec("INPUT0", numpy.float32, (-1,)), spec("INPUT1", numpy.float32, (-1,))],
+                       outputs=[spec("OUTPUT0", numpy.float32, (-1,)), spec("OUTPUT1", numpy.float32, (-1,))])
 
 
 def run_sync(model: tritonserver.Model, inputs: dict, count: int) -> tuple[list[float], int]:
@@ -92,15 +107,20 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--stream-count", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--python-models", default="auto", choices=("auto", "in-process", "stub"))
+    parser.add_argument("--bind", action="store_true", help="serve add_sub as a bound Python function")
     args = parser.parse_args()
+    if args.bind and args.model != "add_sub":
+        parser.error("--bind serves add_sub only")
 
     server = tritonserver.Server(
         model_repository=args.repository,
         backend_directory=args.backends,
         model_control_mode=tritonserver.ModelControlMode.EXPLICIT,
         log_error=True,
+        python_models=args.python_models,
     ).start(wait_until_ready=True)
-    model = server.load(args.model)
+    model = bind_add_sub(server) if args.bind else server.load(args.model)
     inputs = inputs_for(args)
 
     def run(count: int) -> tuple[list[float], int, float, float, list[int]]:

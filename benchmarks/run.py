@@ -68,6 +68,10 @@ class Workload:
     sync_reference: bool = False
     target: str = ""
     threads: int = 1  # Python threads sending blocking requests (ours only)
+    # A python-backend model: ours runs it through the stub ("ours") and
+    # in-process ("ours in-process"); add_sub also as a bound function
+    # ("ours bound", Server.bind).
+    python_model: bool = False
     # Every run's JSON line, by label ("floor block" and "floor spin" hold
     # one line per round).
     results: dict[str, list[dict]] = field(default_factory=dict)
@@ -95,10 +99,10 @@ def workloads(quick: bool) -> list[Workload]:
         Workload("identity 64 MiB sync", "identity_fp32", elements=16 * MiB, requests=n(24), clients=True,
                  target="time <= 1.1x floor"),
         Workload("identity 64 MiB asyncio 8", "identity_fp32", elements=16 * MiB, inflight=8, requests=n(32)),
-        Workload("python add_sub 16xfp32 sync", "add_sub", requests=n(1500), clients=True),
-        Workload("python add_sub 16xfp32 asyncio 8", "add_sub", inflight=8, requests=n(2000)),
-        Workload("python add_sub 16xfp32 asyncio 64", "add_sub", inflight=64, requests=n(3000)),
-        Workload("python stream of 1,000 responses", "streaming", requests=n(8), stream_count=1000),
+        Workload("python add_sub 16xfp32 sync", "add_sub", requests=n(1500), clients=True, python_model=True),
+        Workload("python add_sub 16xfp32 asyncio 8", "add_sub", inflight=8, requests=n(2000), python_model=True),
+        Workload("python add_sub 16xfp32 asyncio 64", "add_sub", inflight=64, requests=n(3000), python_model=True),
+        Workload("python stream of 1,000 responses", "streaming", requests=n(8), stream_count=1000, python_model=True),
     ] + [
         Workload(f"{small} sync, {t} threads", "identity_fp32", requests=n(4000), threads=t)
         for t in (1, 2, 4)
@@ -223,6 +227,11 @@ def main() -> None:
                     w.results.setdefault(f"floor {wait}", []).extend(rounds)
                     this_rep[wait] = statistics.median(rate(w, r) for r in rounds)
                 runs = {"ours": ours}
+                if w.python_model:
+                    runs["ours"] = ours + ["--python-models", "stub"]
+                    runs["ours in-process"] = ours + ["--python-models", "in-process"]
+                    if w.model == "add_sub":
+                        runs["ours bound"] = ours + ["--bind"]
                 # The references wait the way the floor was faster this time.
                 floor = floor + ["--wait", max(this_rep, key=lambda k: this_rep[k])]
                 if w.asyncio_reference:
@@ -292,6 +301,51 @@ def floor_regimes(w: Workload) -> tuple[Optional[tuple[str, dict]], Optional[tup
             modes.append((wait, rounds[(len(rounds) - 1) // 2]))
     modes.sort(key=lambda m: -rate(w, m[1]))
     return (modes[0] if modes else None), (modes[1] if len(modes) > 1 else None)
+
+
+def identity_twin(items: list[Workload], w: Workload) -> Optional[Workload]:
+    """The identity 16xfp32 workload sent the same way as `w` (None for a
+    stream or when it did not run)."""
+    return next((i for i in items if i.model == "identity_fp32" and i.elements == 16 and not w.stream_count
+                 and i.inflight == w.inflight and i.threads == 1 and "threads" not in i.name), None)
+
+
+def python_model_section(items: list[Workload], median) -> list[str]:  # noqa: ANN001
+    """Python models three ways (stub, in-process, a bound function) beside
+    the identity C++ backend sent the same way, all through this binding."""
+    rows = [w for w in items if w.python_model]
+    if not rows:
+        return []
+    fmt = lambda v: f"{v:,.0f}" if v else "–"  # noqa: E731
+    ratio = lambda a, b: f"{a / b:.2f}" if a and b else "–"  # noqa: E731
+    lines = [
+        "",
+        "## Python models: in-process, stub, bound function",
+        "",
+        "The same python-backend model through this binding three ways: *stub* (the python backend's",
+        "stub process, `python_models=\"stub\"`), *in-process* (its `model.py` run in this interpreter,",
+        "`python_models=\"in-process\"`), *bound* (the same arithmetic as a Python function served with",
+        "`Server.bind`); *identity* is the identity C++ backend sent the same way (no Python model code:",
+        "the ceiling). Rates /s (responses/s for the stream); p50/p99 in us per request (per stream).",
+        "Targets (issues 28, 24): in-process >= 3x stub and >= 0.5x identity; bound >= 0.5x identity.",
+        "",
+        "| workload | stub /s | in-process /s | bound /s | identity /s | in-process/stub | in-process/identity "
+        "| bound/identity | bound/in-process | stub p50/p99 | in-process p50/p99 | bound p50/p99 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+    ]
+    for w in rows:
+        twin = identity_twin(items, w)
+        stub, inproc, bound = (median(w, k) for k in ("ours", "ours in-process", "ours bound"))
+        identity = median(twin, "ours") if twin else None
+
+        def tail(label: str) -> str:
+            p50, p99 = median(w, label, "p50_us"), median(w, label, "p99_us")
+            return f"{p50:,.0f} / {p99:,.0f}" if p50 and p99 else "–"
+
+        lines.append(f"| {w.name} | {fmt(stub)} | {fmt(inproc)} | {fmt(bound)} | {fmt(identity)} "
+                     f"| {ratio(inproc, stub)} | {ratio(inproc, identity)} | {ratio(bound, identity)} "
+                     f"| {ratio(bound, inproc)} | {tail('ours')} | {tail('ours in-process')} | {tail('ours bound')} |")
+    return lines
 
 
 def write_report(items: list[Workload], startup: list[dict], args: argparse.Namespace, seconds: float) -> None:
@@ -388,6 +442,7 @@ def write_report(items: list[Workload], startup: list[dict], args: argparse.Name
             f"| {us(p99)} | {ratio(p50, fp50)} | {ratio(p50, sp50)} | {ratio(p50, best)} "
             f"| {fmt(cmin)} | {fmt(cmax)} |"
         )
+    lines += python_model_section(items, median)
     lines += [
         "",
         "## Sync reference",
