@@ -219,6 +219,51 @@ def test_handle_errors_are_triton_errors(handle):
                                         "INPUT1": numpy.zeros(1, numpy.float32)}).result(timeout_s=60)
 
 
+def test_a_bound_function_is_served_over_the_handle_and_http(cluster):
+    """`bindings`: a Python function served by the replica's server through
+    Server.bind, beside a repository model, over the handle and KServe HTTP;
+    Triton's batcher forms the batches the function sees."""
+    import requests
+    from ray import serve
+
+    import tritonserver
+    from tritonserver.ray import TritonDeployment, actor_options
+
+    def scale_and_shift(INPUT0: numpy.ndarray) -> dict[str, numpy.ndarray]:
+        # Local, so that Ray pickles it by value (a replica cannot import
+        # this test module).
+        rows = numpy.full((INPUT0.shape[0], 1), INPUT0.shape[0], numpy.int32)
+        return {"OUTPUT0": INPUT0 * 2 + 1, "ROWS": rows}
+
+    spec = tritonserver.TensorSpec
+    binding = {"model_name": "scale_and_shift", "fn": scale_and_shift, "max_batch_size": 8,
+               "max_queue_delay_us": 2000,
+               "inputs": [spec("INPUT0", numpy.float32, (4,))],
+               "outputs": [spec("OUTPUT0", numpy.float32, (4,)), spec("ROWS", numpy.int32, (1,))]}
+    app = TritonDeployment.options(num_replicas=1, ray_actor_options=actor_options(num_cpus=0.5)).bind(
+        model_repository=str(MODELS), models=["add_sub"], bindings=[binding],
+        options={"backend_directory": cluster.backend_directory, "exit_timeout": 10})
+    bound = serve.run(app, name="bound", route_prefix="/bound")
+    try:
+        assert sorted(bound.replica_info.remote().result(timeout_s=60)["models"]) == ["add_sub", "scale_and_shift"]
+        rows = numpy.arange(8, dtype=numpy.float32).reshape(2, 4)
+        result = bound.infer.remote("scale_and_shift", {"INPUT0": rows}).result(timeout_s=60)
+        numpy.testing.assert_array_equal(result.outputs["OUTPUT0"], rows * 2 + 1)
+        # 16 single-row requests at once: the function sees them batched.
+        pending = [bound.infer.remote("scale_and_shift", {"INPUT0": rows[:1] + i}) for i in range(16)]
+        seen = [int(r.result(timeout_s=60).outputs["ROWS"][0, 0]) for r in pending]
+        assert max(seen) > 1, f"every call had one row: {seen}"
+        body = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
+        reply = requests.post(f"http://{cluster.url}/bound/v2/models/scale_and_shift/infer", json=body, timeout=30)
+        assert reply.status_code == 200, reply.text
+        output = next(o for o in reply.json()["outputs"] if o["name"] == "OUTPUT0")
+        assert output["data"] == [3, 5, 7, 9]
+        reply = requests.get(f"http://{cluster.url}/bound/v2/models/scale_and_shift/config", timeout=30)
+        assert reply.status_code == 200 and reply.json()["max_batch_size"] == 8
+    finally:
+        serve.delete("bound")
+
+
 def test_killing_a_replica_serve_replaces_it(cluster, handle):
     import ray
 

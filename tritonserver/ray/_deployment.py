@@ -7,7 +7,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Optional, Sequence, cast
+from typing import Any, AsyncIterator, Mapping, Optional, Sequence, cast
 
 from ray import serve
 from ray.serve.deployment import Deployment
@@ -71,15 +71,27 @@ class TritonReplica:
     it, every model of the repository is loaded and served. `options` are
     further :class:`tritonserver.Options` fields (e.g. ``{"exit_timeout":
     10}``; exit_timeout defaults to 15 s here, within Serve's default 20 s
-    graceful_shutdown_timeout_s)."""
+    graceful_shutdown_timeout_s). `bindings` are Python functions to serve
+    as models, each a dict of :meth:`tritonserver.Server.bind`'s arguments
+    (``model_name``, ``fn``, ``inputs``, ``outputs``, ...): the replica binds
+    them once its server is ready, and serves them beside `models`. With
+    bindings the server runs in explicit model control mode, so a
+    repository's models are served only when `models` names them."""
 
     def __init__(
         self,
         model_repository: str | Sequence[str],
         models: Optional[Sequence[str]] = None,
         options: Optional[dict[str, Any]] = None,
+        bindings: Sequence[Mapping[str, Any]] = (),
     ) -> None:
+        # First: Serve calls __del__ even when __init__ raised.
+        self._stop_lock = threading.Lock()
+        self._server: Optional[Server] = None
         settings = dict(options or {})
+        bindings = [dict(b) for b in bindings]
+        if bindings:
+            settings.setdefault("model_control_mode", ModelControlMode.EXPLICIT)
         # Serve kills a replica graceful_shutdown_timeout_s (20 s by default)
         # after asking it to stop: leave the server's stop time to finish.
         settings.setdefault("exit_timeout", DEFAULT_EXIT_TIMEOUT)
@@ -95,12 +107,19 @@ class TritonReplica:
                 "tritonserver replica pid %d: GRPC_ENABLE_FORK_SUPPORT is not 0; python-backend models "
                 "may abort this worker when their stub starts: pass "
                 "ray_actor_options=tritonserver.ray.actor_options(...)", self._pid)
-        self._stop_lock = threading.Lock()
-        self._server: Optional[Server] = None
         started = time.monotonic()
         server = Server(Options(**settings)).start(wait_until_ready=True)
         self._server = server
+        try:
+            for binding in bindings:
+                server.bind(**binding)
+        except BaseException:
+            self._server = None
+            server.stop()
+            raise
         self._models = list(models) if models is not None else None
+        if self._models is not None:
+            self._models += [binding["model_name"] for binding in bindings]
         self._routes = KServeRoutes(server, self._models, {"replica_pid": self._pid})
         logger.info("tritonserver replica pid %d: server ready in %.2f s", self._pid, time.monotonic() - started)
 
