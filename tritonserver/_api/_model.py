@@ -76,7 +76,8 @@ class Model:
 
     # -- inference -------------------------------------------------------------
     def create_request(self, **kwargs: Unpack[InferenceRequestKwargs]) -> InferenceRequest:
-        """A new InferenceRequest for this model."""
+        """A new InferenceRequest for this model, made from the keyword
+        arguments of ``infer()`` (described there)."""
         return self._request(None, kwargs)
 
     def infer(
@@ -87,9 +88,44 @@ class Model:
     ) -> ResponseIterator:
         """Send a request; iterate the result for its responses.
 
-        Errors in building the request (unknown model, bad input or
-        parameter, GPU output without CUDA) raise here, before anything is
-        queued. Keyword arguments build the request when none is given.
+        Give either ``inference_request`` (made by ``create_request()`` or
+        ``InferenceRequest(model, ...)``) or the keyword arguments below,
+        which make one; not both. Errors in building the request (unknown
+        model, bad input or parameter, GPU output without CUDA) raise here,
+        before anything is queued. With ``raise_on_error`` (the default) a
+        response that carries an error raises it when the iterator reaches
+        it; otherwise the error is in ``response.error``.
+
+        Keyword arguments:
+            inputs: The input tensors by name: Tensors, NumPy arrays, anything
+                with ``__dlpack__`` (CuPy, PyTorch, JAX; CPU or GPU), lists or
+                Python scalars, and arrays or lists of bytes or str for BYTES
+                inputs. Contiguous memory is passed to Triton without a copy
+                and kept alive until Triton releases the request.
+            parameters: Request parameters by name (str, int, float or bool
+                values), which the model reads.
+            output_names: The outputs to compute and return (a list of
+                names); by default all of the model's outputs.
+            output_memory_type: Where outputs are allocated: ``"cpu"`` (the
+                default), ``"cpu_pinned"``, ``"gpu"``, ``"gpu:1"``, a
+                MemoryType, or a ``(MemoryType or DLDeviceType, device id)``
+                pair.
+            request_id: An id for the request, which its responses carry in
+                ``response.request_id``.
+            correlation_id: The sequence this request belongs to (an int or a
+                str), for models with the sequence batcher.
+            flags: Sequence flags: 1 for the first request of a sequence, 2
+                for its last (3 for both); 0 (the default) otherwise.
+            priority: The request's priority for a model whose dynamic
+                batcher has priority levels (1 is the highest); 0 uses the
+                model's default priority.
+            timeout: Microseconds within which the request must complete,
+                for models whose dynamic batcher has a queue policy (which
+                says what happens to a late request, e.g. it fails); 0 (the
+                default) uses the model's own timeout.
+            response_queue: A queue (``queue.SimpleQueue``, ``asyncio.Queue``
+                or anything with ``put_nowait``) that receives each response
+                as it arrives, whether or not the iterator is read.
         """
         request = self._request(inference_request, kwargs)
         return ResponseIterator(self, self._submit(request), request, raise_on_error)
@@ -101,7 +137,8 @@ class Model:
         **kwargs: Unpack[InferenceRequestKwargs],
     ) -> AsyncResponseIterator:
         """Like infer(), for asyncio: ``async for response in ...``. Call it
-        with an event loop running in this thread."""
+        with an event loop running in this thread. Takes the arguments of
+        ``infer()``, keyword arguments included (described there)."""
         request = self._request(inference_request, kwargs)
         waiters_module = asyncio_waiters()
         loop = waiters_module.running_loop()

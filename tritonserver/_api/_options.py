@@ -33,7 +33,14 @@ DEFAULT_CACHE_DIRECTORY = "/opt/tritonserver/caches"
 
 @dataclass(slots=True)
 class RateLimiterResource:
-    """A resource the rate limiter hands out: name, count, device."""
+    """A resource the rate limiter hands out (``Options.rate_limiter_resources``).
+
+    Attributes:
+        name: The resource's name, as model configs name it in their
+            ``rate_limiter`` settings.
+        count: How many units of it there are.
+        device: The GPU it belongs to (its id), for a per-device resource.
+    """
 
     name: str
     count: uint
@@ -42,7 +49,15 @@ class RateLimiterResource:
 
 @dataclass(slots=True)
 class ModelLoadDeviceLimit:
-    """Fraction of a device's memory that model loading may use."""
+    """Fraction of a device's memory that model loading may use
+    (``Options.model_load_device_limits``).
+
+    Attributes:
+        kind: The kind of device (``InstanceGroupKind.GPU`` for a GPU).
+        device: The device's id.
+        fraction: The limit, between 0 and 1: a model load is refused while
+            the device's memory in use is above this fraction of its total.
+    """
 
     kind: InstanceGroupKind
     device: uint
@@ -51,7 +66,109 @@ class ModelLoadDeviceLimit:
 
 @dataclass(slots=True)
 class Options:
-    """Options of an in-process Triton server (the official field set).
+    """Options of an in-process Triton server: the official field set, and
+    ``python_models``. ``Server(**fields)`` makes them for you. Making
+    Options never fails; ``Server.start()`` checks every field (a TypeError
+    names a field of the wrong type) and does not change them.
+
+    Attributes:
+        model_repository: The model repository: a folder holding one folder
+            per model, or a list of such folders. At least one is needed.
+        server_id: The server's name, reported as ``name`` by
+            ``Server.metadata()``.
+        model_control_mode: Which models are loaded, and when. ``NONE``: every
+            model of the repository, at start, and no changes after.
+            ``POLL``: every model at start; ``Server.poll_model_repository()``
+            applies later changes of the repository. ``EXPLICIT``: only
+            ``startup_models`` at start; the others by ``Server.load()``.
+        startup_models: In ``EXPLICIT`` mode, the models loaded at start
+            (``"*"`` for every model of the repository).
+        strict_model_config: If true, every model needs a complete
+            ``config.pbtxt``; if false, the backend fills in what a model's
+            config leaves out, where it can (inputs, outputs, batching).
+        rate_limiter_mode: ``OFF``: model instances run as requests arrive.
+            ``EXEC_COUNT``: an instance runs only when the resources its
+            model config asks for are free (``rate_limiter_resources``).
+        rate_limiter_resources: The resources the rate limiter hands out:
+            ``RateLimiterResource(name, count, device)`` entries. A resource
+            left out has as many units as the most that one model instance
+            asks for.
+        pinned_memory_pool_size: Bytes of page-locked host memory the core may
+            allocate to speed up copies between host and GPU (256 MiB).
+        cuda_memory_pool_sizes: Bytes of memory the core reserves on each GPU
+            for its own buffers, by device id (e.g. ``{0: 1 << 28}``); a GPU
+            left out gets the core's default (64 MiB).
+        cache_config: The response cache, by cache implementation, e.g.
+            ``{"local": {"size": 1048576}}`` (bytes). Models opt in with
+            ``response_cache { enable: true }`` in their config. Empty: no
+            cache.
+        cache_directory: Where the core looks for cache implementations;
+            left at its default and absent here, the folder of the Triton
+            core in use.
+        min_supported_compute_capability: GPUs of a lower CUDA compute
+            capability are not used.
+        exit_on_error: If true, ``Server.start()`` fails when a model fails
+            to load at start; if false, the server starts without it.
+        strict_readiness: If true, ``Server.ready()`` is true only while
+            every model is ready; if false, while the server is live.
+        exit_timeout: Seconds ``Server.stop()`` waits for requests in flight
+            and for the models to unload; at least 1.
+        buffer_manager_thread_count: Threads the core adds to speed up the
+            copies of input and output tensors; 0 adds none.
+        model_load_thread_count: Threads that load models in parallel.
+        model_load_retry_count: How many more times the core tries to load a
+            model whose load failed.
+        model_namespacing: If true, models of the same name may be served
+            from different repositories (each repository its namespace).
+        enable_peer_access: If true, the core tries to enable peer access
+            between GPUs (direct copies from one to another), where the
+            system allows it.
+        log_file: A file the core writes its log to. ``None``: the log lines
+            become records of the ``"tritonserver.core"`` logger, when a
+            level below is on. The core's log settings are the process's,
+            not one server's.
+        log_info: Log the core's INFO lines (also on with ``log_verbose``).
+        log_warn: Log the core's WARNING lines (also on with ``log_info``).
+        log_error: Log the core's ERROR lines (also on with ``log_warn``).
+        log_format: ``LogFormat.DEFAULT`` or ``LogFormat.ISO8601``: how the
+            core stamps each line with its time.
+        log_verbose: The core's verbose log level; 0 is off, higher levels
+            log more.
+        metrics: If true, the core collects the metrics ``Server.metrics()``
+            returns.
+        gpu_metrics: If true, metrics include GPU use and memory (only where
+            a GPU is present).
+        cpu_metrics: If true, metrics include the host's CPU and memory use.
+        metrics_interval: Milliseconds between two collections of the GPU
+            and CPU metrics.
+        backend_directory: Where the core looks for backends (one folder per
+            backend); left at its default and absent here, the folder of the
+            Triton core in use. The package's own python backend is added
+            beside them (see ``python_models``).
+        repo_agent_directory: Where the core looks for repository agents;
+            left at its default and absent here, the folder of the Triton
+            core in use.
+        model_load_device_limits: ``ModelLoadDeviceLimit(kind, device,
+            fraction)`` entries: a model load is refused while the device's
+            memory in use is above the fraction.
+        backend_configuration: Settings for backends, by backend name, e.g.
+            ``{"python": {"shm-default-byte-size": "1048576"}}``; the values
+            are strings.
+        host_policies: Host policies by policy name, e.g. ``{"gpu_0":
+            {"numa-node": "0", "cpu-cores": "0-3"}}``; the values are strings.
+        metrics_configuration: Metrics settings by group (``""`` for the
+            settings of no group), e.g. ``{"": {"summary_latencies":
+            "true"}}``; the values are strings.
+        log_callback: A function called with ``(level, filename, line,
+            message)`` for each line the core logs, instead of writing it
+            anywhere (``LogLevel`` level; ``python_logging_callback`` hands
+            them to ``logging``). Needs a core with a log callback (Triton
+            2.72+); older cores raise UnsupportedError at start.
+        python_models: How python-backend models run (this package's own
+            option): ``"in-process"`` in this interpreter, ``"stub"`` in the
+            core's stub processes, or ``"auto"``: in-process where the stub
+            cannot run correctly here, else through the stub (user guide,
+            "Python models").
 
     Example:
         >>> Options(model_repository="/models", model_control_mode=ModelControlMode.EXPLICIT)
@@ -94,8 +211,6 @@ class Options:
     host_policies: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics_configuration: dict[str, dict[str, str]] = field(default_factory=dict)
     log_callback: Optional[Callable[[Any, str, int, str], None]] = None
-    # Not an official field: how python-backend models run ("auto",
-    # "in-process" or "stub"; see the user guide, "Python models").
     python_models: PythonModelsMode = "auto"
 
 

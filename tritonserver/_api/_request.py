@@ -51,7 +51,8 @@ class InferenceRequest:
     lists/arrays of bytes or str for BYTES. Contiguous memory is handed to
     Triton by pointer; everything Triton reads stays alive until Triton
     releases the request. ``output_names`` (a deliberate addition) limits
-    the outputs computed; by default all are returned.
+    the outputs computed; by default all are returned. Every field but
+    ``model`` is a keyword argument of ``Model.infer()``, described there.
     """
 
     model: "Model"

@@ -53,7 +53,9 @@ class ModelDictionary(dict[tuple[str, int], Model]):
 
 
 class Server:
-    """An in-process Triton Inference Server.
+    """An in-process Triton Inference Server, made from an ``Options`` or
+    from its fields as keyword arguments (described in ``Options``), not
+    both; ``start()`` starts it.
 
     Example:
         >>> with Server(model_repository="models") as server:

@@ -1,5 +1,5 @@
 """Serve models on a Ray cluster with the embedded server (``pip install
-tritonserver[ray]``).
+"tritonserver-binding[ray]"``).
 
 ``TritonDeployment`` is a Ray Serve deployment: each replica starts one
 embedded :class:`tritonserver.Server` in its own process, on whichever node
