@@ -37,19 +37,19 @@ State* g_state = new State();
 // across the fork (so the child's copy of `parked` is consistent), and the
 // child starts from a fresh state holding the same parked references and no
 // releaser thread (one is started on the next park).
-void before_fork() { g_state->mutex.lock(); }
-void after_fork_parent() { g_state->mutex.unlock(); }
-void after_fork_child() {
+}  // namespace
+
+void deferred_release_before_fork() noexcept { g_state->mutex.lock(); }
+void deferred_release_after_fork_in_parent() noexcept {
+  g_state->mutex.unlock();
+}
+void deferred_release_after_fork_in_child() noexcept {
   State* old = g_state;
   auto* fresh = new State();
   fresh->parked.swap(old->parked);
   fresh->stopping = old->stopping;
   g_state = fresh;  // `old` (its mutex held by the parent's thread) leaks
 }
-[[maybe_unused]] const int g_atfork_installed =
-    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
-
-}  // namespace
 
 bool holds_gil() noexcept {
   if (!Py_IsInitialized()) return false;

@@ -16,6 +16,14 @@ namespace tsb {
 // parking it here.
 bool holds_gil() noexcept;
 
+// fork() hooks (fork_hooks.cc): the lock is held across the fork (so the
+// child's copy of the parked references is consistent), and the child
+// starts from a fresh state holding the same parked references and no
+// releaser thread.
+void deferred_release_before_fork() noexcept;
+void deferred_release_after_fork_in_parent() noexcept;
+void deferred_release_after_fork_in_child() noexcept;
+
 // Takes ownership of `objects` without touching their reference counts.
 void defer_release(std::vector<nanobind::object>&& objects) noexcept;
 

@@ -1,6 +1,5 @@
 #include "fork.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -21,11 +20,11 @@ void end_child(int status, void*) {
   _exit(status);
 }
 
+}  // namespace
+
 // Only an atomic increment: this also runs in the children that native
 // code forks and execs at once (the python backend's stubs).
-void on_fork_in_child() { g_generation.fetch_add(1); }
-
-}  // namespace
+void fork_after_fork_in_child() noexcept { g_generation.fetch_add(1); }
 
 const char* const kForkedMessage =
     "this server was created by the parent of this process, before fork(): "
@@ -35,12 +34,7 @@ const char* const kForkedMessage =
 
 uint64_t fork_generation() noexcept { return g_generation.load(); }
 
-void watch_forks() noexcept {
-  static const bool watching = [] {
-    return pthread_atfork(nullptr, nullptr, on_fork_in_child) == 0;
-  }();
-  g_watching.store(watching);
-}
+void watch_forks() noexcept { g_watching.store(true); }
 
 void end_child_at_exit() noexcept {
   if (!g_watching.load() || fork_generation() == 0) return;

@@ -27,9 +27,12 @@ inline bool inherited_from_parent(uint64_t generation) noexcept {
   return generation != fork_generation();
 }
 
-// Starts watching fork() (once per process); call when a server is
-// created.
+// Records that this process created a server (a child of it then ends
+// with _exit(), below); call when a server is created.
 void watch_forks() noexcept;
+
+// fork() hook (fork_hooks.cc): counts the generation in a child.
+void fork_after_fork_in_child() noexcept;
 
 // In a child of fork() of a process that watched forks: makes exit() end
 // the process with _exit() as described above. Called from Python's

@@ -18,6 +18,7 @@
 #include "dlpack.h"
 #include "errors.h"
 #include "fork.h"
+#include "fork_hooks.h"
 #include "host_pool.h"
 #include "log_callback.h"
 #include "python_backend.h"
@@ -58,6 +59,7 @@ NB_MODULE(_native, m) {
 #endif
 
   nb::register_exception_translator(&translate_exception);
+  install_fork_hooks();
 
   // --- loading libtritonserver and CUDA -------------------------------------------
   m.def(

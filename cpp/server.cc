@@ -5,7 +5,6 @@
 #include <condition_variable>
 #include <limits>
 #include <mutex>
-#include <pthread.h>
 #include <system_error>
 #include <thread>
 
@@ -126,8 +125,6 @@ struct BackgroundStops {
 // there, and the list's lock may have been held by one of them.
 BackgroundStops*& background_stops_pointer() {
   static BackgroundStops* stops = [] {
-    pthread_atfork(nullptr, nullptr,
-                   [] { background_stops_pointer() = new BackgroundStops(); });
     return new BackgroundStops();
   }();
   return stops;
@@ -157,6 +154,10 @@ class GilReleasedIfHeld {
 };
 
 }  // namespace
+
+void server_after_fork_in_child() noexcept {
+  background_stops_pointer() = new BackgroundStops();
+}
 
 size_t Server::reap_stopped(double timeout_s) {
   BackgroundStops& stops = background_stops();

@@ -21,6 +21,11 @@
 
 namespace tsb {
 
+// fork() hook (fork_hooks.cc): a child starts with no background stops
+// (its parent's stop threads are not there, and their list's lock may have
+// been held by one of them).
+void server_after_fork_in_child() noexcept;
+
 class InflightRequests;
 
 class ServerOptions {

@@ -1,6 +1,5 @@
 #include "spin_wait.h"
 
-#include <pthread.h>
 #include <sched.h>
 
 #include <cstdio>
@@ -13,10 +12,6 @@ namespace {
 
 std::atomic<int> g_waiting{0};
 
-// Only the forking thread goes on in a child, and it is not waiting.
-void reset_in_child() { g_waiting.store(0, std::memory_order_relaxed); }
-[[maybe_unused]] const int g_atfork_installed =
-    pthread_atfork(nullptr, nullptr, reset_in_child);
 
 // The processors a cgroup CPU quota allows (rounded up), or 0 for none:
 // cgroup v2's cpu.max ("QUOTA PERIOD" or "max PERIOD"), else v1's pair.
@@ -42,6 +37,11 @@ int quota_cpus() noexcept {
 }
 
 }  // namespace
+
+// Only the forking thread goes on in a child, and it is not waiting.
+void spin_wait_after_fork_in_child() noexcept {
+  g_waiting.store(0, std::memory_order_relaxed);
+}
 
 int SpinWait::usable_cpus() noexcept {
   int cpus = 0;

@@ -34,6 +34,9 @@
 
 namespace tsb {
 
+// fork() hook (fork_hooks.cc): a child starts with no thread waiting.
+void spin_wait_after_fork_in_child() noexcept;
+
 // Waits on `cv` until `ready()` or `timeout_s` passes (forever when
 // negative); true when ready.
 template <typename Ready>
