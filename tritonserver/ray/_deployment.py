@@ -21,7 +21,7 @@ from .._api._options import Options
 from .._api._response import InferenceResponse
 from .._api._server import Server
 from .._kserve.codec import output_array
-from .._kserve.routes import KServeRoutes
+from .._kserve.routes import DEFAULT_MAX_BODY_BYTES, KServeRoutes, checked_body_limit
 
 logger = logging.getLogger("ray.serve")
 
@@ -71,14 +71,18 @@ class TritonReplica:
     it, every model of the repository is loaded and served. `options` are
     further :class:`tritonserver.Options` fields (e.g. ``{"exit_timeout":
     10}``; exit_timeout defaults to 15 s here, within Serve's default 20 s
-    graceful_shutdown_timeout_s)."""
+    graceful_shutdown_timeout_s). An HTTP request body larger than
+    `max_body_bytes` (64 MiB by default, as Triton's own endpoint),
+    decompressed, is refused with 400."""
 
     def __init__(
         self,
         model_repository: str | Sequence[str],
         models: Optional[Sequence[str]] = None,
         options: Optional[dict[str, Any]] = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
+        checked_body_limit(max_body_bytes)  # before a server is started
         settings = dict(options or {})
         # Serve kills a replica graceful_shutdown_timeout_s (20 s by default)
         # after asking it to stop: leave the server's stop time to finish.
@@ -101,7 +105,7 @@ class TritonReplica:
         server = Server(Options(**settings)).start(wait_until_ready=True)
         self._server = server
         self._models = list(models) if models is not None else None
-        self._routes = KServeRoutes(server, self._models, {"replica_pid": self._pid})
+        self._routes = KServeRoutes(server, self._models, {"replica_pid": self._pid}, max_body_bytes)
         logger.info("tritonserver replica pid %d: server ready in %.2f s", self._pid, time.monotonic() - started)
 
     # -- HTTP ---------------------------------------------------------------
