@@ -331,3 +331,52 @@ def run_script(code: str, tmp_path, timeout: float, env: dict[str, str] | None =
             raise AssertionError(f"the interpreter did not exit within {timeout} s (hang): "
                                  f"{out_path.read_text()} {err_path.read_text()[-2000:]}") from None
     return rc, out_path.read_text(), err_path.read_text()
+
+
+@contextlib.contextmanager
+def kserve_over_http(routes):
+    """`routes` (a KServeRoutes) served over real HTTP/1.1 on loopback, as a
+    web framework would serve them: http.server's threads read requests,
+    one event-loop thread runs routes.handle(). Yields "127.0.0.1:port",
+    the url for tritonclient.http.InferenceServerClient."""
+    import http.server
+    import urllib.parse
+
+    loop = asyncio.new_event_loop()
+    loop_thread = threading.Thread(target=loop.run_forever, name="kserve-loop", daemon=True)
+    loop_thread.start()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as tritonclient expects
+
+        def answer(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            reply = asyncio.run_coroutine_threadsafe(
+                routes.handle(self.command, path, headers, body), loop).result(60)
+            self.send_response(reply.status)
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.send_header("content-length", str(len(reply.body)))
+            self.end_headers()
+            self.wfile.write(reply.body)
+
+        do_GET = do_POST = answer
+
+        def log_message(self, *args) -> None:  # quiet
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    server_thread = threading.Thread(target=httpd.serve_forever, name="kserve-http", daemon=True)
+    server_thread.start()
+    try:
+        yield f"127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        server_thread.join(30)
+        loop.call_soon_threadsafe(loop.stop)
+        loop_thread.join(30)
+        loop.close()

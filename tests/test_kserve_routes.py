@@ -1,22 +1,34 @@
 """The KServe v2 HTTP routes (tritonserver._kserve) against the real core,
-without a web server: bodies are built and read by tritonclient's HTTP
-codec (a client nobody here wrote), then handed to KServeRoutes.handle().
-The same routes over real HTTP on a Ray cluster: test_ray_serve.py."""
+mostly without a web server: bodies are built and read by tritonclient's
+HTTP codec (a client nobody here wrote), then handed to
+KServeRoutes.handle(); the statistics, extensions, shared-memory and
+model-version checks use tritonclient.http's own client over loopback HTTP
+(common.kserve_over_http). The same routes over real HTTP on a Ray
+cluster: test_ray_serve.py."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
 import json
+import tracemalloc
+import zlib
 
 import numpy
 import pytest
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 import tritonserver
-from tritonserver._kserve.routes import HEADER_LENGTH, KServeRoutes, Reply
+from tritonserver._kserve.routes import (
+    DEFAULT_MAX_BODY_BYTES,
+    HEADER_LENGTH,
+    SERVED_EXTENSIONS,
+    KServeRoutes,
+    Reply,
+)
 
-from common import make_options
+from common import kserve_over_http, make_options
 
 # One sample per JSON datatype of echo_all_types (IN_<T> -> OUT_<T>).
 SAMPLES = {
@@ -166,7 +178,9 @@ def test_metadata_config_and_health(loop, routes, server):
     assert call(loop, routes, "GET", "/v2/health/live").status == 200
     assert call(loop, routes, "GET", "/v2/health/ready/").status == 200
     reply = call(loop, routes, "GET", "/v2")
-    assert reply.status == 200 and json.loads(reply.body) == server.metadata()
+    metadata = server.metadata()
+    metadata["extensions"] = [e for e in metadata["extensions"] if e in SERVED_EXTENSIONS]
+    assert reply.status == 200 and json.loads(reply.body) == metadata
 
 
 def _body(*inputs: dict) -> bytes:
@@ -219,13 +233,155 @@ BAD_REQUESTS = [
 ]
 
 
+def assert_still_serving(loop, routes) -> None:
+    good = call(loop, routes, "POST", "/v2/models/identity_fp32/infer", _body(FP32_ONE))
+    assert good.status == 200 and json.loads(good.body)["outputs"][0]["data"] == [1.0]
+
+
 @pytest.mark.parametrize("case", BAD_REQUESTS, ids=[case[0] for case in BAD_REQUESTS])
 def test_bad_requests_get_their_status_and_the_server_keeps_serving(loop, routes, case):
     _, method, path, body, headers, kind = case
     message = assert_error(call(loop, routes, method, path, body, headers), EXPECTED_STATUS[kind])
     assert len(message) > 10
-    good = call(loop, routes, "POST", "/v2/models/identity_fp32/infer", _body(FP32_ONE))
-    assert good.status == 200 and json.loads(good.body)["outputs"][0]["data"] == [1.0]
+    assert_still_serving(loop, routes)
+
+
+IDENTITY = "/v2/models/identity_fp32/infer"
+ECHO = "/v2/models/echo_all_types/infer"
+BF16 = "/v2/models/identity_bf16/infer"
+DEEP = 50_000  # levels of JSON nesting
+
+
+def _fp32(**fields) -> dict:
+    """FP32_ONE with `fields` changed (a None value removes the field)."""
+    return {k: v for k, v in {**FP32_ONE, **fields}.items() if v is not None}
+
+
+def _echo(datatype: str, data: list, shape: list | None = None) -> dict:
+    return {"name": f"IN_{SUFFIX[datatype]}", "datatype": datatype, "shape": shape or [len(data)], "data": data}
+
+
+def _document(*inputs: dict, **fields) -> bytes:
+    return json.dumps({**fields, "inputs": list(inputs)}).encode()
+
+
+def _with_binary(entry: dict, raw: bytes) -> tuple[bytes, dict[str, str]]:
+    """A body of `entry` with `raw` as its binary data, and its header."""
+    header = _document({**entry, "parameters": {"binary_data_size": len(raw)}})
+    return header + raw, {HEADER_LENGTH: str(len(header))}
+
+
+_BINARY_HUGE_SHAPE = _with_binary(_fp32(shape=[0, 2**70], data=None), b"")
+_GOOD_GZIP = gzip.compress(_body(FP32_ONE))
+_GOOD_DEFLATE = zlib.compress(_body(FP32_ONE))
+
+# Bodies (or paths) built to break the routes, each answered 400 with a
+# message naming the cause. (id, method, path, body, headers, words of the
+# message.) Before issue 27's item 12, those marked * raised from handle()
+# (RecursionError, OverflowError, numpy's ValueError, TypeError, ValueError
+# for a NUL or UnicodeEncodeError), and those marked + were answered 200.
+HOSTILE = [
+    # * JSON nested beyond the parser's recursion limit
+    ("deep-data", "POST", IDENTITY,
+     b'{"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": '
+     + b"[" * DEEP + b"1" + b"]" * DEEP + b"}]}", {}, "nests too deeply"),
+    ("deep-parameters", "POST", IDENTITY,
+     b'{"parameters": ' + b'{"a": ' * DEEP + b"1" + b"}" * DEEP + b', "inputs": []}', {}, "nests too deeply"),
+    ("deep-body", "POST", IDENTITY, b"[" * DEEP + b"]" * DEEP, {}, "nests too deeply"),
+    # * integers beyond float64 in floating-point data; + finite numbers
+    # beyond the datatype (they became infinity)
+    ("fp32-int-10e400", "POST", IDENTITY, _body(_fp32(data=[10**400])), {}, "out of range for FP32"),
+    ("fp32-negative-int-10e400", "POST", IDENTITY, _body(_fp32(data=[-(10**400)])), {}, "out of range for FP32"),
+    ("fp64-int-10e400", "POST", ECHO, _body(_echo("FP64", [1.0, 10**400])), {}, "element 1"),
+    ("fp16-int-10e400", "POST", ECHO, _body(_echo("FP16", [10**400])), {}, "out of range for FP16"),
+    ("bf16-int-10e400", "POST", BF16, _body(_fp32(datatype="BF16", data=[10**400])), {}, "out of range for BF16"),
+    ("fp32-1e39", "POST", IDENTITY, _body(_fp32(data=[1e39])), {}, "1e+39"),
+    ("fp16-70000", "POST", ECHO, _body(_echo("FP16", [70000])), {}, "out of range for FP16"),
+    ("bf16-fp32-max", "POST", BF16, _body(_fp32(datatype="BF16", data=[3.4028234663852886e38])), {},
+     "out of range for BF16"),
+    ("uint64-int-10e400", "POST", ECHO, _body(_echo("UINT64", [10**400])), {}, "out of range for UINT64"),
+    ("int64-below-range", "POST", ECHO, _body(_echo("INT64", [-(2**63) - 1])), {}, "out of range for INT64"),
+    ("priority-2e64", "POST", IDENTITY, _document(FP32_ONE, parameters={"priority": 2**64}), {}, "priority"),
+    ("timeout-10e400", "POST", IDENTITY, _document(FP32_ONE, parameters={"timeout": 10**400}), {}, "timeout"),
+    ("sequence-id-2e64", "POST", IDENTITY, _document(FP32_ONE, parameters={"sequence_id": 2**64}), {},
+     "sequence_id"),
+    ("int-parameter-2e63", "POST", IDENTITY, _document(FP32_ONE, parameters={"n": 2**63}), {}, "64-bit"),
+    ("version-10e30", "POST", f"/v2/models/identity_fp32/versions/{10**30}/infer", _body(FP32_ONE), {},
+     "out of range"),
+    # + a version that int() reads but is no decimal number
+    ("version-arabic-digit", "GET", "/v2/models/add_sub/versions/\u0661", b"", {}, "not a non-negative integer"),
+    ("version-underscore", "GET", "/v2/models/add_sub/versions/0_1", b"", {}, "not a non-negative integer"),
+    # * shapes NumPy cannot make an array of, even an empty one
+    ("shape-0-by-2e70", "POST", IDENTITY, _body(_fp32(shape=[0, 2**70], data=[])), {}, "too large"),
+    ("shape-0-by-2e62", "POST", IDENTITY, _body(_fp32(shape=[0, 2**62], data=[])), {}, "too large"),
+    ("shape-2e31-0-2e31", "POST", IDENTITY, _body(_fp32(shape=[2**31, 0, 2**31], data=[])), {}, "too large"),
+    ("shape-0-by-2e70-binary", "POST", IDENTITY, *_BINARY_HUGE_SHAPE, "too large"),
+    ("shape-0-by-2e70-bytes", "POST", ECHO, _body(_echo("BYTES", [], [0, 2**70])), {}, "too large"),
+    ("shape-0-by-2e70-bf16", "POST", BF16, _body(_fp32(datatype="BF16", shape=[0, 2**70], data=[])), {},
+     "too large"),
+    ("shape-33-empty-dims", "POST", IDENTITY, _body(_fp32(shape=[0] * 33, data=[])), {}, "33 dimensions"),
+    ("shape-33-unit-dims", "POST", IDENTITY, _body(_fp32(shape=[1] * 33)), {}, "33 dimensions"),
+    ("shape-2e70", "POST", IDENTITY, _body(_fp32(shape=[2**70])), {}, "too large"),
+    ("shape-bool", "POST", IDENTITY, _body(_fp32(shape=[True])), {}, "'shape'"),
+    # * JSON types the protocol does not allow where a string goes
+    ("datatype-list", "POST", IDENTITY, _body(_fp32(datatype=["FP32"])), {}, "unknown datatype"),
+    ("datatype-object", "POST", IDENTITY, _body(_fp32(datatype={"FP32": 1})), {}, "unknown datatype"),
+    ("name-list", "POST", IDENTITY, _body(_fp32(name=["INPUT0"])), {}, "'name'"),
+    ("id-number", "POST", IDENTITY, _document(FP32_ONE, id=7), {}, "'id'"),
+    ("inputs-object", "POST", IDENTITY, json.dumps({"inputs": FP32_ONE}).encode(), {}, "'inputs'"),
+    ("input-number", "POST", IDENTITY, _body(7), {}, "JSON object"),
+    ("parameters-list", "POST", IDENTITY, _document(FP32_ONE, parameters=[1]), {}, "'parameters'"),
+    ("outputs-object", "POST", IDENTITY, _document(FP32_ONE, outputs={"name": "OUTPUT0"}), {}, "'outputs'"),
+    ("output-name-number", "POST", IDENTITY, _document(FP32_ONE, outputs=[{"name": 0}]), {}, "'name'"),
+    ("data-object", "POST", IDENTITY, _body(_fp32(data={"a": 1})), {}, "numbers"),
+    ("binary-data-size-bool", "POST", IDENTITY, _body(_fp32(data=None, parameters={"binary_data_size": True})),
+     {}, "binary_data_size"),
+    # * NUL in what reaches the core as a C string (cut short there)
+    ("nul-input-name", "POST", IDENTITY, _body(_fp32(name="INPUT0\x00X")), {}, "null character in input name"),
+    ("nul-output-name", "POST", IDENTITY, _document(FP32_ONE, outputs=[{"name": "OUTPUT0\x00"}]), {},
+     "null character in output name"),
+    ("nul-id", "POST", IDENTITY, _document(FP32_ONE, id="a\x00b"), {}, "null character in 'id'"),
+    ("nul-parameter-name", "POST", IDENTITY, _document(FP32_ONE, parameters={"a\x00b": 1}), {},
+     "null character in parameter name"),
+    ("nul-parameter-value", "POST", IDENTITY, _document(FP32_ONE, parameters={"a": "x\x00"}), {},
+     "null character in parameter 'a'"),
+    ("nul-sequence-id", "POST", IDENTITY, _document(FP32_ONE, parameters={"sequence_id": "s\x00"}), {},
+     "sequence_id"),
+    ("nul-input-parameter-name", "POST", IDENTITY, _body(_fp32(parameters={"k\x00": 1})), {}, "input 'INPUT0'"),
+    ("nul-model-infer", "POST", "/v2/models/identity_fp32\x00/infer", _body(FP32_ONE), {}, "model name"),
+    ("nul-model-metadata", "GET", "/v2/models/identity_fp32\x00", b"", {}, "model name"),
+    ("nul-model-ready", "GET", "/v2/models/identity_fp32\x00/ready", b"", {}, "model name"),
+    ("nul-model-config", "GET", "/v2/models/identity_fp32\x00/versions/1/config", b"", {}, "model name"),
+    ("nul-model-stats", "GET", "/v2/models/identity_fp32\x00/stats", b"", {}, "model name"),
+    # * lone surrogates: text without a UTF-8 form
+    ("surrogate-input-name", "POST", IDENTITY, _body(_fp32(name="\ud800")), {}, "not valid Unicode"),
+    ("surrogate-id", "POST", IDENTITY, _document(FP32_ONE, id="\udfff"), {}, "not valid Unicode"),
+    ("surrogate-parameter-value", "POST", IDENTITY, _document(FP32_ONE, parameters={"a": "\ud800"}), {},
+     "not valid Unicode"),
+    ("surrogate-bytes-data", "POST", ECHO, _body(_echo("BYTES", ["\ud800"])), {}, "binary_data_size"),
+    ("surrogate-model-path", "GET", "/v2/models/\ud800", b"", {}, "not valid Unicode"),
+    # shared memory, which these routes do not serve (+ for an output:
+    # answered inline while the client read its region)
+    ("shm-input", "POST", IDENTITY,
+     _body(_fp32(data=None, parameters={"shared_memory_region": "r", "shared_memory_byte_size": 4})), {},
+     "shared_memory_region"),
+    ("shm-output", "POST", IDENTITY, _document(FP32_ONE, outputs=[{"name": "OUTPUT0", "parameters": {
+        "shared_memory_region": "r", "shared_memory_byte_size": 4}}]), {}, "shared-memory extension"),
+    # compressed bodies (+ bytes after the stream were ignored)
+    ("gzip-trailing-bytes", "POST", IDENTITY, _GOOD_GZIP + b"junk", {"content-encoding": "gzip"}, "4 bytes after"),
+    ("gzip-truncated", "POST", IDENTITY, _GOOD_GZIP[:-12], {"content-encoding": "gzip"}, "truncated"),
+    ("deflate-trailing-bytes", "POST", IDENTITY, _GOOD_DEFLATE + _GOOD_DEFLATE, {"content-encoding": "deflate"},
+     "after its compressed stream"),
+    ("deflate-not-deflate", "POST", IDENTITY, b"\x00" * 64, {"content-encoding": "deflate"}, "does not decompress"),
+]
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=[case[0] for case in HOSTILE])
+def test_hostile_requests_get_400_naming_the_cause_and_the_route_keeps_serving(loop, routes, case):
+    _, method, path, body, headers, words = case
+    message = assert_error(call(loop, routes, method, path, body, headers), 400)
+    assert words in message, message
+    assert_still_serving(loop, routes)
 
 
 def test_only_the_listed_models_are_served(loop, server, routes):
@@ -255,3 +411,134 @@ def test_unloaded_model_is_not_ready(loop, backend_directory):
         assert status in (404, 503)  # the core reports an unloaded model as unknown or unavailable
     finally:
         server.stop()
+
+
+# -- the body limit ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gzip_bomb() -> bytes:
+    """A gzip body of 65 MiB of zeros, 65 KB compressed: over the default
+    limit once inflated."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = bytes(2**20)
+    return b"".join(compressor.compress(chunk) for _ in range(65)) + compressor.flush()
+
+
+def test_the_default_body_limit_is_tritons_64_mib(loop, routes, gzip_bomb):
+    assert DEFAULT_MAX_BODY_BYTES == 64 * 2**20  # docs/ray.md says so
+    assert len(gzip_bomb) < 2**17
+    reply = call(loop, routes, "POST", IDENTITY, gzip_bomb, {"content-encoding": "gzip"})
+    message = assert_error(reply, 400)
+    assert f"limit of {DEFAULT_MAX_BODY_BYTES} bytes once gzip-decompressed" in message
+    assert "max_body_bytes" in message  # the fix
+    assert_still_serving(loop, routes)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_compressed_body_is_inflated_only_up_to_the_limit(loop, server, routes, encoding):
+    limit = 2**20
+    limited = KServeRoutes(server, max_body_bytes=limit)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, (16 if encoding == "gzip" else 0) + zlib.MAX_WBITS)
+    bomb = b"".join(compressor.compress(bytes(2**20)) for _ in range(32)) + compressor.flush()  # 32 MiB
+    tracemalloc.start()
+    try:
+        reply = call(loop, limited, "POST", IDENTITY, bomb, {"content-encoding": encoding})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert f"limit of {limit} bytes once {encoding}-decompressed" in assert_error(reply, 400)
+    assert peak < 4 * limit, f"{peak} bytes allocated to refuse a body over {limit}"
+
+    # A body of exactly the limit passes, compressed or not; one byte more
+    # does not.
+    padded = _body(FP32_ONE)[:-1] + b" " * (limit - len(_body(FP32_ONE))) + b"}"
+    assert len(padded) == limit
+    squeeze = gzip.compress if encoding == "gzip" else zlib.compress
+    for body, headers in ((padded, {}), (squeeze(padded), {"content-encoding": encoding})):
+        assert call(loop, limited, "POST", IDENTITY, body, headers).status == 200
+    over = padded[:-1] + b" }"
+    assert f"limit of {limit} bytes: " in assert_error(call(loop, limited, "POST", IDENTITY, over), 400)
+    assert f"limit of {limit} bytes once" in assert_error(
+        call(loop, limited, "POST", IDENTITY, squeeze(over), {"content-encoding": encoding}), 400)
+
+
+def test_the_body_limit_must_be_a_positive_int(server):
+    for bad in (0, -1, 1.5, True, None):
+        with pytest.raises(ValueError, match="max_body_bytes must be a positive int"):
+            KServeRoutes(server, max_body_bytes=bad)
+
+
+# -- through tritonclient.http's own client --------------------------------------
+
+@pytest.fixture(scope="module")
+def client(routes):
+    with kserve_over_http(routes) as url:
+        client = httpclient.InferenceServerClient(url, connection_timeout=30, network_timeout=30)
+        yield client
+        client.close()
+
+
+def fp32_input(values) -> httpclient.InferInput:
+    return client_input("INPUT0", "FP32", numpy.asarray(values, dtype=numpy.float32), binary=True)
+
+
+def test_server_metadata_lists_only_the_extensions_served(client, server):
+    extensions = client.get_server_metadata()["extensions"]
+    assert extensions == [e for e in server.metadata()["extensions"] if e in SERVED_EXTENSIONS]
+    assert {"binary_tensor_data", "statistics", "model_configuration"} <= set(extensions)
+    for unserved in ("system_shared_memory", "cuda_shared_memory", "model_repository", "trace", "logging",
+                     "classification"):
+        assert unserved not in extensions
+
+
+def test_statistics_of_a_model_a_version_and_every_model(client, model):
+    model("add_sub")
+
+    def count() -> int:
+        (stats,) = client.get_inference_statistics("identity_fp32")["model_stats"]
+        assert stats["name"] == "identity_fp32" and stats["version"] == "1"
+        return int(stats["inference_count"])
+
+    before = count()
+    for i in range(3):
+        client.infer("identity_fp32", [fp32_input([i, i])])
+    assert count() == before + 3  # counted by the core, read through the route
+    (versioned,) = client.get_inference_statistics("identity_fp32", model_version="1")["model_stats"]
+    assert versioned["version"] == "1" and int(versioned["inference_count"]) == before + 3
+    names = {s["name"] for s in client.get_inference_statistics()["model_stats"]}  # GET /v2/models/stats
+    assert {"identity_fp32", "add_sub"} <= names
+
+
+def test_statistics_of_every_model_are_limited_to_the_served_models(loop, server, model):
+    model("add_sub")
+    limited = KServeRoutes(server, models=["identity_fp32"])
+    reply = call(loop, limited, "GET", "/v2/models/stats")
+    assert reply.status == 200, reply.body
+    assert [s["name"] for s in json.loads(reply.body)["model_stats"]] == ["identity_fp32"]
+    assert_error(call(loop, limited, "GET", "/v2/models/add_sub/stats"), 404)
+    assert_error(call(loop, limited, "POST", "/v2/models/stats"), 405)
+
+
+def test_infer_responses_carry_the_model_version(client):
+    for version in ("", "1"):
+        result = client.infer("identity_fp32", [fp32_input([1.5])], model_version=version)
+        assert result.get_response()["model_version"] == "1"
+        numpy.testing.assert_array_equal(result.as_numpy("OUTPUT0"), [1.5])
+
+
+@pytest.mark.parametrize("where", ["input", "output"])
+def test_shared_memory_is_refused_with_400(client, where):
+    """The routes register no shared-memory regions: an output asked into
+    one was answered inline with 200 while the client read its region."""
+    item = fp32_input([1.0, 2.0])
+    output = httpclient.InferRequestedOutput("OUTPUT0")
+    if where == "input":
+        item.set_shared_memory("inputs", 8)
+    else:
+        output.set_shared_memory("outputs", 8)
+    with pytest.raises(InferenceServerException) as refused:
+        client.infer("identity_fp32", [item], outputs=[output])
+    assert refused.value.status() == "400"
+    assert "shared-memory extension is not supported" in refused.value.message()
+    assert "shared_memory_region" in refused.value.message()
+    assert client.infer("identity_fp32", [fp32_input([3.0])]).as_numpy("OUTPUT0").tolist() == [3.0]

@@ -202,6 +202,39 @@ def test_http_errors_carry_kserve_status_and_body(cluster, handle):
     assert http_add_sub(http_client(cluster), 1) > 0  # still serving
 
 
+def test_sixteen_http_clients_stay_within_a_replicas_concurrency(cluster, handle):
+    """TritonDeployment's max_ongoing_requests is 32 (Serve's default, 5,
+    made a replica refuse requests past the fifth, each with a "Replica at
+    capacity" warning in its log): 16 clients at once on 2 replicas are all
+    taken."""
+    from tritonserver.ray import TritonDeployment
+    from tritonserver.ray._deployment import DEFAULT_MAX_ONGOING_REQUESTS
+
+    assert TritonDeployment.max_ongoing_requests == DEFAULT_MAX_ONGOING_REQUESTS == 32
+    refusals_before = cluster.serve_log().count("Replica at capacity")  # the 200 handle calls at once above
+    clients, rounds = 16, 10
+    start = threading.Barrier(clients, timeout=120)
+    errors: list[BaseException] = []
+
+    def run(c: int) -> None:
+        try:
+            client = http_client(cluster)
+            start.wait()
+            for i in range(rounds):
+                http_add_sub(client, c * rounds + i)
+        except BaseException as error:  # reported below
+            errors.append(error)
+            start.abort()
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert not errors, errors[:3]
+    assert cluster.serve_log().count("Replica at capacity") == refusals_before
+
+
 def test_stream_through_a_handle_yields_every_response_in_order(handle):
     count = 50
     stream = handle.options(stream=True).stream.remote("streaming", {"COUNT": numpy.array([count], numpy.int32)})

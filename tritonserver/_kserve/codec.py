@@ -20,6 +20,7 @@ import numpy
 from .._api._datautils import ELEMENT_TYPES, deserialize_bytes
 from .._api._enums import DataType, MemoryType, RequestFlag
 from .._api._memorybuffer import MemoryBuffer
+from .._api._request import _text
 from .._api._tensor import Tensor
 
 ParameterValue = Union[str, int, float, bool]
@@ -37,6 +38,9 @@ _NAMES = {data_type: name for name, (data_type, _) in DATATYPES.items()}
 # Request parameters that set fields of the request (as Triton's own HTTP
 # endpoint does) rather than reach the model.
 _SEQUENCE_FLAGS = {"sequence_start": RequestFlag.SEQUENCE_START, "sequence_end": RequestFlag.SEQUENCE_END}
+
+# The most dimensions a shape may have: NumPy 1's limit (NumPy 2 allows 64).
+MAX_DIMS = 32
 
 
 class ProtocolError(Exception):
@@ -83,13 +87,19 @@ def decode_request(body: bytes, header_length: Optional[int] = None) -> DecodedR
         document = json.loads(body[:header_length])
     except (ValueError, UnicodeDecodeError) as error:
         raise bad_request(f"the request body is not valid JSON: {error}") from None
+    except RecursionError:
+        raise bad_request(
+            "the request body's JSON nests too deeply to parse (tensor data needs one level per dimension)"
+        ) from None
     if not isinstance(document, dict):
         raise bad_request("the request body must be a JSON object")
     binary = memoryview(body)[header_length:]
 
     request_id = document.get("id")
-    if request_id is not None and not isinstance(request_id, str):
-        raise bad_request("'id' must be a string")
+    if request_id is not None:
+        if not isinstance(request_id, str):
+            raise bad_request("'id' must be a string")
+        core_text("'id'", request_id)
     parameters = _parameters(document.get("parameters"), "the request")
     all_binary = parameters.pop("binary_data_output", False)
     if not isinstance(all_binary, bool):
@@ -120,8 +130,10 @@ def _request_fields(parameters: dict[str, ParameterValue]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     sequence_id: Optional[ParameterValue] = parameters.pop("sequence_id", None)
     if sequence_id is not None:
-        if not (type(sequence_id) is str or (type(sequence_id) is int and sequence_id >= 0)):
-            raise bad_request("parameter 'sequence_id' must be a non-negative integer or a string")
+        if not (type(sequence_id) is str or (type(sequence_id) is int and 0 <= sequence_id < 2**64)):
+            raise bad_request("parameter 'sequence_id' must be a string or an integer from 0 to 2**64 - 1")
+        if type(sequence_id) is str:
+            core_text("parameter 'sequence_id'", sequence_id)
         fields["correlation_id"] = sequence_id
     flags = 0
     for name, flag in _SEQUENCE_FLAGS.items():
@@ -135,10 +147,22 @@ def _request_fields(parameters: dict[str, ParameterValue]) -> dict[str, Any]:
         if name not in parameters:
             continue
         value = parameters.pop(name)
-        if type(value) is not int or value < 0:
-            raise bad_request(f"parameter '{name}' must be a non-negative integer")
+        if type(value) is not int or not 0 <= value < 2**64:
+            raise bad_request(f"parameter '{name}' must be an integer from 0 to 2**64 - 1")
         fields[name] = value
     return fields
+
+
+def core_text(what: str, value: str, where: str = "") -> str:
+    """A name, id or parameter that reaches the core as a C string: refused
+    (400) with a NUL, which would cut it short, or a lone surrogate, which
+    has no UTF-8 form (the API's own rule, `_api._request._text`)."""
+    try:
+        return _text(what, value)
+    except ValueError as error:
+        raise bad_request(
+            f"{where + ': ' if where else ''}{error}; names, ids and parameters reach the core as C strings"
+        ) from None
 
 
 def _parameters(value: Any, where: str) -> dict[str, ParameterValue]:
@@ -147,11 +171,29 @@ def _parameters(value: Any, where: str) -> dict[str, ParameterValue]:
     if not isinstance(value, dict):
         raise bad_request(f"'parameters' of {where} must be a JSON object")
     for key, item in value.items():
+        core_text("parameter name", key, where)
         if not isinstance(item, (str, int, float, bool)):
             raise bad_request(
                 f"parameter '{key}' of {where} must be a string, number or boolean, not {type(item).__name__}"
             )
+        if isinstance(item, str):
+            core_text(f"parameter '{key}'", item, where)
     return dict(value)
+
+
+def _tensor_parameters(value: Any, where: str) -> dict[str, ParameterValue]:
+    """An input's or requested output's parameters; Triton's shared-memory
+    extension is refused: these routes register no regions, so an output
+    asked into one would be answered inline while the client reads its
+    region."""
+    parameters = _parameters(value, where)
+    shared = [key for key in parameters if key.startswith("shared_memory_")]
+    if shared:
+        raise bad_request(
+            f"{where}: the shared-memory extension is not supported here (parameter '{shared[0]}'): "
+            "send inputs in the body (JSON 'data' or binary_data_size) and read outputs from the response"
+        )
+    return parameters
 
 
 def _decode_input(entry: Any, binary: memoryview) -> tuple[str, Any, int]:
@@ -162,16 +204,15 @@ def _decode_input(entry: Any, binary: memoryview) -> tuple[str, Any, int]:
     name = entry.get("name")
     if not isinstance(name, str) or not name:
         raise bad_request("each input needs a 'name' string")
+    core_text("input name", name)
     datatype = entry.get("datatype")
-    if datatype not in DATATYPES:
+    if not isinstance(datatype, str) or datatype not in DATATYPES:
         raise bad_request(
             f"input '{name}': unknown datatype {datatype!r} (one of {', '.join(DATATYPES)})"
         )
-    shape = entry.get("shape")
-    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-        raise bad_request(f"input '{name}': 'shape' must be a list of non-negative integers")
+    shape = _checked_shape(name, entry.get("shape"), DATATYPES[datatype][1].itemsize)
     count = math.prod(shape)
-    parameters = _parameters(entry.get("parameters"), f"input '{name}'")
+    parameters = _tensor_parameters(entry.get("parameters"), f"input '{name}'")
     size = parameters.get("binary_data_size")
     if size is not None:
         if type(size) is not int or size < 0:
@@ -186,6 +227,20 @@ def _decode_input(entry: Any, binary: memoryview) -> tuple[str, Any, int]:
         raise bad_request(f"input '{name}' has neither 'data' nor a 'binary_data_size' parameter")
     array = _from_json(name, datatype, shape, count, entry["data"])
     return name, _as_input(datatype, array), 0
+
+
+def _checked_shape(name: str, shape: Any, itemsize: int) -> list[int]:
+    """A shape NumPy can make an array of (an empty one too)."""
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        raise bad_request(f"input '{name}': 'shape' must be a list of non-negative integers")
+    if len(shape) > MAX_DIMS:
+        raise bad_request(f"input '{name}': its shape has {len(shape)} dimensions, more than the {MAX_DIMS} allowed")
+    if math.prod(d for d in shape if d) * itemsize >= 2**63:
+        raise bad_request(
+            f"input '{name}': shape {shape} is too large: its non-zero dimensions times the "
+            f"{itemsize}-byte element size exceed 2**63 - 1 bytes"
+        )
+    return shape
 
 
 def _from_binary(name: str, datatype: str, shape: list[int], count: int, raw: bytes) -> Any:
@@ -231,6 +286,7 @@ _JSON_ELEMENT: dict[str, tuple[Callable[[Any], bool], str]] = {
     "BF16": (_is_number, "numbers"),
     "BYTES": (_is_string, "strings"),
 }
+_FLOAT_TYPES = frozenset(t for t, (check, _) in _JSON_ELEMENT.items() if check is _is_number)
 
 
 def _from_json(name: str, datatype: str, shape: list[int], count: int, data: Any) -> Any:
@@ -242,16 +298,59 @@ def _from_json(name: str, datatype: str, shape: list[int], count: int, data: Any
         if not check(item):
             raise bad_request(f"input '{name}': {datatype} data must be {kind}, got {item!r}")
     if datatype == "BYTES":
-        return _object_array([item.encode("utf-8") for item in flat], shape)
-    if datatype == "BF16":
-        return _to_bf16_bits(numpy.array(flat, dtype=numpy.float32)).reshape(shape)
+        return _object_array([_utf8(name, item) for item in flat], shape)
+    if datatype in _FLOAT_TYPES:
+        return _float_array(name, datatype, flat).reshape(shape)
     dtype = DATATYPES[datatype][1]
     if dtype.kind in "iu" and flat:
         info = numpy.iinfo(dtype)
-        low, high = min(flat), max(flat)
-        if low < info.min or high > info.max:
-            raise bad_request(f"input '{name}': {low if low < info.min else high} is out of range for {datatype}")
+        if min(flat) < info.min or max(flat) > info.max:
+            index = next(i for i, item in enumerate(flat) if not info.min <= item <= info.max)
+            raise _out_of_range(name, datatype, index, flat[index])
     return numpy.array(flat, dtype=dtype).reshape(shape)
+
+
+def _utf8(name: str, text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise bad_request(
+            f"input '{name}': BYTES string {text!r} is not valid Unicode text ({error.reason} at index "
+            f"{error.start}); send arbitrary bytes as binary data (binary_data_size)"
+        ) from None
+
+
+def _float_array(name: str, datatype: str, flat: list[Any]) -> Any:
+    """JSON numbers as an FP16, FP32 or FP64 array (BF16: its bit patterns).
+    A number beyond the type's range is refused, as an integer beyond an
+    integer type's is, rather than sent as infinity (JSON's own Infinity
+    passes)."""
+    try:
+        values = numpy.array(flat, dtype=numpy.float64)
+    except OverflowError:  # an integer beyond even float64
+        index = next(i for i, item in enumerate(flat) if type(item) is int and abs(item) > _FLOAT64_MAX)
+        raise _out_of_range(name, datatype, index, flat[index]) from None
+    with numpy.errstate(over="ignore"):
+        if datatype == "BF16":
+            result = _to_bf16_bits(values.astype(numpy.float32))
+            as_float = _from_bf16_bits(result)
+        else:
+            result = as_float = values.astype(DATATYPES[datatype][1])
+    overflow = numpy.isinf(as_float) & numpy.isfinite(values)
+    if overflow.any():
+        index = int(numpy.argmax(overflow))
+        raise _out_of_range(name, datatype, index, flat[index])
+    return result
+
+
+_FLOAT64_MAX = float(numpy.finfo(numpy.float64).max)
+
+
+def _out_of_range(name: str, datatype: str, index: int, value: Any) -> ProtocolError:
+    text = repr(value)
+    if len(text) > 24:
+        text = f"{text[:12]}... ({len(text)} characters)"
+    return bad_request(f"input '{name}': element {index}, {text}, is out of range for {datatype}")
 
 
 def _flatten(data: Any) -> list[Any]:
@@ -308,8 +407,8 @@ def _requested_outputs(value: Any) -> tuple[Optional[list[str]], set[str]]:
     for entry in value:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise bad_request("each requested output must be a JSON object with a 'name' string")
-        name = entry["name"]
-        parameters = _parameters(entry.get("parameters"), f"output '{name}'")
+        name = core_text("output name", entry["name"])
+        parameters = _tensor_parameters(entry.get("parameters"), f"output '{name}'")
         if parameters.get("classification"):
             raise bad_request(f"output '{name}': the classification extension is not supported")
         wants_binary = parameters.get("binary_data", False)

@@ -4,9 +4,13 @@ status, headers and body to send.
 
 Routes: ``GET /v2``, ``GET /v2/health/live``, ``GET /v2/health/ready``,
 ``GET /v2/models/{name}[/versions/{v}]`` (metadata), ``.../ready``,
-``.../config``, ``POST .../infer``. Errors carry the protocol's body
-``{"error": "..."}`` with 400 (bad request or input), 404 (unknown model or
-route), 405 (wrong method), 503 (server or model not ready) or 500.
+``.../config``, ``.../stats``, ``GET /v2/models/stats``, ``POST .../infer``.
+``GET /v2`` lists only the protocol extensions these routes serve (not
+shared memory, the model repository, trace, logging or classification).
+Errors carry the protocol's body ``{"error": "..."}`` with 400 (bad request
+or input, or a body over ``max_body_bytes``), 404 (unknown model or route),
+405 (wrong method), 415 (unknown Content-Encoding), 503 (server or model not
+ready) or 500.
 """
 
 from __future__ import annotations
@@ -28,9 +32,28 @@ from .._api._errors import (
 )
 from .._api._model import Model
 from .._api._server import Server
-from .codec import ProtocolError, bad_request, decode_request, encode_response, error_body, parse_header_length
+from .codec import (
+    ProtocolError,
+    bad_request,
+    core_text,
+    decode_request,
+    encode_response,
+    error_body,
+    parse_header_length,
+)
 
 HEADER_LENGTH = "inference-header-content-length"
+
+# The largest request body, after decompression: Triton's own HTTP
+# endpoint's default (--http-max-input-size, 64 MiB).
+DEFAULT_MAX_BODY_BYTES = 64 * 2**20
+
+# The protocol extensions these routes serve, of those the core lists:
+# binary tensors, parameters, sequence and priority/timeout parameters,
+# the config and statistics routes.
+SERVED_EXTENSIONS = frozenset(
+    ("binary_tensor_data", "parameters", "sequence", "schedule_policy", "model_configuration", "statistics")
+)
 
 # Triton error class -> HTTP status (anything else is a 500).
 _STATUS = (
@@ -60,6 +83,13 @@ class Reply:
         return Reply(status, error_body(message), {"content-type": "application/json"})
 
 
+def checked_body_limit(max_body_bytes: Any) -> int:
+    """`max_body_bytes`, a positive int (ValueError otherwise)."""
+    if type(max_body_bytes) is not int or max_body_bytes <= 0:
+        raise ValueError(f"max_body_bytes must be a positive int (bytes), not {max_body_bytes!r}")
+    return max_body_bytes
+
+
 def status_of(error: TritonError) -> int:
     for kind, status in _STATUS:
         if isinstance(error, kind):
@@ -69,14 +99,17 @@ def status_of(error: TritonError) -> int:
 
 class KServeRoutes:
     """Serves the KServe v2 protocol for `server`'s models (only those in
-    `models` when it is given)."""
+    `models` when it is given). A request body larger than `max_body_bytes`
+    once decompressed is refused (400) without inflating the rest."""
 
     def __init__(self, server: Server, models: Optional[Collection[str]] = None,
-                 response_parameters: Optional[dict[str, Any]] = None) -> None:
+                 response_parameters: Optional[dict[str, Any]] = None,
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self._server = server
         self._models = frozenset(models) if models is not None else None
         # Added to every infer response's "parameters" (e.g. which replica answered).
         self._response_parameters = dict(response_parameters or {})
+        self._max_body_bytes = checked_body_limit(max_body_bytes)
 
     async def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Reply:
         """Answer one HTTP request (`headers` with lower-case names)."""
@@ -99,6 +132,9 @@ class KServeRoutes:
             return self._server_route(rest, path)
         if rest[0] != "models" or len(rest) < 2:
             return Reply.error(404, f"no route for {path!r}")
+        if rest == ["models", "stats"]:  # as in Triton, not a model named "stats"
+            _require(method, "GET", path)
+            return Reply.json(self._all_statistics())
         name, version, action = _model_path(rest[1:], path)
         model = self.model(name, version)
         if action == "infer":
@@ -111,6 +147,8 @@ class KServeRoutes:
             return Reply(200) if model.ready() else Reply.error(503, f"model '{name}' is not ready")
         if action == "config":
             return Reply.json(model.config())
+        if action == "stats":
+            return Reply.json(model.statistics())
         return Reply.error(404, f"no route for {path!r}")
 
     def _serving(self) -> bool:
@@ -121,7 +159,9 @@ class KServeRoutes:
 
     def _server_route(self, rest: list[str], path: str) -> Reply:
         if rest == []:
-            return Reply.json(self._server.metadata())
+            metadata = self._server.metadata()
+            metadata["extensions"] = [e for e in metadata.get("extensions", []) if e in SERVED_EXTENSIONS]
+            return Reply.json(metadata)
         if rest == ["health", "live"]:
             return Reply(200)
         if rest == ["health", "ready"]:
@@ -134,8 +174,16 @@ class KServeRoutes:
             raise NotFoundError(f"unknown model '{name}': this endpoint serves {sorted(self._models)}")
         return self._server.model(name, version)
 
+    def _all_statistics(self) -> dict[str, Any]:
+        """Every served model's statistics (the core gives all models' for an
+        empty model name)."""
+        statistics = self._server.model("").statistics()
+        if self._models is not None:
+            statistics["model_stats"] = [s for s in statistics["model_stats"] if s.get("name") in self._models]
+        return statistics
+
     async def _infer(self, model: Model, version: int, headers: Mapping[str, str], body: bytes) -> Reply:
-        body = _decompress(headers.get("content-encoding"), body)
+        body = _decompress(headers.get("content-encoding"), body, self._max_body_bytes)
         request = decode_request(body, parse_header_length(headers.get(HEADER_LENGTH)))
         if model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED:
             raise bad_request(
@@ -156,7 +204,7 @@ class KServeRoutes:
         if response is None:
             return Reply.error(500, f"model '{model.name}' sent no response")
         payload, header_length = encode_response(
-            model.name, version if version >= 0 else None, request, response.outputs,
+            model.name, version if version >= 0 else _latest_ready_version(model), request, response.outputs,
             {**response.parameters, **self._response_parameters},
         )
         if header_length is None:
@@ -169,33 +217,59 @@ def _require(method: str, expected: str, path: str) -> None:
         raise ProtocolError(405, f"{path!r} takes {expected}, not {method}")
 
 
+def _latest_ready_version(model: Model) -> Optional[int]:
+    """The version the core runs a request without one on: the highest
+    ready version (None if the model was unloaded since it answered)."""
+    try:
+        versions = model.metadata().get("versions") or []
+    except TritonError:
+        return None
+    return max(int(v) for v in versions) if versions else None
+
+
 def _model_path(parts: list[str], path: str) -> tuple[str, int, str]:
     """name, version (-1: the server's choice) and action ('' for metadata)."""
-    name, rest = parts[0], parts[1:]
+    name, rest = core_text("model name", parts[0]), parts[1:]
     version = -1
     if rest[:1] == ["versions"]:
         if len(rest) < 2:
             raise ProtocolError(404, f"no route for {path!r}")
-        try:
-            version = int(rest[1])
-        except ValueError:
-            raise bad_request(f"model version {rest[1]!r} is not an integer") from None
-        if version < 0:
-            raise bad_request(f"model version {version} is negative")
+        if not (rest[1].isascii() and rest[1].isdigit()):
+            raise bad_request(f"model version {rest[1]!r} is not a non-negative integer")
+        version = int(rest[1])
+        if version >= 2**63:
+            raise bad_request(f"model version {rest[1]} is out of range (at most 2**63 - 1)")
         rest = rest[2:]
     if len(rest) > 1:
         raise ProtocolError(404, f"no route for {path!r}")
     return name, version, rest[0] if rest else ""
 
 
-def _decompress(encoding: Optional[str], body: bytes) -> bytes:
+def _decompress(encoding: Optional[str], body: bytes, limit: int) -> bytes:
+    """The body, inflated; at most `limit` bytes are ever produced."""
     if encoding in (None, "", "identity"):
+        if len(body) > limit:
+            raise _too_large(limit, "")
         return body
+    if encoding not in ("gzip", "deflate"):
+        raise ProtocolError(415, f"Content-Encoding {encoding!r} is not supported (gzip, deflate)")
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
     try:
-        if encoding == "gzip":
-            return zlib.decompress(body, 16 + zlib.MAX_WBITS)
-        if encoding == "deflate":
-            return zlib.decompress(body)
+        inflated = inflater.decompress(body, limit + 1)
     except zlib.error as error:
         raise bad_request(f"the {encoding} request body does not decompress: {error}") from None
-    raise ProtocolError(415, f"Content-Encoding {encoding!r} is not supported (gzip, deflate)")
+    if len(inflated) > limit:
+        raise _too_large(limit, f" once {encoding}-decompressed")
+    if not inflater.eof:
+        raise bad_request(f"the {encoding} request body is truncated: its compressed stream does not end")
+    if inflater.unused_data:
+        raise bad_request(f"the {encoding} request body has {len(inflater.unused_data)} bytes after its "
+                          "compressed stream (one stream per body)")
+    return inflated
+
+
+def _too_large(limit: int, how: str) -> ProtocolError:
+    return bad_request(
+        f"the request body is larger than the limit of {limit} bytes{how}: send smaller requests, or raise "
+        "the limit (KServeRoutes' max_body_bytes; TritonDeployment's bind(..., max_body_bytes=...))"
+    )
