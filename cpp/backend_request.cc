@@ -14,18 +14,10 @@ namespace {
 
 using ByteView = nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>;
 
-// Logs nothing and throws nothing: for destructors (the core reports a
-// failed release itself).
-void ignore(TRITONSERVER_Error* err) noexcept {
-  if (err != nullptr) triton().ErrorDelete(err);
-}
-
-// Fills `response` (deleting it on failure) and sends it; the GIL is
-// released while the core takes it.
-void fill_and_send(TRITONBACKEND_Response* response, ResponseState& state,
-                   const std::vector<OutputSpec>& outputs,
-                   const ErrorSpec& error, uint32_t flags,
-                   const nb::dict& parameters) {
+// Fills `response` with the parameters and outputs (deleting it on
+// failure).
+void fill(TRITONBACKEND_Response* response, ResponseState& state,
+          const std::vector<OutputSpec>& outputs, const nb::dict& parameters) {
   const TritonApi& api = triton();
   try {
     for (auto [key, value] : parameters) {
@@ -71,21 +63,41 @@ void fill_and_send(TRITONBACKEND_Response* response, ResponseState& state,
       std::memcpy(buffer, data.data(), size);
     }
   } catch (...) {
-    ignore(api.TRITONBACKEND_ResponseDelete(response));
+    ignore_error(api.TRITONBACKEND_ResponseDelete(response));
     throw;
   }
-  TRITONSERVER_Error* error_object =
-      error ? api.ErrorNew(static_cast<TRITONSERVER_Error_Code>(error->first),
-                           error->second.c_str())
-            : nullptr;
+}
+
+TRITONSERVER_Error* error_object(const ErrorSpec& error) {
+  return error ? triton().ErrorNew(
+                     static_cast<TRITONSERVER_Error_Code>(error->first),
+                     error->second.c_str())
+               : nullptr;
+}
+
+// Records what a response sent with `flags` (and `error`) means for the
+// request.
+void mark_sent(ResponseState& state, const ErrorSpec& error, uint32_t flags) {
+  if (error) state.failed = true;
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) state.final_sent = true;
+}
+
+// Fills `response` and sends it; the GIL is released while the core takes
+// it.
+void fill_and_send(TRITONBACKEND_Response* response, ResponseState& state,
+                   const std::vector<OutputSpec>& outputs,
+                   const ErrorSpec& error, uint32_t flags,
+                   const nb::dict& parameters) {
+  const TritonApi& api = triton();
+  fill(response, state, outputs, parameters);
+  TRITONSERVER_Error* error_object = ::tsb::error_object(error);
   TRITONSERVER_Error* sent;
   {
     nb::gil_scoped_release release;
     sent = api.TRITONBACKEND_ResponseSend(response, flags, error_object);
   }
-  if (error_object != nullptr) api.ErrorDelete(error_object);
-  if (error) state.failed = true;
-  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) state.final_sent = true;
+  ignore_error(error_object);
+  mark_sent(state, error, flags);
   check(sent, "sending the response");
 }
 
@@ -110,7 +122,7 @@ BackendRequest::~BackendRequest() {
     }
   }
   nb::gil_scoped_release release;
-  ignore(api.TRITONBACKEND_RequestRelease(request_,
+  ignore_error(api.TRITONBACKEND_RequestRelease(request_,
                                           TRITONSERVER_REQUEST_RELEASE_ALL));
 }
 
@@ -282,6 +294,12 @@ void BackendRequest::send(const std::vector<OutputSpec>& outputs,
   read_requested_outputs();
   TRITONBACKEND_Response* response = nullptr;
   check(triton().TRITONBACKEND_ResponseNew(&response, request_));
+  if (outbox_ != nullptr && (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)) {
+    fill(response, *state_, outputs, parameters);
+    outbox_->add(response, flags, error_object(error));
+    mark_sent(*state_, error, flags);
+    return;
+  }
   fill_and_send(response, *state_, outputs, error, flags, parameters);
 }
 
@@ -326,7 +344,7 @@ ResponseSender::~ResponseSender() {
     } catch (...) {
     }
   }
-  ignore(api.TRITONBACKEND_ResponseFactoryDelete(factory_));
+  ignore_error(api.TRITONBACKEND_ResponseFactoryDelete(factory_));
 }
 
 void ResponseSender::check_open() const { check_not_final(*state_); }

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "response_outbox.h"
 #include "triton_api.h"
 
 namespace tsb {
@@ -48,9 +49,11 @@ class ResponseSender;
 
 class BackendRequest {
  public:
+  // While `outbox` is set (during execute), a final response sent through
+  // this object is filled at once and held there to be sent later.
   BackendRequest(TRITONBACKEND_Request* request,
-                 std::shared_ptr<ResponseState> state)
-      : request_(request), state_(std::move(state)) {}
+                 std::shared_ptr<ResponseState> state, ResponseOutbox* outbox)
+      : request_(request), state_(std::move(state)), outbox_(outbox) {}
   // Answers a request left without a final response (so that no client
   // waits forever), then releases it.
   ~BackendRequest();
@@ -60,6 +63,9 @@ class BackendRequest {
   TRITONBACKEND_Request* raw() const { return request_; }
   bool succeeded() const { return !state_->failed.load(); }
   bool final_sent() const { return state_->final_sent.load(); }
+  // From now on responses are sent at once (execute returned: the object
+  // may outlive it, kept by an input view).
+  void detach_outbox() { outbox_ = nullptr; }
 
   // (TRITONSERVER_DataType, shape, uint8 NumPy view of the bytes) of the
   // input `name`, or None when the request has no such input. `self` is
@@ -89,6 +95,7 @@ class BackendRequest {
   std::shared_ptr<ResponseState> state_;
   std::weak_ptr<ResponseSender> sender_;
   bool sender_made_ = false;
+  ResponseOutbox* outbox_;
 };
 
 class ResponseSender {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend_request.h"
+#include "response_outbox.h"
 #include "errors.h"
 #include "triton_library.h"
 
@@ -24,6 +25,9 @@ constexpr const char* kRuntimeModule = "tritonserver._python_models._runtime";
 struct InstanceState {
   nb::object runner;
   std::string model_name;
+  // The final responses of the execute() in progress (the core runs one
+  // execute at a time per instance), sent by instance_execute_done.
+  ResponseOutbox outbox;
 };
 
 uint64_t now_ns() {
@@ -221,7 +225,8 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
   nb::list batch;
   for (uint32_t i = 0; i < count; ++i) {
     auto* request = new BackendRequest(
-        requests[i], std::make_shared<ResponseState>(state->model_name));
+        requests[i], std::make_shared<ResponseState>(state->model_name),
+        &state->outbox);
     batch.append(nb::cast(request, nb::rv_policy::take_ownership));
     owned.push_back(request);
   }
@@ -242,6 +247,7 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
   } catch (std::exception&) {
   }
   const uint64_t end = now_ns();
+  for (BackendRequest* request : owned) request->detach_outbox();
   for (BackendRequest* request : owned) {
     TRITONSERVER_Error* report = api.TRITONBACKEND_ModelInstanceReportStatistics(
         instance, request->raw(), request->succeeded(), start, start, end, end);
@@ -254,9 +260,21 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
   return nullptr;  // `batch` goes: requests without a live view are released
 }
 
+void instance_execute_done(TRITONBACKEND_ModelInstance* instance) {
+  void* state = nullptr;
+  TRITONSERVER_Error* err =
+      triton().TRITONBACKEND_ModelInstanceState(instance, &state);
+  if (err != nullptr) {
+    ignore_error(err);
+    return;
+  }
+  if (state != nullptr) static_cast<InstanceState*>(state)->outbox.flush();
+}
+
 const PythonBackendTable kTable = {
     kPythonBackendTableVersion, model_initialize,  model_finalize,
     instance_initialize,        instance_finalize, instance_execute,
+    instance_execute_done,
 };
 
 }  // namespace

@@ -97,6 +97,13 @@ TSB_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(
 TSB_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
     TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request** requests,
     const uint32_t count) {
-  tsb::ThreadGil gil;
-  return table->instance_execute(instance, requests, count);
+  TRITONSERVER_Error* err;
+  {
+    tsb::ThreadGil gil;
+    err = table->instance_execute(instance, requests, count);
+  }
+  // The responses go out once this thread no longer holds the GIL: the
+  // clients they wake need it next.
+  table->instance_execute_done(instance);
+  return err;
 }

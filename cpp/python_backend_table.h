@@ -18,11 +18,12 @@ struct TRITONBACKEND_Request;
 
 // Bumped when a member changes: the shim refuses a table of another
 // version (a wheel mixing files of two builds).
-constexpr uint32_t kPythonBackendTableVersion = 1;
+constexpr uint32_t kPythonBackendTableVersion = 2;
 #define TSB_PYTHON_BACKEND_CAPSULE "tritonserver._native._python_backend_table"
 
-// Each function is called with the GIL held (the shim takes it) and never
-// throws; a returned error is the core's to delete.
+// Each function is called with the GIL held (the shim takes it), but for
+// instance_execute_done, and never throws; a returned error is the core's
+// to delete.
 struct PythonBackendTable {
   uint32_t version;
   TRITONSERVER_Error* (*model_initialize)(TRITONBACKEND_Model*);
@@ -31,6 +32,9 @@ struct PythonBackendTable {
   TRITONSERVER_Error* (*instance_finalize)(TRITONBACKEND_ModelInstance*);
   TRITONSERVER_Error* (*instance_execute)(TRITONBACKEND_ModelInstance*,
                                           TRITONBACKEND_Request**, uint32_t);
+  // Right after instance_execute, on the same thread, with the GIL
+  // released: sends the final responses execute filled (response_outbox.h).
+  void (*instance_execute_done)(TRITONBACKEND_ModelInstance*);
 };
 
 }  // extern "C"
