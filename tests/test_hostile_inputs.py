@@ -135,8 +135,8 @@ def test_input_name_that_is_not_a_string(model):
 NUL_CASES = {
     "input_name": (lambda m: {"inputs": {"INPUT0\x00ignored": numpy.ones(3, numpy.float32)}}, "input name"),
     "output_name": (lambda m: {"output_names": ["OUTPUT0\x00ignored"]}, "output name"),
-    "request_id": (lambda m: {"request_id": "id\x00ignored"}, "request_id"),
-    "correlation_id": (lambda m: {"correlation_id": "c\x00ignored"}, "correlation_id"),
+    "request_id": (lambda m: {"request_id": "id\x00ignored"}, "InferenceRequest.request_id"),
+    "correlation_id": (lambda m: {"correlation_id": "c\x00ignored"}, "InferenceRequest.correlation_id"),
     "parameter_name": (lambda m: {"parameters": {"key\x00ignored": 1}}, "parameter name"),
     "parameter_value": (lambda m: {"parameters": {"key": "value\x00ignored"}}, "parameter 'key'"),
 }

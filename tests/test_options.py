@@ -22,21 +22,17 @@ BAD_TYPES = [
     ({"server_id": 1}, "server_id"),
     ({"model_repository": 1}, "model_repository"),
     ({"model_repository": [1]}, "model_repository"),
-    ({"exit_timeout": -1}, "exit_timeout"),
     ({"exit_timeout": 1.5}, "exit_timeout"),
     ({"strict_model_config": "yes"}, "strict_model_config"),
     ({"model_control_mode": "explicit"}, "model_control_mode"),
     ({"model_control_mode": 7}, "model_control_mode"),
     ({"rate_limiter_resources": [1]}, "rate_limiter_resources"),
-    ({"rate_limiter_resources": [RateLimiterResource("R", -1, 0)]}, "rate_limiter_resources"),
     ({"startup_models": "add_sub"}, "startup_models"),
-    ({"pinned_memory_pool_size": -1}, "pinned_memory_pool_size"),
     ({"cuda_memory_pool_sizes": {0: "big"}}, "cuda_memory_pool_sizes"),
     ({"cache_config": []}, "cache_config"),
     ({"cache_config": {"local": 5}}, "cache_config"),
     ({"min_supported_compute_capability": "6.0"}, "min_supported_compute_capability"),
     ({"log_file": 5}, "log_file"),
-    ({"log_verbose": -1}, "log_verbose"),
     ({"log_format": "ISO8601"}, "log_format"),
     ({"metrics": "no"}, "metrics"),
     ({"metrics_interval": 1.5}, "metrics_interval"),
@@ -45,6 +41,27 @@ BAD_TYPES = [
     ({"model_load_device_limits": [1]}, "model_load_device_limits"),
     ({"log_callback": 5}, "log_callback"),
 ]
+
+
+# (overrides, field name expected in the ValueError message): the right
+# type, a value out of range.
+BAD_VALUES = [
+    ({"exit_timeout": -1}, "exit_timeout"),
+    ({"rate_limiter_resources": [RateLimiterResource("R", -1, 0)]}, "rate_limiter_resources"),
+    ({"pinned_memory_pool_size": -1}, "pinned_memory_pool_size"),
+    ({"log_verbose": -1}, "log_verbose"),
+]
+
+
+@pytest.mark.parametrize("overrides,field", BAD_VALUES, ids=[f"{f}={o[f]!r}" for o, f in BAD_VALUES])
+def test_negative_count_is_a_value_error_naming_the_field_at_start(backend_directory, overrides, field):
+    settings = {"server_id": "options-bad", **overrides}
+    options = make_options(settings.pop("backend_directory", backend_directory), **settings)
+    srv = tritonserver.Server(options)
+    with pytest.raises(ValueError, match=f"Options.{field}.* must not be negative"):
+        srv.start()
+    with pytest.raises(tritonserver.InvalidArgumentError, match="Server not started"):
+        srv.ready()
 
 
 @pytest.mark.parametrize("overrides,field", BAD_TYPES, ids=[f"{f}={o[f]!r}" for o, f in BAD_TYPES])

@@ -8,7 +8,7 @@ from typing import Optional
 from .. import _native
 from . import _triton_core
 from ._enums import MetricKind
-from ._request import _text
+from ._checks import text as _text
 
 
 class MetricFamily:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 
 from ._enums import ModelBatchFlag, ModelTxnPropertyFlag
 from ._errors import InvalidArgumentError, NotFoundError
-from ._request import InferenceRequest, InferenceRequestKwargs, _model_version, _text, _unknown_model
+from ._checks import text as _text
+from ._request import InferenceRequest, InferenceRequestKwargs, _model_version, _unknown_model
 from ._response import AsyncResponseIterator, ResponseIterator, asyncio_waiters
 from ._typing import Unpack
 from ._user_queues import register_user_queue, unregister_user_queue

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, NoReturn, Optional, TypedDict, Union
 
 from .. import _native
+from . import _checks as checks
 from . import _logging, _triton_core
 from ._enums import InstanceGroupKind, LogFormat, LogLevel, ModelControlMode, RateLimitMode
 from ._errors import InvalidArgumentError
@@ -259,18 +260,14 @@ class OptionsKwargs(TypedDict, total=False):
     python_models: PythonModelsMode
 
 
-# -- validation helpers: each raises TypeError naming the field --------------
+# -- validation: the package's vocabulary (_checks.py), naming Options.<field>
 
 def _fail(name: str, expected: str, value: Any) -> NoReturn:
-    raise TypeError(f"Options.{name} must be {expected}, not {type(value).__name__} ({value!r})")
+    checks.fail(f"Options.{name}", expected, value)
 
 
 def _str(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        _fail(name, "a str", value)
-    if "\x00" in value:  # the core would read it cut at the NUL
-        raise ValueError(f"embedded null character in Options.{name} {value!r}")
-    return str(value)
+    return checks.text(f"Options.{name}", value)
 
 
 def _bool(name: str, value: Any) -> bool:
@@ -280,9 +277,7 @@ def _bool(name: str, value: Any) -> bool:
 
 
 def _uint(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        _fail(name, "a non-negative int", value)
-    return int(value)
+    return checks.non_negative_int(f"Options.{name}", value)
 
 
 def _exit_timeout(value: Any) -> int:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 from .. import _native
 from ._datautils import DeviceOrMemoryType, parse_device_or_memory_type
 from ._errors import InvalidArgumentError, NotFoundError, TritonError
+from ._checks import non_negative_int
+from ._checks import text as _text
 from ._tensor import Tensor
 
 if TYPE_CHECKING:
@@ -140,18 +142,18 @@ class InferenceRequest:
     def _set_options(self, request: "_native.Request") -> None:
         """Request id, flags, correlation id, priority and timeout."""
         if self.request_id is not None:
-            request.set_id(_text("request_id", _typed("request_id", self.request_id, str)))
+            request.set_id(_text("InferenceRequest.request_id", self.request_id))
         if self.flags:
-            request.set_flags(_unsigned("flags", self.flags, 32))
+            request.set_flags(_unsigned("InferenceRequest.flags", self.flags, 32))
         if self.correlation_id is not None:
             if isinstance(self.correlation_id, str):
-                request.set_correlation_id_string(_text("correlation_id", self.correlation_id))
+                request.set_correlation_id_string(_text("InferenceRequest.correlation_id", self.correlation_id))
             else:
-                request.set_correlation_id(_unsigned("correlation_id", self.correlation_id, 64))
+                request.set_correlation_id(_unsigned("InferenceRequest.correlation_id", self.correlation_id, 64))
         if self.priority:
-            request.set_priority(_unsigned("priority", self.priority, 64))
+            request.set_priority(_unsigned("InferenceRequest.priority", self.priority, 64))
         if self.timeout:
-            request.set_timeout_us(_unsigned("timeout", self.timeout, 64))
+            request.set_timeout_us(_unsigned("InferenceRequest.timeout", self.timeout, 64))
 
 
 # numpy.ndarray once NumPy is imported (no array of it exists before).
@@ -214,30 +216,6 @@ def _model_version(version: Any) -> int:
     return version
 
 
-def _text(field: str, value: Any) -> str:
-    """A name or value that becomes a C string: a str without NUL (a NUL
-    would silently cut it, naming another model, input or output) that is
-    valid Unicode (a lone surrogate has no UTF-8 form)."""
-    if not isinstance(value, str):
-        raise TypeError(f"{field} must be a str, not {type(value).__name__}")
-    if "\x00" in value:
-        raise ValueError(f"embedded null character in {field} {value!r}")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise ValueError(f"{field} {value!r} is not valid Unicode text ({e.reason} at index {e.start}): "
-                             "it has no UTF-8 form to pass to the core") from None
-    return value
-
-
-def _unsigned(field: str, value: Any, bits: int) -> int:
-    number: int = _typed(field, value, int)
-    if number >= 1 << bits:
-        raise InvalidArgumentError(f"InferenceRequest.{field}: {number} does not fit in {bits} bits")
-    return number
-
-
 def _check_extent(name: str, tensor: Tensor) -> None:
     """Refuse a tensor whose buffer claims memory its owner does not hold, or
     whose fields were set to values no memory has: Triton would read past
@@ -247,9 +225,6 @@ def _check_extent(name: str, tensor: Tensor) -> None:
         raise InvalidArgumentError(f"input {name!r}: {problem}")
 
 
-def _typed(name: str, value: Any, kind: type) -> Any:
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
-        raise TypeError(f"InferenceRequest.{name} must be {kind.__name__}, not {type(value).__name__}")
-    if isinstance(value, int) and value < 0:
-        raise InvalidArgumentError(f"InferenceRequest.{name} must not be negative")
-    return value
+def _unsigned(field: str, value: Any, bits: int) -> int:
+    """A request field the core takes as an unsigned int of `bits` bits."""
+    return non_negative_int(field, value, bits, InvalidArgumentError)

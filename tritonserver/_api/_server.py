@@ -26,7 +26,7 @@ from ._errors import (
 )
 from ._model import Model, _json_object
 from ._options import Options, OptionsKwargs, build_core_options
-from ._request import _text
+from ._checks import text as _text
 from ._python_models import PythonModels
 from ._typing import Unpack
 

@@ -20,7 +20,7 @@ import numpy
 from .._api._datautils import ELEMENT_TYPES, deserialize_bytes
 from .._api._enums import DataType, MemoryType, RequestFlag
 from .._api._memorybuffer import MemoryBuffer
-from .._api._request import _text
+from .._api._checks import text as _text
 from .._api._tensor import Tensor
 
 ParameterValue = Union[str, int, float, bool]
