@@ -101,6 +101,21 @@ void fill_and_send(TRITONBACKEND_Response* response, ResponseState& state,
   check(sent, "sending the response");
 }
 
+// Whether `handle` was cancelled, asked through `query`: a backend function
+// that older cores lack (then UNSUPPORTED, naming it).
+template <typename Handle>
+bool ask_cancelled(TRITONSERVER_Error* (*query)(Handle*, bool*),
+                   Handle* handle, const char* name) {
+  if (query == nullptr) {
+    raise(TRITONSERVER_ERROR_UNSUPPORTED,
+          std::string("is_cancelled() needs ") + name +
+              ", which this Triton core lacks");
+  }
+  bool cancelled = false;
+  check(query(handle, &cancelled));
+  return cancelled;
+}
+
 void check_not_final(const ResponseState& state) {
   if (state.final_sent) {
     raise(TRITONSERVER_ERROR_INVALID_ARG,
@@ -268,15 +283,8 @@ nb::dict BackendRequest::parameters() const {
 }
 
 bool BackendRequest::is_cancelled() const {
-  const TritonApi& api = triton();
-  if (api.TRITONBACKEND_RequestIsCancelled == nullptr) {
-    raise(TRITONSERVER_ERROR_UNSUPPORTED,
-          "request.is_cancelled() needs TRITONBACKEND_RequestIsCancelled, "
-          "which this Triton core lacks");
-  }
-  bool cancelled = false;
-  check(api.TRITONBACKEND_RequestIsCancelled(request_, &cancelled));
-  return cancelled;
+  return ask_cancelled(triton().TRITONBACKEND_RequestIsCancelled, request_,
+                       "TRITONBACKEND_RequestIsCancelled");
 }
 
 void BackendRequest::read_requested_outputs() {
@@ -370,15 +378,8 @@ void ResponseSender::send_flags(uint32_t flags) {
 }
 
 bool ResponseSender::is_cancelled() const {
-  const TritonApi& api = triton();
-  if (api.TRITONBACKEND_ResponseFactoryIsCancelled == nullptr) {
-    raise(TRITONSERVER_ERROR_UNSUPPORTED,
-          "is_cancelled() needs TRITONBACKEND_ResponseFactoryIsCancelled, "
-          "which this Triton core lacks");
-  }
-  bool cancelled = false;
-  check(api.TRITONBACKEND_ResponseFactoryIsCancelled(factory_, &cancelled));
-  return cancelled;
+  return ask_cancelled(triton().TRITONBACKEND_ResponseFactoryIsCancelled,
+                       factory_, "TRITONBACKEND_ResponseFactoryIsCancelled");
 }
 
 }  // namespace tsb
