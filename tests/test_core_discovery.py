@@ -292,7 +292,8 @@ def test_the_install_hint_names_the_pinned_core():
 def test_backend_folders_of_links_to_folders_gone_are_pruned(backend_directory, tmp_path):
     """Every server's backend folder is a folder of links in the user cache;
     one whose targets are gone (a deleted venv or temporary folder) is
-    removed when a server starts, and a live one is kept."""
+    removed when the first server of a process starts, and a live one is
+    kept."""
     cache = tmp_path / "cache"
     stale = cache / "tritonserver" / "backends-00000000-deadbeef-0" / "backends"
     stale.mkdir(parents=True)

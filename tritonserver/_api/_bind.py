@@ -24,7 +24,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy
@@ -146,8 +146,8 @@ class Binding:
     decoupled: bool
     kind: str  # "function", "coroutine", "generator" or "async generator"
     wants_context: bool
-    output_dtypes: dict[str, numpy.dtype[Any]] = field(default_factory=dict)
-    repository: str = ""  # the server's folder of bound models
+    output_dtypes: dict[str, numpy.dtype[Any]]
+    repository: str  # the server's folder of bound models
 
 
 _lock = threading.Lock()
@@ -253,9 +253,9 @@ def bind(server: "Server", model_name: str, fn: Callable[..., Any], *, inputs: S
         _merge(model_config, config)
         model_config["parameters"][BINDING_PARAMETER] = {"string_value": token}
 
+    repository = _repository(server)
     entry = Binding(model_name, fn, specs["inputs"], specs["outputs"], max_batch_size, decoupled, kind,
-                    _wants_context(fn), {s.name: s.numpy_dtype() for s in specs["outputs"]})
-    repository = entry.repository = _repository(server)
+                    _wants_context(fn), {s.name: s.numpy_dtype() for s in specs["outputs"]}, repository)
     if any(key[0] == model_name for key in server.models()) and \
             not os.path.isdir(os.path.join(repository, model_name)):
         raise AlreadyExistsError(f"bind('{model_name}'): the server's model repository has a model of that name; "

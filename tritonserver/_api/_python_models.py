@@ -130,8 +130,14 @@ def package_backend_directory(base: Optional[str], in_process: bool) -> str:
                                              subfolder="backends")
     if overlay is None:
         raise UnavailableError(_NO_CACHE)
-    _prune_stale_overlays(os.path.dirname(overlay))
+    global _pruned
+    if not _pruned:  # once per process: a listing of the cache folder
+        _prune_stale_overlays(os.path.dirname(overlay))
+        _pruned = True
     return os.path.join(overlay, "backends")
+
+
+_pruned = False
 
 
 def _prune_stale_overlays(cache: str) -> None:
