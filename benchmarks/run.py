@@ -181,7 +181,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds per floor run")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
-    parser.add_argument("--only", default="", help="run only the workloads whose name contains this")
+    parser.add_argument("--only", default="", help="run only the workloads whose name contains one of these "
+                        "(comma-separated)")
     args = parser.parse_args()
 
     install = _triton_core.load_core()
@@ -196,7 +197,7 @@ def main() -> None:
         print("tritonclient not installed: out-of-process rows skipped", file=sys.stderr)
 
     started = time.monotonic()
-    items = [w for w in workloads(args.quick) if args.only in w.name]
+    items = [w for w in workloads(args.quick) if any(part in w.name for part in args.only.split(","))]
     startup: list[dict] = []
     try:
         for rep in range(args.reps):
