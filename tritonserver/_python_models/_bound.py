@@ -60,6 +60,13 @@ class TritonPythonModel:
                 "(bind it again)")
         self.binding: Binding = found
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        # Calls of a plain function (not streaming, no context) take the
+        # runtime's native path: arrays in, output bytes out, no pb_utils
+        # objects between (the runtime looks for this attribute).
+        self._output_types = {name: int(pb_utils.numpy_to_triton_type(dtype) or 0)
+                              for name, dtype in found.output_dtypes.items()}
+        fast = found.kind == "function" and not found.decoupled and not found.wants_context
+        self._tritonserver_execute_natives = self._execute_natives if fast else None
 
     # -- one call ----------------------------------------------------------------------------
     def execute(self, requests: list[pb_utils.InferenceRequest]) -> Optional[list[pb_utils.InferenceResponse]]:
@@ -74,18 +81,44 @@ class TritonPythonModel:
             responses.extend(self._call(group))
         return responses
 
-    def _inputs(self, requests: list[pb_utils.InferenceRequest]) -> tuple[dict[str, Any], list[int]]:
-        """The callable's keyword arrays, and each request's batch size."""
+    def _execute_natives(self, natives: list[Any]) -> None:
+        """execute() of a plain function on the native requests: each call's
+        error, or a failure to send, is an error response of its requests."""
         b = self.binding
+        for group in ([natives] if b.max_batch_size > 0 else [[n] for n in natives]):
+            try:
+                kwargs, sizes = self._inputs(group, _native_input)
+                result = b.fn(**kwargs)
+                if not isinstance(result, dict) and inspect.isawaitable(result):
+                    result = self._event_loop().run_until_complete(result)
+                rows = _rows(self._outputs(result, sum(sizes)), sizes)
+            except Exception as e:
+                error = _error(b, e)
+                for native in group:
+                    native.fail_if_unanswered(error.code(), error.message())
+                continue
+            for native, arrays in zip(group, rows):
+                try:
+                    native.send([pb_utils._output_spec(name, self._output_types[name], array)
+                                 for name, array in arrays.items()], None, _FINAL, {})
+                except Exception as e:
+                    native.fail_if_unanswered(pb_utils.TritonError.INTERNAL, f"model '{b.model_name}': {e}")
+
+    def _inputs(self, requests: list[Any], read: Any = None) -> tuple[dict[str, Any], list[int]]:
+        """The callable's keyword arrays, and each request's batch size;
+        `read(request, name)` gives an input's array (default: of a
+        pb_utils request)."""
+        b = self.binding
+        read = read or _request_input
         per_request: list[dict[str, numpy.ndarray[Any, Any]]] = []
         for request in requests:
             arrays = {}
             for spec in b.inputs:
-                tensor = pb_utils.get_input_tensor_by_name(request, spec.name)
-                if tensor is None:  # Triton checks required inputs; kept for safety
+                array = read(request, spec.name)
+                if array is None:  # Triton checks required inputs; kept for safety
                     raise _CallError(f"model '{b.model_name}': input '{spec.name}' is missing",
                                      pb_utils.TritonError.INVALID_ARG)
-                arrays[spec.name] = tensor.as_numpy()
+                arrays[spec.name] = array
             per_request.append(arrays)
         if b.max_batch_size == 0:
             return dict(per_request[0]), [0]
@@ -160,14 +193,8 @@ class TritonPythonModel:
 
     def _split(self, outputs: dict[str, numpy.ndarray[Any, Any]], sizes: list[int]) -> list[pb_utils.InferenceResponse]:
         """One response per request: its rows of each output."""
-        if len(sizes) == 1:
-            return [pb_utils.InferenceResponse([pb_utils.Tensor(n, a) for n, a in outputs.items()])]
-        responses, start = [], 0
-        for size in sizes:
-            responses.append(pb_utils.InferenceResponse(
-                [pb_utils.Tensor(n, a[start:start + size]) for n, a in outputs.items()]))
-            start += size
-        return responses
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(n, a) for n, a in arrays.items()])
+                for arrays in _rows(outputs, sizes)]
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         """This instance's event loop, for async callables."""
@@ -179,6 +206,28 @@ class TritonPythonModel:
         if self._loop is not None:
             self._loop.close()
             self._loop = None
+
+
+def _rows(outputs: dict[str, numpy.ndarray[Any, Any]], sizes: list[int]) -> list[dict[str, numpy.ndarray[Any, Any]]]:
+    """Each request's rows of every output (a call's requests in order,
+    `sizes` rows each; one request: the outputs themselves)."""
+    if len(sizes) == 1:
+        return [outputs]
+    rows, start = [], 0
+    for size in sizes:
+        rows.append({name: array[start:start + size] for name, array in outputs.items()})
+        start += size
+    return rows
+
+
+def _request_input(request: pb_utils.InferenceRequest, name: str) -> Optional[numpy.ndarray[Any, Any]]:
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    return None if tensor is None else tensor.as_numpy()
+
+
+def _native_input(native: Any, name: str) -> Optional[numpy.ndarray[Any, Any]]:
+    found = native.input(name)
+    return None if found is None else pb_utils._input_array(name, *found)
 
 
 def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> numpy.ndarray[Any, Any]:

@@ -138,6 +138,9 @@ class Instance:
             if inspect.isawaitable(result):
                 self._event_loop().run_until_complete(result)
         self._execute = self.model.execute
+        # The package's own bound-function models may take the native
+        # requests directly (_bound.py).
+        self._execute_natives = getattr(self.model, "_tritonserver_execute_natives", None)
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         """This instance's event loop, for async initialize/execute/finalize."""
@@ -148,11 +151,14 @@ class Instance:
     def execute(self, natives: list[_native.BackendRequest]) -> None:
         """Run the model on a batch of requests and send their responses;
         a request left unanswered gets an error response naming why."""
-        requests = [pb_utils.InferenceRequest._of(native, self.name) for native in natives]
         _bls.current.server_address = self.server_address
+        if self._execute_natives is not None:
+            self._execute_natives(natives)
+            return
+        requests = [pb_utils.InferenceRequest._of(native, self.name) for native in natives]
         try:
             result = self._execute(requests)
-            if inspect.isawaitable(result):
+            if not isinstance(result, list) and inspect.isawaitable(result):
                 result = self._event_loop().run_until_complete(result)
         except Exception as e:
             message = f"Failed to process the request(s) for model '{self.instance_name}', message: {_describe(e)}"

@@ -246,19 +246,7 @@ class Tensor:
 
     def _output(self) -> tuple[str, int, list[int], Array]:
         """(name, data type, shape, bytes) for the response buffer."""
-        array = self._array
-        if self._triton_dtype == _BYTES:
-            serialized = serialize_byte_tensor(array)
-            if serialized is None:
-                raise TritonModelException(
-                    f"output '{self._name}': a BYTES tensor needs an object or bytes array, not {array.dtype}")
-            data = np.frombuffer(serialized, dtype=np.uint8) if serialized else np.empty(0, np.uint8)
-            return self._name, _BYTES, list(array.shape), data
-        if array.dtype == np.object_:
-            raise TritonModelException(f"output '{self._name}': an object array is only valid as BYTES")
-        if not array.flags.c_contiguous:
-            array = np.ascontiguousarray(array)
-        return self._name, self._triton_dtype, list(array.shape), array.reshape(-1).view(np.uint8)
+        return _output_spec(self._name, self._triton_dtype, self._array)
 
     def __repr__(self) -> str:
         return f"Tensor({self._name!r}, dtype={self._triton_dtype}, shape={self.shape()})"
@@ -277,8 +265,31 @@ class _CapsuleHolder:
         return (1, 0)
 
 
+def _output_spec(name: str, triton_dtype: int, array: Array) -> tuple[str, int, list[int], Array]:
+    """(name, data type, shape, bytes) of an output, as the native send()
+    takes it: the bytes of a numeric array are a view (no copy)."""
+    if triton_dtype == _BYTES:
+        serialized = serialize_byte_tensor(array)
+        if serialized is None:
+            raise TritonModelException(
+                f"output '{name}': a BYTES tensor needs an object or bytes array, not {array.dtype}")
+        data = np.frombuffer(serialized, dtype=np.uint8) if serialized else np.empty(0, np.uint8)
+        return name, _BYTES, list(array.shape), data
+    if array.dtype == np.object_:
+        raise TritonModelException(f"output '{name}': an object array is only valid as BYTES")
+    if not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array)
+    return name, triton_dtype, list(array.shape), array.reshape(-1).view(np.uint8)
+
+
 def _input_tensor(name: str, datatype: int, shape: tuple[int, ...], raw: Array) -> Tensor:
     """The Tensor of an input given as its raw bytes (a view: no copy)."""
+    return Tensor(name, _input_array(name, datatype, shape, raw), datatype)
+
+
+def _input_array(name: str, datatype: int, shape: tuple[int, ...], raw: Array) -> Array:
+    """The NumPy array of an input given as its raw bytes (a view: no copy;
+    BYTES are decoded)."""
     if datatype == _BYTES:
         try:
             array = deserialize_bytes_tensor(raw).reshape(shape)
@@ -290,7 +301,7 @@ def _input_tensor(name: str, datatype: int, shape: tuple[int, ...], raw: Array) 
             "only through the stub's DLPack path; run the model with Options(python_models=\"stub\")")
     else:
         array = raw.view(_NUMPY_BY_TRITON[datatype]).reshape(shape)
-    return Tensor(name, array, datatype)
+    return array
 
 
 class ResponseSender:
