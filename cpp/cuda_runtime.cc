@@ -21,10 +21,44 @@ bool sym(void* h, const char* name, F* out) {
   return *out != nullptr;
 }
 
+// "CUDA 12.6" from the runtime's encoding (1000 * major + 10 * minor).
+std::string cuda_version(int version) {
+  return "CUDA " + std::to_string(version / 1000) + "." +
+         std::to_string(version % 1000 / 10);
+}
+
+// cudaGetDeviceCount's error `err` in words. The runtime's own text for
+// cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA
+// runtime version", is also what it says when there is no driver at all (a
+// machine without an NVIDIA GPU): cudaDriverGetVersion tells the two apart
+// (version 0: no driver), and `no_driver` is set for the first.
+std::string device_count_error(const CudaRuntime& r, int err, bool* no_driver) {
+  int driver = 0;
+  if (err == kCudaErrorInsufficientDriver && r.DriverGetVersion != nullptr &&
+      r.DriverGetVersion(&driver) == kCudaSuccess) {
+    if (driver == 0) {
+      *no_driver = true;
+      return "no NVIDIA driver (error 35)";
+    }
+    int runtime = 0;
+    const bool known = r.RuntimeGetVersion != nullptr &&
+                       r.RuntimeGetVersion(&runtime) == kCudaSuccess &&
+                       runtime > 0;
+    return "the NVIDIA driver supports up to " + cuda_version(driver) +
+           ", older than this runtime" +
+           (known ? " (" + cuda_version(runtime) + ")" : std::string()) +
+           ": update the driver, or use a runtime it serves (error 35)";
+  }
+  const char* text = r.GetErrorString(err);
+  return std::string(text ? text : "?") + " (error " + std::to_string(err) +
+         ")";
+}
+
 // One candidate: opened and resolved into `rt`, its device count in
-// `devices`; false (with `why`) when it cannot be used at all.
+// `devices`; false (with `why`) when it cannot be used at all. `no_driver`
+// is set when it found no NVIDIA driver.
 bool try_open(const std::string& path, CudaRuntime* rt, int* devices,
-              std::string* why) {
+              std::string* why, bool* no_driver) {
   dlerror();
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (h == nullptr) {
@@ -50,10 +84,8 @@ bool try_open(const std::string& path, CudaRuntime* rt, int* devices,
   const int err = r.GetDeviceCount(&count);
   if (err != kCudaSuccess) {
     // e.g. cudaErrorInsufficientDriver (35) for a runtime newer than the
-    // driver, cudaErrorNoDevice (100) without a GPU.
-    const char* text = r.GetErrorString(err);
-    *why = "cudaGetDeviceCount: " + std::string(text ? text : "?") +
-           " (error " + std::to_string(err) + ")";
+    // driver or without a driver, cudaErrorNoDevice (100) without a GPU.
+    *why = "cudaGetDeviceCount: " + device_count_error(r, err, no_driver);
     r.GetLastError();
     *devices = 0;
   } else {
@@ -70,11 +102,12 @@ int cuda_load(const std::vector<std::string>& candidates) {
     std::string tried;  // every candidate passed over, with its reason
     CudaRuntime fallback;
     std::string fallback_path;
+    bool no_driver = false;
     for (const std::string& path : candidates) {
       CudaRuntime rt;
       int devices = 0;
       std::string why;
-      const bool opened = try_open(path, &rt, &devices, &why);
+      const bool opened = try_open(path, &rt, &devices, &why, &no_driver);
       if (opened && devices > 0) {
         g_rt = rt;
         g_loaded = true;
@@ -98,6 +131,11 @@ int cuda_load(const std::vector<std::string>& candidates) {
     g_status = candidates.empty()
                    ? std::string("no CUDA runtime candidates")
                    : "no CUDA runtime sees a device (" + tried + ")";
+    if (no_driver) {
+      g_status = "no NVIDIA driver found (the CUDA runtime finds no "
+                 "libcuda.so.1: this machine has no NVIDIA GPU, or its driver "
+                 "is not installed); " + g_status;
+    }
   });
   return g_devices;
 }

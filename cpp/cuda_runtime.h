@@ -28,12 +28,15 @@ using cudaEvent_t = void*;
   X(Memcpy, int, (void*, const void*, size_t, int))       \
   X(GetLastError, int, (void))                            \
   X(GetErrorString, const char*, (int))
-// Only cuda_stream_wait_default (a DLPack consumer's stream) needs these.
+// cuda_stream_wait_default (a DLPack consumer's stream) needs the event
+// functions; the versions only name why no device is seen.
 #define CUDA_OPTIONAL_FUNCTIONS(X)                         \
   X(EventCreateWithFlags, int, (cudaEvent_t*, unsigned int)) \
   X(EventRecord, int, (cudaEvent_t, cudaStream_t))         \
   X(EventDestroy, int, (cudaEvent_t))                      \
-  X(StreamWaitEvent, int, (cudaStream_t, cudaEvent_t, unsigned int))
+  X(StreamWaitEvent, int, (cudaStream_t, cudaEvent_t, unsigned int)) \
+  X(DriverGetVersion, int, (int*))                         \
+  X(RuntimeGetVersion, int, (int*))
 
 struct CudaRuntime {
 #define CUDA_DECLARE_MEMBER(name, ret, args) ret(*name) args = nullptr;
@@ -43,6 +46,7 @@ struct CudaRuntime {
 };
 
 constexpr int kCudaSuccess = 0;
+constexpr int kCudaErrorInsufficientDriver = 35;
 constexpr int kCudaMemcpyDefault = 4;
 constexpr unsigned int kCudaEventDisableTiming = 2;
 
@@ -53,7 +57,8 @@ constexpr unsigned int kCudaEventDisableTiming = 2;
 // Later calls return the first result. Returns the number of CUDA devices.
 // cuda_status() names the runtime chosen and every candidate tried before
 // it with its reason (not found, missing functions, its cudaGetDeviceCount
-// error).
+// error: no driver at all told apart from a driver older than the runtime),
+// led by "no NVIDIA driver found" when a runtime found none.
 int cuda_load(const std::vector<std::string>& candidates);
 
 // The runtime if loaded and at least one device exists, else nullptr.

@@ -1,6 +1,7 @@
 #include "inflight_requests.h"
 
 #include <chrono>
+#include <map>
 
 namespace tsb {
 
@@ -92,6 +93,18 @@ bool InflightRequests::wait_submitted(const std::string* model,
         }
         return true;
       });
+}
+
+std::vector<std::pair<std::string, size_t>>
+InflightRequests::submitted_per_model() {
+  std::map<std::string, size_t> counts;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (InflightEntry* s = head_; s != nullptr; s = s->inflight_next) {
+      if (s->submitted) ++counts[s->model_name];
+    }
+  }
+  return {counts.begin(), counts.end()};
 }
 
 void InflightRequests::end_drain(const std::string& model) noexcept {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "response_queue.h"
@@ -71,6 +72,11 @@ class InflightRequests {
   // is executing, and unloads the models under them: the crash that
   // drain() avoids for one model (seen as a SIGSEGV in the stop race test).
   bool wait_submitted(double timeout_s);
+
+  // The submitted requests not finished yet, counted per model, ordered by
+  // name: what a stop waits for, as it tells the user (Server.stop() at
+  // interpreter exit or after a Ctrl-C).
+  std::vector<std::pair<std::string, size_t>> submitted_per_model();
 
  private:
   // Strong references to the listed entries still alive (one being

@@ -215,6 +215,13 @@ NB_MODULE(_native, m) {
           },
           nb::sig("def set_log_callback(self, fn: collections.abc.Callable[[int, str, int, str], None], /) -> None"));
 
+  nb::class_<StopInProgress>(m, "StopInProgress")
+      .def("wait", &StopInProgress::wait, "timeout_s"_a,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("inflight", &StopInProgress::inflight,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("finish", &StopInProgress::finish_from_python)
+      .def("leave_running", &StopInProgress::leave_running);
   nb::class_<Server>(m, "Server")
       .def(nb::init<ServerOptions&>(), "options"_a,
            nb::call_guard<nb::gil_scoped_release>())
@@ -226,7 +233,7 @@ NB_MODULE(_native, m) {
              }
              return reinterpret_cast<uintptr_t>(h);
            })
-      .def("stop", &Server::stop_from_python)
+      .def("begin_stop", &Server::begin_stop_from_python)
       .def("is_live", &Server::is_live,
            nb::call_guard<nb::gil_scoped_release>())
       .def("is_ready", &Server::is_ready,
@@ -262,6 +269,8 @@ NB_MODULE(_native, m) {
       .def("metrics", &Server::metrics,
            nb::call_guard<nb::gil_scoped_release>())
       .def_static("reap_stopped", &Server::reap_stopped, "timeout_s"_a,
+                  nb::call_guard<nb::gil_scoped_release>())
+      .def_static("background_inflight", &Server::background_inflight,
                   nb::call_guard<nb::gil_scoped_release>());
   m.def("end_child_at_exit", &end_child_at_exit,
         "In a child of fork(): end with _exit() once Python finalized, when "

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <limits>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -20,7 +22,6 @@
 namespace tsb {
 namespace {
 
-
 // A heuristic grace after the last request of a model ended: the backend
 // thread that released it may still be finishing that execution, and the
 // model must not be destroyed under it (the core's crash described in
@@ -28,6 +29,8 @@ namespace {
 void let_backend_threads_finish() {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
+
+}  // namespace
 
 // One TRITONSERVER_ServerStop, run to its end on a thread of ours.
 //
@@ -42,7 +45,8 @@ void let_backend_threads_finish() {
 // interpreter exit, about 1 run in 4). So the core gets exit_timeout +
 // kStopGrace, stop() waits only exit_timeout for this thread, and the server
 // is deleted only after its own Stop() succeeded: every model unloaded and
-// destroyed.
+// destroyed. The waiter (StopInProgress) waits in slices, and may give up
+// early (a Ctrl-C): the stop then goes on the same way.
 //
 // Before ServerStop, the requests submitted through this package are let
 // finish (at most the exit timeout): the core's stop would otherwise unload
@@ -111,7 +115,10 @@ struct BackgroundStop {
   bool failed = false;
   TRITONSERVER_Error_Code code = TRITONSERVER_ERROR_INTERNAL;
   std::string message;
+  bool left_running = false;  // listed for reap_stopped() (its mutex)
 };
+
+namespace {
 
 // Background stops still running after their stop() gave up. Allocated once
 // and never destroyed, on purpose: nothing to order against threads still
@@ -190,6 +197,21 @@ size_t Server::reap_stopped(double timeout_s) {
   return not_deleted;
 }
 
+std::vector<std::pair<std::string, size_t>> Server::background_inflight() {
+  std::vector<std::shared_ptr<BackgroundStop>> running;
+  {
+    std::lock_guard<std::mutex> lock(background_stops().mutex);
+    running = background_stops().running;
+  }
+  std::map<std::string, size_t> counts;
+  for (const auto& stop : running) {
+    for (const auto& [model, count] : stop->inflight->submitted_per_model()) {
+      counts[model] += count;
+    }
+  }
+  return {counts.begin(), counts.end()};
+}
+
 void ServerOptions::set_exit_timeout(unsigned int seconds) {
   const unsigned int core_seconds =
       seconds > std::numeric_limits<unsigned int>::max() - kStopGrace
@@ -220,25 +242,22 @@ Server::Server(ServerOptions& options)
 }
 
 Server::~Server() {
-  // A server dropped while running stops as stop() does (never deleted
-  // under its models, see BackgroundStop), without the GIL: other Python
-  // threads go on meanwhile. A child of fork() leaves its parent's server
-  // alone (see fork.h).
+  // A server dropped while running stops as begin_stop() does (never
+  // deleted under its models, see BackgroundStop), without the GIL: other
+  // Python threads go on meanwhile. A child of fork() leaves its parent's
+  // server alone (see fork.h).
   if (!handle_ || handle_->inherited()) return;
   GilReleasedIfHeld unlocked;
   TRITONSERVER_Server* server = handle_->close();
   if (server == nullptr) return;
-  bool failed = false;
-  TRITONSERVER_Error_Code code = TRITONSERVER_ERROR_INTERNAL;
-  std::string message;
   try {
-    stop_closed(server, failed, code, message);
+    StopInProgress stopping = start_stop(server);
+    if (!stopping.wait(exit_timeout_s_)) stopping.leave_running();
   } catch (...) {
   }
 }
 
-bool Server::stop_closed(TRITONSERVER_Server* server, bool& failed,
-                         TRITONSERVER_Error_Code& code, std::string& message) {
+StopInProgress Server::start_stop(TRITONSERVER_Server* server) {
   inflight_->discard_unsubmitted();
   auto stop = std::make_shared<BackgroundStop>(server, inflight_, exit_timeout_s_);
   try {
@@ -246,52 +265,91 @@ bool Server::stop_closed(TRITONSERVER_Server* server, bool& failed,
   } catch (const std::system_error&) {
     stop->run();  // no thread to be had: stop here, however long it takes
   }
-  if (!stop->wait(exit_timeout_s_)) {
-    // The work in flight outlives the exit timeout. The core's stop goes on
-    // (the requests complete and reach their waiters, then the models
-    // unload and the server is deleted); reap_stopped() waits for it at
-    // interpreter exit.
-    BackgroundStops& stops = background_stops();
-    std::lock_guard<std::mutex> lock(stops.mutex);
-    stops.running.push_back(stop);
-    return false;
-  }
-  std::lock_guard<std::mutex> lock(stop->mutex);
-  failed = stop->failed;
-  code = stop->code;
-  message = stop->message;
-  return true;
+  return StopInProgress(std::move(stop), exit_timeout_s_);
 }
 
-void Server::stop() {
+StopInProgress Server::begin_stop() {
   // In a child of fork() the server is the parent's, not this process's to
   // stop: nothing to do (see fork.h).
-  if (handle_->inherited()) return;
+  if (handle_->inherited()) return StopInProgress(nullptr, exit_timeout_s_);
   // Waits for the calls into the core in progress (a request being built
   // or submitted among them); none can start after this.
   TRITONSERVER_Server* server = handle_->close();
   if (server == nullptr) {
     raise(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
   }
-  bool failed = false;
-  TRITONSERVER_Error_Code code = TRITONSERVER_ERROR_INTERNAL;
-  std::string message;
-  if (!stop_closed(server, failed, code, message)) {
+  return start_stop(server);
+}
+
+StopInProgress Server::begin_stop_from_python() {
+  std::optional<StopInProgress> stopping;
+  {
+    nanobind::gil_scoped_release release;
+    stopping.emplace(begin_stop());
+  }
+  drain_deferred();
+  return std::move(*stopping);
+}
+
+StopInProgress::StopInProgress(std::shared_ptr<BackgroundStop> stop,
+                               unsigned int exit_timeout_s) noexcept
+    : stop_(std::move(stop)),
+      exit_timeout_s_(exit_timeout_s),
+      fork_generation_(fork_generation()) {}
+
+BackgroundStop* StopInProgress::ours() const noexcept {
+  return inherited_from_parent(fork_generation_) ? nullptr : stop_.get();
+}
+
+bool StopInProgress::wait(double timeout_s) {
+  BackgroundStop* stop = ours();
+  return stop == nullptr || stop->wait(std::max(0.0, timeout_s));
+}
+
+std::vector<std::pair<std::string, size_t>> StopInProgress::inflight() const {
+  BackgroundStop* stop = ours();
+  if (stop == nullptr) return {};
+  return stop->inflight->submitted_per_model();
+}
+
+void StopInProgress::leave_running() noexcept {
+  BackgroundStop* stop = ours();
+  if (stop == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(stop->mutex);
+    if (stop->done || stop->left_running) return;
+    stop->left_running = true;
+  }
+  // The work in flight outlives the wait. The core's stop goes on (the
+  // requests complete and reach their waiters, then the models unload and
+  // the server is deleted); reap_stopped() waits for it at interpreter
+  // exit.
+  BackgroundStops& stops = background_stops();
+  try {
+    std::lock_guard<std::mutex> lock(stops.mutex);
+    stops.running.push_back(stop_);
+  } catch (...) {  // out of memory: the stop still ends on its own
+  }
+}
+
+void StopInProgress::finish() {
+  BackgroundStop* stop = ours();
+  if (stop == nullptr) return;
+  if (!stop->wait(0)) {
+    leave_running();
     raise(TRITONSERVER_ERROR_INTERNAL,
           "Exit timeout expired: the server did not stop within exit_timeout "
           "(" + std::to_string(exit_timeout_s_) +
               " s), requests still running or models still unloading; it "
               "finishes stopping in the background");
   }
-  if (failed) raise(code, message);
+  std::lock_guard<std::mutex> lock(stop->mutex);
+  if (stop->failed) raise(stop->code, stop->message);
 }
 
-void Server::stop_from_python() {
-  {
-    nanobind::gil_scoped_release release;
-    stop();
-  }
-  drain_deferred();
+void StopInProgress::finish_from_python() {
+  drain_deferred();  // what the requests that ended meanwhile parked
+  finish();
 }
 
 bool Server::is_live() {

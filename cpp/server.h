@@ -27,6 +27,7 @@ namespace tsb {
 void server_after_fork_in_child() noexcept;
 
 class InflightRequests;
+struct BackgroundStop;
 
 class ServerOptions {
  public:
@@ -36,9 +37,9 @@ class ServerOptions {
   ServerOptions& operator=(const ServerOptions&) = delete;
   TRITONSERVER_ServerOptions* get() const noexcept { return options_; }
 
-  // The time Server::stop() waits for work in flight. The core itself is
+  // The time Server.stop() waits for work in flight. The core itself is
   // given kStopGrace seconds more, so that its own stop can finish the job
-  // after stop() has given up (see Server::stop()).
+  // after stop() has given up (see BackgroundStop, server.cc).
   void set_exit_timeout(unsigned int seconds);
   unsigned int exit_timeout() const noexcept { return exit_timeout_s_; }
   static constexpr unsigned int kStopGrace = 30;
@@ -60,6 +61,49 @@ struct LoadParameter {
   std::variant<std::string, int64_t, bool, std::vector<uint8_t>> value;
 };
 
+// A stop begun by Server::begin_stop(): the core's stop runs on a thread of
+// its own (BackgroundStop, server.cc) while the caller waits for it in
+// slices (from Python a Ctrl-C is delivered between them) and can say what
+// it waits for. A stop not waited for to its end goes on in the background;
+// reap_stopped() waits for it at interpreter exit. Move-only: its
+// destruction leaves a stop still running to reap_stopped() too. In a child
+// of fork() it is done and does nothing: the stop's thread is the parent's
+// (see fork.h).
+class StopInProgress {
+ public:
+  // A null `stop`: nothing to stop (a child of fork()), done at once.
+  StopInProgress(std::shared_ptr<BackgroundStop> stop,
+                 unsigned int exit_timeout_s) noexcept;
+  ~StopInProgress() { leave_running(); }
+  StopInProgress(StopInProgress&&) noexcept = default;
+  StopInProgress& operator=(StopInProgress&&) = delete;
+  StopInProgress(const StopInProgress&) = delete;
+  StopInProgress& operator=(const StopInProgress&) = delete;
+  // Waits at most `timeout_s`; true once the stop is done. Call without the
+  // GIL.
+  bool wait(double timeout_s);
+  // The requests in flight the stop waits for, counted per model.
+  std::vector<std::pair<std::string, size_t>> inflight() const;
+  // Done: raises the core's error if its stop failed. Not done (the caller
+  // waited out the exit timeout): leave_running(), then raises INTERNAL
+  // ("Exit timeout expired").
+  void finish();
+  // The same from Python (call with the GIL): first drops the references
+  // the requests that ended meanwhile parked.
+  void finish_from_python();
+  // The caller stops waiting: the stop goes on in the background, for
+  // reap_stopped(). Never throws.
+  void leave_running() noexcept;
+
+ private:
+  // The stop, or null when there is none to wait for in this process.
+  BackgroundStop* ours() const noexcept;
+
+  std::shared_ptr<BackgroundStop> stop_;
+  unsigned int exit_timeout_s_;
+  uint64_t fork_generation_;
+};
+
 class Server {
  public:
   explicit Server(ServerOptions& options);
@@ -71,17 +115,19 @@ class Server {
   const std::shared_ptr<ServerHandle>& handle() const noexcept {
     return handle_;
   }
-  // Stops the server: discards the requests not submitted, ServerStop, then
-  // ServerDelete once it succeeded. Waits at most the exit timeout; past it,
-  // raises INTERNAL ("Exit timeout expired") and lets the core's stop run on
-  // in the background. UNAVAILABLE when already stopped; nothing in a child
-  // process of fork() (the server is its parent's). The destructor stops a
-  // running server the same way, without raising, and without the GIL when
+  // Begins stopping the server: waits for the calls into the core in
+  // progress, discards the requests not submitted, and starts the core's
+  // stop (ServerStop, then ServerDelete once it succeeded; see
+  // BackgroundStop), which the caller waits for (at most the exit timeout,
+  // then StopInProgress::finish()). UNAVAILABLE when already stopped;
+  // nothing to stop in a child process of fork() (the server is its
+  // parent's). The destructor stops a running server the same way, waiting
+  // at most the exit timeout, without raising, and without the GIL when
   // called with it.
-  void stop();
-  // The same from Python (call with the GIL): stops without the GIL, then
+  StopInProgress begin_stop();
+  // The same from Python (call with the GIL): begins without the GIL, then
   // drops the references the discarded requests parked.
-  void stop_from_python();
+  StopInProgress begin_stop_from_python();
   bool is_live();
   bool is_ready();
   std::string metadata();
@@ -116,15 +162,15 @@ class Server {
   // Called at interpreter exit, so that no thread of ours is inside the core
   // while the process tears down.
   static size_t reap_stopped(double timeout_s);
+  // The requests in flight that those background stops wait for, counted
+  // per model (what interpreter exit waits for, as it tells the user).
+  static std::vector<std::pair<std::string, size_t>> background_inflight();
   // Requests submitted to this server and not yet finished.
   const std::shared_ptr<InflightRequests>& inflight() const { return inflight_; }
 
  private:
-  // Runs the stop of `server` (closed) and waits for it: false when the
-  // exit timeout expired (it goes on in the background), else its error,
-  // if any, is left in `code` / `message`.
-  bool stop_closed(TRITONSERVER_Server* server, bool& failed,
-                   TRITONSERVER_Error_Code& code, std::string& message);
+  // Starts the stop of `server` (closed) on a thread of its own.
+  StopInProgress start_stop(TRITONSERVER_Server* server);
 
   ServerHandle::Use use() const { return handle_->use(); }
 

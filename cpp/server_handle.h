@@ -10,7 +10,7 @@
 namespace tsb {
 
 // The core's server handle, shared by a Server and its requests. Every call
-// that passes it to the core holds a Use; close() (Server::stop()) waits for
+// that passes it to the core holds a Use; close() (Server::begin_stop()) waits for
 // the uses in progress and then hands the handle over to be stopped and
 // deleted, so no call can reach a server being deleted: later uses raise
 // UNAVAILABLE. In a child process of fork() every use raises UNAVAILABLE

@@ -121,6 +121,48 @@ def test_dlpack_device_types():
     assert tritonserver.DLDeviceType.kDLCUDAManaged == 13
 
 
+
+# -- tritonserver._c: the official binding's low-level module ------------------------
+
+def test_names_programs_import_from_tritonserver_c(model):
+    # NVIDIA's kafka-io tutorial (Triton_Inference_Server_Python_API) compares
+    # output data types with the official module's enum. Was: ModuleNotFoundError.
+    from tritonserver._c.triton_bindings import TRITONSERVER_DataType
+    from tritonserver._c import InvalidArgumentError, TRITONSERVER_MemoryType, TritonError
+
+    assert TRITONSERVER_DataType is tritonserver.DataType
+    assert TRITONSERVER_MemoryType is tritonserver.MemoryType
+    assert InvalidArgumentError is tritonserver.InvalidArgumentError and TritonError is tritonserver.TritonError
+    response = next(iter(model("identity_bytes").infer(inputs={"INPUT0": numpy.array([b"a"], dtype=object)})))
+    assert response.outputs["OUTPUT0"].data_type == TRITONSERVER_DataType.BYTES
+
+
+def test_tritonserver_c_aliases_are_this_packages_names():
+    import tritonserver._c as c
+
+    for enum_name in ENUM_VALUES:
+        assert getattr(c, f"TRITONSERVER_{enum_name}") is getattr(tritonserver, enum_name)
+    for name in ["TritonError", *ERROR_SUBCLASSES]:
+        if name != "CancelledError":  # not in the official module
+            assert getattr(c, name) is getattr(tritonserver, name)
+    assert sorted(c.__all__) == sorted(c.triton_bindings.__all__)
+
+
+def test_tritonserver_c_type_helpers_answer_as_the_c_api():
+    from tritonserver._c import triton_bindings as c
+
+    DataType = tritonserver.DataType
+    assert [c.TRITONSERVER_DataTypeString(t) for t in (DataType.FP32, DataType.BYTES, DataType.BF16)] == [
+        "FP32", "BYTES", "BF16"]
+    assert c.TRITONSERVER_DataTypeString(DataType.INVALID) == c.TRITONSERVER_DataTypeString(99) == "<invalid>"
+    assert c.TRITONSERVER_StringToDataType("UINT16") is DataType.UINT16
+    assert c.TRITONSERVER_StringToDataType("float32") is DataType.INVALID
+    assert [c.TRITONSERVER_DataTypeByteSize(t) for t in (DataType.BOOL, DataType.BF16, DataType.FP32,
+                                                         DataType.INT64, DataType.BYTES, DataType.INVALID)] == [
+        1, 2, 4, 8, 0, 0]
+    assert c.TRITONSERVER_MemoryTypeString(tritonserver.MemoryType.CPU_PINNED) == "CPU_PINNED"
+    assert c.TRITONSERVER_MemoryTypeString(7) == "<invalid>"
+
 # -- dataclasses and their fields ----------------------------------------------------
 
 OFFICIAL_OPTIONS_FIELDS = [

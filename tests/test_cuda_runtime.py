@@ -32,7 +32,7 @@ def test_status_names_every_runtime_tried_when_none_sees_a_device():
         assert " device(s)" in status and "libcudart" in status
         return
     status = _native.cuda_status()
-    assert status.startswith("no CUDA runtime sees a device (")
+    assert "no CUDA runtime sees a device (" in status  # led by "no NVIDIA driver found" without one
     # The system names come last in the list: all were tried, not only the first.
     for soname in ("libcudart.so.12: ", "libcudart.so.13: ", "libcudart.so: "):
         assert soname in status, status

@@ -6,6 +6,8 @@ traceback."""
 
 from __future__ import annotations
 
+import importlib.machinery
+
 import pytest
 
 from common import ROOT, run_script
@@ -45,33 +47,37 @@ MIXED_CHILD = """
 
 
 def _package_copy(site, foreign: tuple[str, ...], drop_native: bool = False):
-    """site/tritonserver: links to the installed package's entries, plus
-    NVIDIA's `foreign` files (empty), as pip leaves the folder when both
-    distributions are installed."""
+    """site/tritonserver: the installed package's folders, made anew with
+    links to its files, plus NVIDIA's `foreign` files (empty), as pip leaves
+    the folder when both distributions are installed."""
     import pathlib
 
     import tritonserver
-    installed = pathlib.Path(tritonserver.__file__).parent
+
+    def mirror(source: pathlib.Path, target: pathlib.Path) -> None:
+        target.mkdir(parents=True)
+        for entry in source.iterdir():
+            if entry.name == "__pycache__" or (drop_native and entry.name.startswith("_native")):
+                continue
+            if entry.is_dir():
+                mirror(entry, target / entry.name)
+            else:
+                (target / entry.name).symlink_to(entry)
+
     package = site / "tritonserver"
-    package.mkdir(parents=True)
-    for entry in installed.iterdir():
-        if entry.name in ("_api", "__pycache__") or (drop_native and entry.name.startswith("_native")):
-            continue
-        (package / entry.name).symlink_to(entry)
-    (package / "_api").mkdir()
-    for entry in (installed / "_api").iterdir():
-        if entry.name != "__pycache__":
-            (package / "_api" / entry.name).symlink_to(entry)
+    mirror(pathlib.Path(tritonserver.__file__).parent, package)
     for name in foreign:
-        if name.endswith(".py"):
-            (package / name).write_text("")
-        else:
-            (package / name).mkdir()
-            (package / name / "__init__.py").write_text("")
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text("")
     return package
 
 
-@pytest.mark.parametrize("foreign", [("_c",), ("_api/_allocators.py",), ("_c", "_api/_allocators.py")],
+# NVIDIA's extension (its _c/__init__.py has the path of ours).
+NVIDIA_EXTENSION = f"_c/triton_bindings{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+
+
+@pytest.mark.parametrize("foreign", [(NVIDIA_EXTENSION,), ("_api/_allocators.py",),
+                                     (NVIDIA_EXTENSION, "_api/_allocators.py")],
                          ids=["_c", "_allocators", "both"])
 def test_mixed_installation_warns_at_import_with_the_fix(tmp_path, foreign):
     # NVIDIA's package installed, then this one: our __init__.py runs with
@@ -99,7 +105,7 @@ def test_mixed_installation_without_the_extension_says_what_to_do(tmp_path):
     import json
 
     site = tmp_path / "site"
-    package = _package_copy(site, ("_c",), drop_native=True)
+    package = _package_copy(site, (NVIDIA_EXTENSION,), drop_native=True)
     rc, out, err = run_script(MIXED_CHILD, tmp_path, timeout=120, env={"PYTHONPATH": str(site)})
     outcome = json.loads(out.splitlines()[-1])
     assert outcome.get("import_error", "").startswith(
@@ -111,6 +117,7 @@ def test_a_clean_installation_imports_without_warnings(tmp_path):
 
     site = tmp_path / "site"
     package = _package_copy(site, ())
+    assert (package / "_c" / "__init__.py").is_file()  # ours: no sign of NVIDIA's package
     rc, out, err = run_script(MIXED_CHILD, tmp_path, timeout=120, env={"PYTHONPATH": str(site)})
     outcome = json.loads(out.splitlines()[-1])
     assert outcome.get("imported", "").startswith(str(package)), outcome

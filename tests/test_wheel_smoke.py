@@ -84,10 +84,23 @@ def _core_available() -> bool:
         return False
 
 
+# No marks of the repository's own here (python_backend, ...): tests/check_wheel.sh
+# runs this file without pyproject.toml, where they are unknown.
 @pytest.mark.skipif(not _core_available(), reason="no Triton core installed (cibuildwheel container)")
-@pytest.mark.python_backend
 def test_start_and_one_inference():
     models = os.path.join(os.path.dirname(HERE), "examples", "models")
     with tritonserver.Server(model_repository=models) as server:
         response = next(iter(server.model("text_stats").infer(inputs={"TEXT": ["wheel"]})))
         assert numpy.from_dlpack(response.outputs["LENGTH"]).tolist() == [5]
+
+
+def test_runs_without_the_repository_pytest_configuration(tmp_path):
+    # tests/check_wheel.sh runs this file in a folder of its own, without
+    # pyproject.toml and its list of marks: a mark of the repository's own
+    # was a PytestUnknownMarkWarning there.
+    shutil.copy(os.path.abspath(__file__), tmp_path / "test_wheel_smoke.py")
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "-W", "error::pytest.PytestUnknownMarkWarning", "test_wheel_smoke.py"],
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "test_start_and_one_inference" in done.stdout

@@ -33,18 +33,22 @@ def _source_tree_without_extension() -> "str | None":
 
 
 # Files of NVIDIA's official tritonserver package that this one does not
-# have: both install into the same tritonserver/ folder.
-_FOREIGN_FILES = ("_c", "_api/_allocators.py")
+# have (both install into the same tritonserver/ folder): its extension
+# (_c/ is ours too, with the names programs import from it) and a module.
+_FOREIGN_FILES = ("_c/triton_bindings{suffix}", "_api/_allocators.py")
 
 
 def _mixed_installation() -> "str | None":
     """When NVIDIA's tritonserver package left its files in this package's
     folder (both installed: this one last, since its __init__.py runs), the
-    message that says what to do; else None. Two stat calls."""
+    message that says what to do; else None. A few stat calls."""
+    import importlib.machinery
     import os
 
     here = os.path.dirname(os.path.abspath(__file__))
-    found = [name for name in _FOREIGN_FILES if os.path.exists(os.path.join(here, name))]
+    candidates = dict.fromkeys(name.format(suffix=suffix) for name in _FOREIGN_FILES
+                               for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+    found = [name for name in candidates if os.path.exists(os.path.join(here, name))]
     if not found:
         return None
     return (f"NVIDIA's tritonserver package and this one (tritonserver-binding) are both installed in {here} "

@@ -7,6 +7,7 @@ import atexit
 import json
 import os
 import re
+import sys
 import threading
 import time
 import weakref
@@ -14,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 from .. import _native
-from . import _bind, _logging, _triton_core
+from . import _bind, _logging, _stopping, _triton_core
 from ._enums import MetricFormat, ModelControlMode, ModelIndexFlag
 from ._errors import (
     InternalError,
@@ -150,6 +151,13 @@ class Server:
         those requests complete and reach their waiters, the models unload,
         and the server is deleted (interpreter exit waits for this).
 
+        A Ctrl-C while stop() waits raises KeyboardInterrupt at once, and the
+        server finishes stopping in the background likewise. At the end of a
+        ``with`` block left by a KeyboardInterrupt, and at interpreter exit,
+        requests still in flight are said on stderr (how many, of which
+        models, for how long at most), and a Ctrl-C ends the process at once
+        instead (see the user guide, "Stopping and Ctrl-C").
+
         In a child process of ``fork()``, a server started by the parent is
         the parent's: stop() only forgets it there, and every other use
         raises UnavailableError.
@@ -160,6 +168,11 @@ class Server:
 
         Stopping a server already stopped does nothing (one never started
         raises InvalidArgumentError)."""
+        self._stop(announced=False, interrupted=False)
+
+    def _stop(self, announced: bool, interrupted: bool) -> None:
+        """stop(), waiting as `_stopping.stop` says for `announced` and
+        `interrupted`."""
         if self._server is None and self._stopped:
             return
         server = self._started()
@@ -167,7 +180,7 @@ class Server:
         self._server = None
         _running.discard(self)
         try:
-            server.stop()
+            _stopping.stop(server, float(self.options.exit_timeout), announced, interrupted)
         finally:
             _native.host_pool_trim()
             _bind.release(self)
@@ -178,10 +191,12 @@ class Server:
             self.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        """Stop the server at the end of the ``with`` block."""
+    def __exit__(self, exc_type: Optional[type[BaseException]], *exc: Any) -> None:
+        """Stop the server at the end of the ``with`` block (after a
+        KeyboardInterrupt, as at interpreter exit: see stop())."""
         if self._server is not None:
-            self.stop()
+            interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+            self._stop(announced=interrupted, interrupted=interrupted)
 
     def _started(self) -> _native.Server:
         """The native server; InvalidArgumentError when not started (or
@@ -544,23 +559,24 @@ def _stop_releaser() -> None:
 
 @atexit.register
 def _stop_running_servers() -> None:
+    # The program ended with an unhandled KeyboardInterrupt (its traceback
+    # printed): the user already pressed Ctrl-C once.
+    interrupted = isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)
     try:
         for server in list(_running):
             try:
-                server.stop()
+                server._stop(announced=True, interrupted=interrupted)
             except Exception:  # exit must go on; the core already logged it
                 pass
         # Servers whose stop hit the exit timeout finish stopping in the
-        # background: wait for that (the core gives up exit_timeout + 30 s
-        # after the stop), so that no thread is inside the core while the
-        # process tears down. In short waits, so that Ctrl-C still
-        # interrupts it.
+        # background: wait for that, so that no thread is inside the core
+        # while the process tears down.
         if _native.triton_loaded():
-            deadline = time.monotonic() + 60.0
-            while _native.Server.reap_stopped(0.2) and time.monotonic() < deadline:
-                pass
+            _stopping.wait_for_background_stops(interrupted)
+    except KeyboardInterrupt:  # between two waits: as during them
+        _stopping.exit_now()
     finally:
-        _stop_releaser()  # even after a Ctrl-C: no thread of ours may take the GIL at finalization
+        _stop_releaser()  # no thread of ours may take the GIL at finalization
         # The core's log goes back to stderr; the reader of its log pipe stops.
         _logging.stop_core_log_pipe(_reset_core_log)
 

@@ -2,15 +2,23 @@
 
 Used for timeout and cancellation tests. It sleeps in small steps and, when
 the request has been cancelled (request.is_cancelled()), stops early and
-returns a "cancelled" error response instead.
+returns a "cancelled" error response instead; unless the request parameter
+"ignore_cancellation" is true: then it sleeps on, as a model that never
+looks at cancellation does.
 """
 
+import json
 import time
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
 STEP_S = 0.01
+
+
+def _ignores_cancellation(request):
+    parameters = json.loads(request.parameters() or "{}")
+    return parameters.get("ignore_cancellation") is True
 
 
 def _is_cancelled(request):
@@ -32,8 +40,9 @@ class TritonPythonModel:
             seconds = pb_utils.get_input_tensor_by_name(request, "SECONDS").as_numpy()
             deadline = time.monotonic() + max(float(seconds.flatten()[0]), 0.0)
             cancelled = False
+            heeds_cancellation = not _ignores_cancellation(request)
             while True:
-                if _is_cancelled(request):
+                if heeds_cancellation and _is_cancelled(request):
                     cancelled = True
                     break
                 remaining = deadline - time.monotonic()
