@@ -18,6 +18,9 @@ $(VENV)/.ready:
 	$(PY) -m pip install -q "numpy<2" --group test nanobind scikit-build-core setuptools-scm cmake ninja mypy
 	@echo "== [3/5] installing tritonclient[http]: its HTTP codec checks our KServe routes in the tests"
 	$(PY) -m pip install -q "tritonclient[http]==2.51.0"
+	@echo "         and torch 2.13.0+cpu where this machine has it on disk (no download: PyPI has no +cpu build),"
+	@echo "         for the tests of torch tensors (bind's zero-copy output); without it they skip"
+	$(PY) -m pip install -q "torch==2.13.0+cpu" 2>/dev/null || echo "         (torch 2.13.0+cpu not available here: the torch tests skip)"
 	@echo "== [4/5] installing the Triton core: pyproject.toml's dependency group core (nvidia-pytriton; a 55 MB"
 	@echo "         download, 145 MB installed; glibc >= 2.35), --no-deps: only its libtritonserver and backends"
 	@echo "         are used (pip check lists its Python deps as missing)"
