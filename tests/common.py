@@ -311,6 +311,15 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def default_sigint() -> None:
+    """preexec_fn for a child a test interrupts with SIGINT: the default
+    disposition, so that Python installs its KeyboardInterrupt handler even
+    when this test run was started with SIGINT ignored (a background job of a
+    non-interactive shell: its children inherit SIG_IGN, and Python then
+    never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_script(code: str, tmp_path, timeout: float, env: dict[str, str] | None = None,
                cwd: pathlib.Path | None = None) -> tuple[int, str, str]:
     """Run `code` in a fresh interpreter (in `cwd`, by default tests/, so

@@ -31,7 +31,7 @@ import time
 
 import pytest
 
-from common import ROOT, wait_for
+from common import ROOT, default_sigint, wait_for
 
 EXIT_TIMEOUT = 60
 
@@ -84,7 +84,8 @@ class Child:
         self.out_path, self.err_path = tmp_path / "stdout", tmp_path / "stderr"
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
             self.process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT / "tests", stdout=out,
-                                            stderr=err, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                                            stderr=err, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                                            preexec_fn=default_sigint)
 
     def out(self) -> str:
         return self.out_path.read_text()

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from common import ROOT, wait_for
+from common import ROOT, default_sigint, wait_for
 
 SCRIPT = """
 import time, numpy, tritonserver
@@ -57,7 +57,7 @@ def test_sigint_interrupts_a_blocking_wait(backend_directory, tmp_path, wait):
     out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
     with open(out_path, "w") as out, open(err_path, "w") as err:
         process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT / "tests", stdout=out, stderr=err,
-                                   env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                                   env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=default_sigint)
     try:
         assert wait_for(lambda: "WAITING" in out_path.read_text() or process.poll() is not None, 120)
         assert "WAITING" in out_path.read_text(), err_path.read_text()
