@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import os
 import tracemalloc
 import zlib
 
@@ -472,6 +473,10 @@ def test_the_body_limit_must_be_a_positive_int(server):
 
 @pytest.fixture(scope="module")
 def client(routes):
+    if os.environ.get("TRITONSERVER_TEST_ASAN"):
+        # Seen: SIGSEGV in gevent's recv under tests/run_asan.sh; the routes
+        # are Python, checked under ASan through KServeRoutes directly above.
+        pytest.skip("tritonclient.http's gevent client (greenlet stack switching) crashes under ASan")
     with kserve_over_http(routes) as url:
         client = httpclient.InferenceServerClient(url, connection_timeout=30, network_timeout=30)
         yield client
