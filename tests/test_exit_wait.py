@@ -99,6 +99,15 @@ class Child:
         assert wait_for(lambda: predicate(self.out(), self.err()) or self.process.poll() is not None, seconds)
         assert predicate(self.out(), self.err()), (self.process.poll(), self.out(), self.err()[-3000:])
 
+    def interrupt_when(self, pattern: "re.Pattern[str]", seconds: float) -> float:
+        """One Ctrl-C once stderr matches `pattern`; the seconds from it
+        until the child ended."""
+        self.wait_for_output(lambda out, err: pattern.search(err) is not None, seconds)
+        sent = time.monotonic()
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=60)
+        return time.monotonic() - sent
+
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
@@ -118,11 +127,7 @@ def interrupted_twice(backend_directory: str, tmp_path, body: str, python_models
     try:
         child.wait_for_output(lambda out, err: "IN FLIGHT" in out, 120)
         child.process.send_signal(signal.SIGINT)
-        child.wait_for_output(lambda out, err: WAITING.search(err) is not None, 30)
-        sent = time.monotonic()
-        child.process.send_signal(signal.SIGINT)
-        child.process.wait(timeout=60)
-        return child, time.monotonic() - sent
+        return child, child.interrupt_when(WAITING, 30)
     finally:
         child.kill()
 
@@ -171,11 +176,7 @@ def test_ctrl_c_at_exit_exits_now(backend_directory, tmp_path):
     # Exit with a 90 s request in flight, then one Ctrl-C once stderr says so.
     child = Child(tmp_path, script(backend_directory, LEFT_IN_FLIGHT["sync"], 90.0))
     try:
-        child.wait_for_output(lambda out, err: WAITING.search(err) is not None, 120)
-        sent = time.monotonic()
-        child.process.send_signal(signal.SIGINT)
-        child.process.wait(timeout=60)
-        took = time.monotonic() - sent
+        took = child.interrupt_when(WAITING, 120)
     finally:
         child.kill()
     err = child.err()
@@ -220,11 +221,7 @@ BACKGROUND_WAITING = re.compile(r"tritonserver: waiting up to (\d+) s for the se
 def test_ctrl_c_during_stop_raises_and_exit_waits_for_the_stop(backend_directory, tmp_path):
     child = Child(tmp_path, script(backend_directory, STOP_INTERRUPTED, 90.0))
     try:
-        child.wait_for_output(lambda out, err: BACKGROUND_WAITING.search(err) is not None, 120)
-        sent = time.monotonic()
-        child.process.send_signal(signal.SIGINT)
-        child.process.wait(timeout=60)
-        took = time.monotonic() - sent
+        took = child.interrupt_when(BACKGROUND_WAITING, 120)
     finally:
         child.kill()
     (line,) = child.out().splitlines()
