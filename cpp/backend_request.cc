@@ -1,5 +1,6 @@
 #include "backend_request.h"
 
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
 #include <cstring>
@@ -12,12 +13,37 @@ namespace nb = nanobind;
 namespace tsb {
 namespace {
 
-using ByteView = nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>;
+using InputArray = nb::ndarray<nb::numpy, nb::ro>;
+
+// The NumPy type (as DLPack's) of a TRITONSERVER_DataType; none (nullopt)
+// for BYTES and BF16, which NumPy has no type for.
+std::optional<nb::dlpack::dtype> array_dtype(TRITONSERVER_DataType datatype) {
+  using Code = nb::dlpack::dtype_code;
+  auto of = [](Code code, int bits) {
+    return nb::dlpack::dtype{static_cast<uint8_t>(code),
+                             static_cast<uint8_t>(bits), 1};
+  };
+  switch (datatype) {
+    case TRITONSERVER_TYPE_BOOL: return of(Code::Bool, 8);
+    case TRITONSERVER_TYPE_UINT8: return of(Code::UInt, 8);
+    case TRITONSERVER_TYPE_UINT16: return of(Code::UInt, 16);
+    case TRITONSERVER_TYPE_UINT32: return of(Code::UInt, 32);
+    case TRITONSERVER_TYPE_UINT64: return of(Code::UInt, 64);
+    case TRITONSERVER_TYPE_INT8: return of(Code::Int, 8);
+    case TRITONSERVER_TYPE_INT16: return of(Code::Int, 16);
+    case TRITONSERVER_TYPE_INT32: return of(Code::Int, 32);
+    case TRITONSERVER_TYPE_INT64: return of(Code::Int, 64);
+    case TRITONSERVER_TYPE_FP16: return of(Code::Float, 16);
+    case TRITONSERVER_TYPE_FP32: return of(Code::Float, 32);
+    case TRITONSERVER_TYPE_FP64: return of(Code::Float, 64);
+    default: return std::nullopt;
+  }
+}
 
 // Fills `response` with the parameters and outputs (deleting it on
 // failure).
 void fill(TRITONBACKEND_Response* response, ResponseState& state,
-          const std::vector<OutputSpec>& outputs, const nb::dict& parameters) {
+          const Outputs& outputs, const nb::dict& parameters) {
   const TritonApi& api = triton();
   try {
     for (auto [key, value] : parameters) {
@@ -37,16 +63,16 @@ void fill(TRITONBACKEND_Response* response, ResponseState& state,
                   "' must be a str, int or bool");
       }
     }
-    for (const auto& [name, datatype, shape, data] : outputs) {
-      if (!state.requested.empty() && state.requested.count(name) == 0) {
+    for (const Outputs::Output& item : outputs.items()) {
+      if (!state.requested.empty() && state.requested.count(item.name) == 0) {
         continue;  // not asked for
       }
       TRITONBACKEND_Output* output = nullptr;
       check(api.TRITONBACKEND_ResponseOutput(
-          response, &output, name.c_str(),
-          static_cast<TRITONSERVER_DataType>(datatype), shape.data(),
-          static_cast<uint32_t>(shape.size())));
-      const size_t size = data.nbytes();
+          response, &output, item.name.c_str(),
+          static_cast<TRITONSERVER_DataType>(item.datatype), item.shape.data(),
+          static_cast<uint32_t>(item.shape.size())));
+      const size_t size = static_cast<size_t>(item.view.len);
       void* buffer = nullptr;
       TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
       int64_t memory_type_id = 0;
@@ -56,11 +82,11 @@ void fill(TRITONBACKEND_Response* response, ResponseState& state,
       if (memory_type == TRITONSERVER_MEMORY_GPU) {
         raise(TRITONSERVER_ERROR_UNSUPPORTED,
               "model '" + state.model_name + "': the core asked for output '" +
-                  name + "' in GPU memory, which in-process python models "
+                  item.name + "' in GPU memory, which in-process python models "
                   "cannot write (run the model with the stub: "
                   "Options(python_models=\"stub\"))");
       }
-      std::memcpy(buffer, data.data(), size);
+      std::memcpy(buffer, item.view.buf, size);
     }
   } catch (...) {
     ignore_error(api.TRITONBACKEND_ResponseDelete(response));
@@ -85,7 +111,7 @@ void mark_sent(ResponseState& state, const ErrorSpec& error, uint32_t flags) {
 // Fills `response` and sends it; the GIL is released while the core takes
 // it.
 void fill_and_send(TRITONBACKEND_Response* response, ResponseState& state,
-                   const std::vector<OutputSpec>& outputs,
+                   const Outputs& outputs,
                    const ErrorSpec& error, uint32_t flags,
                    const nb::dict& parameters) {
   const TritonApi& api = triton();
@@ -124,7 +150,63 @@ void check_not_final(const ResponseState& state) {
   }
 }
 
+std::string no_bytes(const std::string& output) {
+  return "output '" + output + "': its data has no bytes to send (an array "
+         "of Python objects is valid only as BYTES)";
+}
+
 }  // namespace
+
+Outputs::Outputs(nb::handle outputs) {
+  nb::object contiguous;  // numpy.ascontiguousarray, once one is needed
+  for (nb::handle entry : outputs) {
+    if (!PyTuple_Check(entry.ptr()) || PyTuple_Size(entry.ptr()) != 4) {
+      throw nb::type_error(
+          "an output must be a tuple (name, datatype, data, shape or None)");
+    }
+    nb::tuple fields = nb::borrow<nb::tuple>(entry);
+    Output item{nb::cast<std::string>(fields[0]), nb::cast<int>(fields[1]),
+                {}, {}};
+    nb::object data = fields[2];
+    constexpr int kFlags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
+    if (PyObject_GetBuffer(data.ptr(), &item.view, kFlags) != 0) {
+      PyErr_Clear();
+      if (!contiguous.is_valid()) {
+        contiguous = nb::module_::import_("numpy").attr("ascontiguousarray");
+      }
+      try {
+        data = contiguous(data);
+      } catch (nb::python_error&) {
+        data = nb::object();
+      }
+      if (!data.is_valid() ||
+          PyObject_GetBuffer(data.ptr(), &item.view, kFlags) != 0) {
+        PyErr_Clear();
+        throw nb::type_error(no_bytes(item.name).c_str());
+      }
+    }
+    try {
+      // Python objects (NumPy's object arrays give their pointers).
+      if (item.view.format != nullptr && std::strchr(item.view.format, 'O')) {
+        throw nb::type_error(no_bytes(item.name).c_str());
+      }
+      nb::handle shape = fields[3];
+      if (shape.is_none()) {
+        item.shape.assign(item.view.shape, item.view.shape + item.view.ndim);
+      } else {
+        for (nb::handle dim : shape) item.shape.push_back(nb::cast<int64_t>(dim));
+      }
+      items_.push_back(std::move(item));
+    } catch (...) {
+      PyBuffer_Release(&item.view);
+      throw;
+    }
+  }
+}
+
+Outputs::~Outputs() {
+  for (Output& item : items_) PyBuffer_Release(&item.view);
+}
 
 BackendRequest::~BackendRequest() {
   const TritonApi& api = triton();
@@ -136,9 +218,13 @@ BackendRequest::~BackendRequest() {
     } catch (...) {
     }
   }
+  if (outbox_ != nullptr) {
+    outbox_->release(request_);
+    return;
+  }
   nb::gil_scoped_release release;
-  ignore_error(api.TRITONBACKEND_RequestRelease(request_,
-                                          TRITONSERVER_REQUEST_RELEASE_ALL));
+  ignore_error(
+      api.TRITONBACKEND_RequestRelease(request_, TRITONSERVER_REQUEST_RELEASE_ALL));
 }
 
 nb::object BackendRequest::input(nb::handle self, const std::string& name) {
@@ -157,9 +243,25 @@ nb::object BackendRequest::input(nb::handle self, const std::string& name) {
   uint64_t byte_size = 0;
   check(api.TRITONBACKEND_InputProperties(input, &input_name, &datatype, &shape,
                                           &dims, &byte_size, &buffers));
-  nb::list shape_list;
-  for (uint32_t i = 0; i < dims; ++i) shape_list.append(shape[i]);
-  nb::object view;
+  // The array: of the input's type and shape, or its raw bytes (uint8,
+  // 1-D) for a type NumPy lacks.
+  std::optional<nb::dlpack::dtype> dtype = array_dtype(datatype);
+  std::vector<size_t> array_shape;
+  uint64_t expected = dtype ? dtype->bits / 8 : 0;
+  for (uint32_t i = 0; i < dims; ++i) {
+    const size_t dim = shape[i] < 0 ? 0 : static_cast<size_t>(shape[i]);
+    array_shape.push_back(dim);
+    expected *= dim;
+  }
+  if (!dtype) {
+    dtype = nb::dtype<uint8_t>();
+    array_shape.assign(1, static_cast<size_t>(byte_size));
+  } else if (expected != byte_size) {
+    raise(TRITONSERVER_ERROR_INVALID_ARG,
+          "model '" + state_->model_name + "': input '" + name + "' has " +
+              std::to_string(byte_size) + " bytes, not the " +
+              std::to_string(expected) + " its shape and data type need");
+  }
   std::vector<std::pair<const void*, uint64_t>> parts;
   for (uint32_t i = 0; i < buffers; ++i) {
     const void* buffer = nullptr;
@@ -177,12 +279,13 @@ nb::object BackendRequest::input(nb::handle self, const std::string& name) {
     }
     parts.emplace_back(buffer, size);
   }
+  nb::object array;
   if (parts.size() == 1 && parts[0].second == byte_size && byte_size > 0) {
-    // The core's buffer itself; the view keeps this request alive.
-    view = nb::cast(ByteView(parts[0].first, {static_cast<size_t>(byte_size)},
-                             self));
+    // The core's buffer itself; the array keeps this request alive.
+    array = nb::cast(InputArray(parts[0].first, array_shape.size(),
+                                array_shape.data(), self, nullptr, *dtype));
   } else {
-    // Several pieces (or none): one host copy, owned by the view.
+    // Several pieces (or none): one host copy, owned by the array.
     auto* copy = new std::vector<uint8_t>(byte_size);
     size_t offset = 0;
     for (const auto& [buffer, size] : parts) {
@@ -193,10 +296,14 @@ nb::object BackendRequest::input(nb::handle self, const std::string& name) {
     nb::capsule owner(copy, [](void* p) noexcept {
       delete static_cast<std::vector<uint8_t>*>(p);
     });
-    view = nb::cast(ByteView(copy->data(), {copy->size()}, owner));
+    array = nb::cast(InputArray(copy->data(), array_shape.size(),
+                                array_shape.data(), owner, nullptr, *dtype));
   }
-  return nb::make_tuple(static_cast<int>(datatype), nb::tuple(shape_list),
-                        view);
+  nb::tuple dims_tuple = nb::steal<nb::tuple>(PyTuple_New(dims));
+  for (uint32_t i = 0; i < dims; ++i) {
+    PyTuple_SetItem(dims_tuple.ptr(), i, PyLong_FromLongLong(shape[i]));
+  }
+  return nb::make_tuple(static_cast<int>(datatype), dims_tuple, array);
 }
 
 std::vector<std::string> BackendRequest::input_names() const {
@@ -295,9 +402,8 @@ void BackendRequest::read_requested_outputs() {
   state_->requested_known = true;
 }
 
-void BackendRequest::send(const std::vector<OutputSpec>& outputs,
-                          const ErrorSpec& error, uint32_t flags,
-                          const nb::dict& parameters) {
+void BackendRequest::send(const Outputs& outputs, const ErrorSpec& error,
+                          uint32_t flags, const nb::dict& parameters) {
   check_not_final(*state_);
   read_requested_outputs();
   TRITONBACKEND_Response* response = nullptr;
@@ -314,10 +420,10 @@ void BackendRequest::send(const std::vector<OutputSpec>& outputs,
 void BackendRequest::fail_if_unanswered(int code, const std::string& message) {
   if (state_->final_sent) return;
   if (auto sender = sender_.lock()) {
-    sender->send({}, ErrorSpec({code, message}),
+    sender->send(Outputs(), ErrorSpec({code, message}),
                  TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
   } else {
-    send({}, ErrorSpec({code, message}), TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+    send(Outputs(), ErrorSpec({code, message}), TRITONSERVER_RESPONSE_COMPLETE_FINAL,
          nb::dict());
   }
 }
@@ -343,7 +449,7 @@ ResponseSender::~ResponseSender() {
   const TritonApi& api = triton();
   if (!state_->final_sent) {
     try {
-      send({}, ErrorSpec({TRITONSERVER_ERROR_INTERNAL,
+      send(Outputs(), ErrorSpec({TRITONSERVER_ERROR_INTERNAL,
                           "model '" + state_->model_name +
                               "': the response sender was deleted before it "
                               "sent the final flag "
@@ -357,9 +463,8 @@ ResponseSender::~ResponseSender() {
 
 void ResponseSender::check_open() const { check_not_final(*state_); }
 
-void ResponseSender::send(const std::vector<OutputSpec>& outputs,
-                          const ErrorSpec& error, uint32_t flags,
-                          const nb::dict& parameters) {
+void ResponseSender::send(const Outputs& outputs, const ErrorSpec& error,
+                          uint32_t flags, const nb::dict& parameters) {
   check_open();
   TRITONBACKEND_Response* response = nullptr;
   check(triton().TRITONBACKEND_ResponseNewFromFactory(&response, factory_));

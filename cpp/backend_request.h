@@ -8,14 +8,12 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
-#include <nanobind/ndarray.h>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -25,10 +23,30 @@
 
 namespace tsb {
 
-// An output from Python: name, TRITONSERVER_DataType, shape, bytes.
-using OutputData = nanobind::ndarray<nanobind::ro, nanobind::c_contig,
-                                     nanobind::device::cpu>;
-using OutputSpec = std::tuple<std::string, int, std::vector<int64_t>, OutputData>;
+// The outputs of one response, from Python: a sequence of (name,
+// TRITONSERVER_DataType, data, shape or None), `data` anything with the
+// buffer protocol (a NumPy array; a copy is made of one that is not
+// C-contiguous), its shape the data's own unless given (BYTES: the
+// tensor's shape, the data its serialized bytes). The buffers are held
+// until the response is filled; made and destroyed with the GIL held.
+class Outputs {
+ public:
+  struct Output {
+    std::string name;
+    int datatype;
+    std::vector<int64_t> shape;
+    Py_buffer view;
+  };
+  Outputs() = default;
+  explicit Outputs(nanobind::handle outputs);
+  ~Outputs();
+  Outputs(const Outputs&) = delete;
+  Outputs& operator=(const Outputs&) = delete;
+  const std::vector<Output>& items() const { return items_; }
+
+ private:
+  std::vector<Output> items_;
+};
 using ErrorSpec = std::optional<std::pair<int, std::string>>;
 
 // What a request and its response factory share: the model's name (for
@@ -50,7 +68,8 @@ class ResponseSender;
 class BackendRequest {
  public:
   // While `outbox` is set (during execute), a final response sent through
-  // this object is filled at once and held there to be sent later.
+  // this object is filled at once and held there to be sent later, and the
+  // request, if this object dies meanwhile, is released from there too.
   BackendRequest(TRITONBACKEND_Request* request,
                  std::shared_ptr<ResponseState> state, ResponseOutbox* outbox)
       : request_(request), state_(std::move(state)), outbox_(outbox) {}
@@ -63,13 +82,15 @@ class BackendRequest {
   TRITONBACKEND_Request* raw() const { return request_; }
   bool succeeded() const { return !state_->failed.load(); }
   bool final_sent() const { return state_->final_sent.load(); }
-  // From now on responses are sent at once (execute returned: the object
-  // may outlive it, kept by an input view).
+  // From now on responses are sent, and the request released, at once
+  // (execute returned and the object outlives it, kept by an input view).
   void detach_outbox() { outbox_ = nullptr; }
 
-  // (TRITONSERVER_DataType, shape, uint8 NumPy view of the bytes) of the
-  // input `name`, or None when the request has no such input. `self` is
-  // this object's Python handle: the view keeps it alive.
+  // (TRITONSERVER_DataType, shape, NumPy array) of the input `name`, or
+  // None when the request has no such input: the array is read-only, of the
+  // input's type and shape, a view of the core's buffer (no copy) when it
+  // is one piece; of BYTES and BF16 (no NumPy type) its raw bytes (uint8,
+  // 1-D). `self` is this object's Python handle: the view keeps it alive.
   nanobind::object input(nanobind::handle self, const std::string& name);
   std::vector<std::string> input_names() const;
   std::vector<std::string> requested_output_names() const;
@@ -81,8 +102,8 @@ class BackendRequest {
 
   // Sends one response made from the request (outputs, error, flags,
   // response parameters {str: str | int | bool}).
-  void send(const std::vector<OutputSpec>& outputs, const ErrorSpec& error,
-            uint32_t flags, const nanobind::dict& parameters);
+  void send(const Outputs& outputs, const ErrorSpec& error, uint32_t flags,
+            const nanobind::dict& parameters);
   // Sends an error response with the final flag unless the final response
   // was sent already (execute() failed or gave no response for it).
   void fail_if_unanswered(int code, const std::string& message);
@@ -109,8 +130,8 @@ class ResponseSender {
   ResponseSender(const ResponseSender&) = delete;
   ResponseSender& operator=(const ResponseSender&) = delete;
 
-  void send(const std::vector<OutputSpec>& outputs, const ErrorSpec& error,
-            uint32_t flags, const nanobind::dict& parameters);
+  void send(const Outputs& outputs, const ErrorSpec& error, uint32_t flags,
+            const nanobind::dict& parameters);
   void send_flags(uint32_t flags);
   bool is_cancelled() const;
   bool final_sent() const { return state_->final_sent.load(); }

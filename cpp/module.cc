@@ -397,7 +397,7 @@ NB_MODULE(_native, m) {
            },
            "name"_a,
            nb::sig("def input(self, name: str) -> tuple[int, tuple[int, ...], "
-                   "numpy.typing.NDArray[numpy.uint8]] | None"))
+                   "numpy.typing.NDArray[typing.Any]] | None"))
       .def("input_names", &BackendRequest::input_names)
       .def("requested_output_names", &BackendRequest::requested_output_names)
       .def("id", &BackendRequest::id)
@@ -407,10 +407,14 @@ NB_MODULE(_native, m) {
       .def("parameters", &BackendRequest::parameters,
            nb::sig("def parameters(self) -> dict[str, str | int | bool | float]"))
       .def("is_cancelled", &BackendRequest::is_cancelled)
-      .def("send", &BackendRequest::send, "outputs"_a, "error"_a.none(),
-           "flags"_a, "parameters"_a,
-           nb::sig("def send(self, outputs: collections.abc.Sequence[tuple[str, int, "
-                   "collections.abc.Sequence[int], numpy.typing.NDArray[typing.Any]]], "
+      .def("send",
+           [](BackendRequest& self, nb::handle outputs, const ErrorSpec& error,
+              uint32_t flags, const nb::dict& parameters) {
+             self.send(Outputs(outputs), error, flags, parameters);
+           },
+           "outputs"_a, "error"_a.none(), "flags"_a, "parameters"_a,
+           nb::sig("def send(self, outputs: collections.abc.Iterable[tuple[str, int, "
+                   "typing.Any, collections.abc.Sequence[int] | None]], "
                    "error: tuple[int, str] | None, flags: int, "
                    "parameters: dict[str, str | int | bool]) -> None"))
       .def("fail_if_unanswered", &BackendRequest::fail_if_unanswered,
@@ -418,10 +422,14 @@ NB_MODULE(_native, m) {
       .def("response_sender", &BackendRequest::response_sender)
       .def_prop_ro("final_sent", &BackendRequest::final_sent);
   nb::class_<ResponseSender>(m, "ResponseSender")
-      .def("send", &ResponseSender::send, "outputs"_a, "error"_a.none(),
-           "flags"_a, "parameters"_a,
-           nb::sig("def send(self, outputs: collections.abc.Sequence[tuple[str, int, "
-                   "collections.abc.Sequence[int], numpy.typing.NDArray[typing.Any]]], "
+      .def("send",
+           [](ResponseSender& self, nb::handle outputs, const ErrorSpec& error,
+              uint32_t flags, const nb::dict& parameters) {
+             self.send(Outputs(outputs), error, flags, parameters);
+           },
+           "outputs"_a, "error"_a.none(), "flags"_a, "parameters"_a,
+           nb::sig("def send(self, outputs: collections.abc.Iterable[tuple[str, int, "
+                   "typing.Any, collections.abc.Sequence[int] | None]], "
                    "error: tuple[int, str] | None, flags: int, "
                    "parameters: dict[str, str | int | bool]) -> None"))
       .def("send_flags", &ResponseSender::send_flags, "flags"_a)

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "backend_request.h"
-#include "response_outbox.h"
 #include "errors.h"
 #include "triton_library.h"
 
@@ -247,7 +246,13 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
   } catch (std::exception&) {
   }
   const uint64_t end = now_ns();
-  for (BackendRequest* request : owned) request->detach_outbox();
+  for (uint32_t i = 0; i < count; ++i) {
+    // A request only `batch` holds dies with it, below: it is released (and
+    // answered, if nothing did) through the outbox, once the GIL is let go.
+    // One the model still holds (an input view, the request object) acts at
+    // once from now on, whenever it goes.
+    if (Py_REFCNT(PyList_GetItem(batch.ptr(), i)) != 1) owned[i]->detach_outbox();
+  }
   for (BackendRequest* request : owned) {
     TRITONSERVER_Error* report = api.TRITONBACKEND_ModelInstanceReportStatistics(
         instance, request->raw(), request->succeeded(), start, start, end, end);
@@ -257,18 +262,14 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
       api.TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, count,
                                                            start, start, end, end);
   if (report != nullptr) api.ErrorDelete(report);
-  return nullptr;  // `batch` goes: requests without a live view are released
+  return nullptr;  // `batch` goes, and with it the requests only it held
 }
 
 void instance_execute_done(TRITONBACKEND_ModelInstance* instance) {
-  void* state = nullptr;
-  TRITONSERVER_Error* err =
-      triton().TRITONBACKEND_ModelInstanceState(instance, &state);
-  if (err != nullptr) {
-    ignore_error(err);
-    return;
-  }
-  if (state != nullptr) static_cast<InstanceState*>(state)->outbox.flush();
+  InstanceState* state = nullptr;
+  ignore_error(guarded("in-process python model",
+                       [&] { state = state_of(instance); }));
+  if (state != nullptr) state->outbox.flush();
 }
 
 const PythonBackendTable kTable = {

@@ -33,7 +33,8 @@ struct PythonBackendTable {
   TRITONSERVER_Error* (*instance_execute)(TRITONBACKEND_ModelInstance*,
                                           TRITONBACKEND_Request**, uint32_t);
   // Right after instance_execute, on the same thread, with the GIL
-  // released: sends the final responses execute filled (response_outbox.h).
+  // released: sends the final responses execute filled and releases the
+  // requests it ended (response_outbox.h).
   void (*instance_execute_done)(TRITONBACKEND_ModelInstance*);
 };
 

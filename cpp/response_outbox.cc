@@ -7,7 +7,22 @@ namespace tsb {
 
 void ResponseOutbox::add(TRITONBACKEND_Response* response, uint32_t flags,
                          TRITONSERVER_Error* error) {
-  held_.push_back({response, flags, error});
+  try {
+    held_.push_back({response, flags, error});
+  } catch (...) {
+    ignore_error(triton().TRITONBACKEND_ResponseDelete(response));
+    ignore_error(error);
+    throw;
+  }
+}
+
+void ResponseOutbox::release(TRITONBACKEND_Request* request) noexcept {
+  try {
+    releases_.push_back(request);
+  } catch (...) {
+    ignore_error(triton().TRITONBACKEND_RequestRelease(
+        request, TRITONSERVER_REQUEST_RELEASE_ALL));
+  }
 }
 
 void ResponseOutbox::flush() noexcept {
@@ -19,6 +34,11 @@ void ResponseOutbox::flush() noexcept {
     ignore_error(sent);
   }
   held_.clear();
+  for (TRITONBACKEND_Request* request : releases_) {
+    ignore_error(
+        api.TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL));
+  }
+  releases_.clear();
 }
 
 }  // namespace tsb

@@ -391,3 +391,50 @@ def test_async_execute_and_async_bls(backend_directory, tmp_path):
         del response
     finally:
         server.stop()
+
+
+def test_outputs_that_are_views_or_not_bytes(backend_directory, tmp_path):
+    """Outputs are read in place from the model's arrays: a strided or
+    reversed view is sent with its values in order (copied once), and an
+    output whose data has no bytes (an object array declared FP32) is an
+    error response naming it; the model keeps serving."""
+    views = (
+        "import numpy as np\n"
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        out = []\n"
+        "        for r in requests:\n"
+        "            a = pb_utils.get_input_tensor_by_name(r, 'INPUT0').as_numpy()\n"
+        "            wide = np.repeat(a, 2)\n"
+        "            out.append(pb_utils.InferenceResponse([pb_utils.Tensor('OUTPUT0', a[::-1]),\n"
+        "                                                   pb_utils.Tensor('OUTPUT1', wide[::2])]))\n"
+        "        return out\n")
+    no_bytes = (
+        "import numpy as np\n"
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        bad = np.array([object()] * 4, dtype=object)\n"
+        "        return [pb_utils.InferenceResponse([pb_utils.Tensor('OUTPUT0', bad, pb_utils.numpy_to_triton_type(\n"
+        "                   np.float32))]) for r in requests]\n")
+    repo = _model_repository(tmp_path, "views", views)
+    _model_repository(tmp_path, "no_bytes", no_bytes)
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-output-views",
+                                              python_models="in-process", model_repository=str(repo),
+                                              log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        a = numpy.arange(5, dtype=numpy.float32)
+        model = server.load("views")
+        for _ in range(2):
+            outputs = single(model.infer(inputs={"INPUT0": a, "INPUT1": a})).outputs
+            numpy.testing.assert_array_equal(as_numpy(outputs["OUTPUT0"]), a[::-1])
+            numpy.testing.assert_array_equal(as_numpy(outputs["OUTPUT1"]), a)
+        broken = server.load("no_bytes")
+        with refused(tritonserver.InternalError, match="output 'OUTPUT0': its data has no bytes to send"):
+            single(broken.infer(inputs={"INPUT0": a, "INPUT1": a}))
+        numpy.testing.assert_array_equal(
+            as_numpy(single(model.infer(inputs={"INPUT0": a, "INPUT1": a})).outputs["OUTPUT0"]), a[::-1])
+    finally:
+        server.stop()

@@ -191,7 +191,10 @@ class Tensor:
         if not isinstance(name, str):
             raise TritonModelException(f"Tensor name must be a str, not {type(name).__name__}")
         array = data if isinstance(data, np.ndarray) else np.asarray(data)
-        triton_dtype = dtype if dtype is not None else numpy_to_triton_type(array.dtype)
+        if dtype is not None:
+            triton_dtype = dtype
+        else:
+            triton_dtype = _TRITON_BY_NUMPY.get(array.dtype) or numpy_to_triton_type(array.dtype)
         if triton_dtype is None:
             raise TritonModelException(
                 f"Tensor '{name}': NumPy dtype {array.dtype} has no Triton data type "
@@ -244,8 +247,8 @@ class Tensor:
             array = np.from_dlpack(_CapsuleHolder(capsule))
         return Tensor(name, array)
 
-    def _output(self) -> tuple[str, int, list[int], Array]:
-        """(name, data type, shape, bytes) for the response buffer."""
+    def _output(self) -> "OutputSpec":
+        """The tensor as an output of a response (native send())."""
         return _output_spec(self._name, self._triton_dtype, self._array)
 
     def __repr__(self) -> str:
@@ -265,43 +268,47 @@ class _CapsuleHolder:
         return (1, 0)
 
 
-def _output_spec(name: str, triton_dtype: int, array: Array) -> tuple[str, int, list[int], Array]:
-    """(name, data type, shape, bytes) of an output, as the native send()
-    takes it: the bytes of a numeric array are a view (no copy)."""
-    if triton_dtype == _BYTES:
-        serialized = serialize_byte_tensor(array)
-        if serialized is None:
-            raise TritonModelException(
-                f"output '{name}': a BYTES tensor needs an object or bytes array, not {array.dtype}")
-        data = np.frombuffer(serialized, dtype=np.uint8) if serialized else np.empty(0, np.uint8)
-        return name, _BYTES, list(array.shape), data
-    if array.dtype == np.object_:
-        raise TritonModelException(f"output '{name}': an object array is only valid as BYTES")
-    if not array.flags.c_contiguous:
-        array = np.ascontiguousarray(array)
-    return name, triton_dtype, list(array.shape), array.reshape(-1).view(np.uint8)
+# An output as the native send() takes it: (name, data type, data, shape or
+# None); the data's bytes are read in place (a copy is made only of an
+# array that is not C-contiguous), its shape is its own unless given.
+OutputSpec = tuple[str, int, Any, Optional[list[int]]]
 
 
-def _input_tensor(name: str, datatype: int, shape: tuple[int, ...], raw: Array) -> Tensor:
-    """The Tensor of an input given as its raw bytes (a view: no copy)."""
-    return Tensor(name, _input_array(name, datatype, shape, raw), datatype)
+def _output_spec(name: str, triton_dtype: int, array: Array) -> OutputSpec:
+    """An output for the native send(): a numeric array as it is, a BYTES
+    tensor serialized (with its shape)."""
+    if triton_dtype != _BYTES:
+        return name, triton_dtype, array, None
+    serialized = serialize_byte_tensor(array)
+    if serialized is None:
+        raise TritonModelException(
+            f"output '{name}': a BYTES tensor needs an object or bytes array, not {array.dtype}")
+    return name, _BYTES, serialized or b"", list(array.shape)
 
 
-def _input_array(name: str, datatype: int, shape: tuple[int, ...], raw: Array) -> Array:
-    """The NumPy array of an input given as its raw bytes (a view: no copy;
-    BYTES are decoded)."""
+def _input_tensor(name: str, datatype: int, shape: tuple[int, ...], data: Array) -> Tensor:
+    """The Tensor of an input as the native input() gives it (a view: no
+    copy)."""
+    tensor = Tensor.__new__(Tensor)
+    tensor._name = name
+    tensor._array = _input_array(name, datatype, shape, data)
+    tensor._triton_dtype = datatype
+    return tensor
+
+
+def _input_array(name: str, datatype: int, shape: tuple[int, ...], data: Array) -> Array:
+    """The NumPy array of an input as the native input() gives it: a
+    numeric one as it is, BYTES decoded from their raw bytes."""
     if datatype == _BYTES:
         try:
-            array = deserialize_bytes_tensor(raw).reshape(shape)
+            return deserialize_bytes_tensor(data).reshape(shape)
         except (TritonModelException, ValueError) as e:
             raise TritonError(f"input '{name}': {e}", TritonError.INVALID_ARG) from None
-    elif datatype == _BF16:
+    if datatype == _BF16:
         raise TritonModelException(
             f"input '{name}' is BF16, which NumPy has no type for: in-process models take it "
             "only through the stub's DLPack path; run the model with Options(python_models=\"stub\")")
-    else:
-        array = raw.view(_NUMPY_BY_TRITON[datatype]).reshape(shape)
-    return array
+    return data
 
 
 class ResponseSender:
