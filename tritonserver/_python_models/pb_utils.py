@@ -247,12 +247,11 @@ class Tensor:
             array = np.from_dlpack(_CapsuleHolder(capsule))
         return Tensor(name, array)
 
-    def _output(self) -> "OutputSpec":
-        """The tensor as an output of a response (native send())."""
-        return _output_spec(self._name, self._triton_dtype, self._array)
-
     def __repr__(self) -> str:
         return f"Tensor({self._name!r}, dtype={self._triton_dtype}, shape={self.shape()})"
+
+
+_new_tensor = Tensor.__new__
 
 
 class _CapsuleHolder:
@@ -286,29 +285,20 @@ def _output_spec(name: str, triton_dtype: int, array: Array) -> OutputSpec:
     return name, _BYTES, serialized or b"", list(array.shape)
 
 
-def _input_tensor(name: str, datatype: int, shape: tuple[int, ...], data: Array) -> Tensor:
-    """The Tensor of an input as the native input() gives it (a view: no
-    copy)."""
-    tensor = Tensor.__new__(Tensor)
-    tensor._name = name
-    tensor._array = _input_array(name, datatype, shape, data)
-    tensor._triton_dtype = datatype
-    return tensor
-
-
 def _input_array(name: str, datatype: int, shape: tuple[int, ...], data: Array) -> Array:
-    """The NumPy array of an input as the native input() gives it: a
-    numeric one as it is, BYTES decoded from their raw bytes."""
+    """The NumPy array of an input as the native input() gives it (a view:
+    no copy): a numeric one as it is, BYTES decoded from their raw bytes."""
+    if datatype < _BYTES:  # BOOL .. FP64
+        return data
     if datatype == _BYTES:
         try:
             return deserialize_bytes_tensor(data).reshape(shape)
         except (TritonModelException, ValueError) as e:
             raise TritonError(f"input '{name}': {e}", TritonError.INVALID_ARG) from None
-    if datatype == _BF16:
-        raise TritonModelException(
-            f"input '{name}' is BF16, which NumPy has no type for: in-process models take it "
-            "only through the stub's DLPack path; run the model with Options(python_models=\"stub\")")
-    return data
+    kind = "BF16" if datatype == _BF16 else f"of data type {datatype}"
+    raise TritonModelException(
+        f"input '{name}' is {kind}, which NumPy has no type for: in-process models take it "
+        "only through the stub's DLPack path; run the model with Options(python_models=\"stub\")")
 
 
 class ResponseSender:
@@ -338,7 +328,7 @@ def _send(target: Any, response: "InferenceResponse", flags: int) -> None:
     """Send `response` through a native request or response sender."""
     if not isinstance(response, InferenceResponse):
         raise TritonModelException(f"expected an InferenceResponse, not {type(response).__name__}")
-    outputs = [tensor._output() for tensor in response._outputs]
+    outputs = [_output_spec(t._name, t._triton_dtype, t._array) for t in response._outputs]
     error = response._error
     target.send(outputs, None if error is None else (error.code(), error.message()), flags, response._parameters)
 
@@ -376,7 +366,12 @@ class InferenceRequest:
         found = self._native.input(name)
         if found is None:
             return None
-        return _input_tensor(name, *found)
+        datatype, shape, data = found
+        tensor = _new_tensor(Tensor)  # made here, not checked by __init__
+        tensor._name = name
+        tensor._array = _input_array(name, datatype, shape, data)
+        tensor._triton_dtype = datatype
+        return tensor
 
     def inputs(self) -> list[Tensor]:
         """The input tensors."""
