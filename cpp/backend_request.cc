@@ -300,8 +300,9 @@ nb::object BackendRequest::input(nb::handle self, const std::string& name) {
                                 array_shape.data(), owner, nullptr, *dtype));
   }
   nb::tuple dims_tuple = nb::steal<nb::tuple>(PyTuple_New(dims));
+  if (!dims_tuple.is_valid()) throw nb::python_error();
   for (uint32_t i = 0; i < dims; ++i) {
-    PyTuple_SetItem(dims_tuple.ptr(), i, PyLong_FromLongLong(shape[i]));
+    PyTuple_SetItem(dims_tuple.ptr(), i, nb::int_(shape[i]).release().ptr());
   }
   return nb::make_tuple(static_cast<int>(datatype), dims_tuple, array);
 }

@@ -220,14 +220,18 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
   }
   // From here on the requests are ours: each BackendRequest releases its
   // own (and answers it if nothing did).
+  // `handles` are ours; `batch`, the list the runtime is given, may be
+  // changed or kept by it.
   std::vector<BackendRequest*> owned;
+  std::vector<nb::object> handles;
   nb::list batch;
   for (uint32_t i = 0; i < count; ++i) {
     auto* request = new BackendRequest(
         requests[i], std::make_shared<ResponseState>(state->model_name),
         &state->outbox);
-    batch.append(nb::cast(request, nb::rv_policy::take_ownership));
+    handles.push_back(nb::cast(request, nb::rv_policy::take_ownership));
     owned.push_back(request);
+    batch.append(handles.back());
   }
   try {
     state->runner.attr("execute")(batch);
@@ -246,12 +250,13 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
   } catch (std::exception&) {
   }
   const uint64_t end = now_ns();
+  batch = nb::list();
   for (uint32_t i = 0; i < count; ++i) {
-    // A request only `batch` holds dies with it, below: it is released (and
-    // answered, if nothing did) through the outbox, once the GIL is let go.
-    // One the model still holds (an input view, the request object) acts at
-    // once from now on, whenever it goes.
-    if (Py_REFCNT(PyList_GetItem(batch.ptr(), i)) != 1) owned[i]->detach_outbox();
+    // A request only `handles` holds dies with them, below: it is released
+    // (and answered, if nothing did) through the outbox, once the GIL is
+    // let go. One the model still holds (an input view, the request object)
+    // acts at once from now on, whenever it goes.
+    if (Py_REFCNT(handles[i].ptr()) != 1) owned[i]->detach_outbox();
   }
   for (BackendRequest* request : owned) {
     TRITONSERVER_Error* report = api.TRITONBACKEND_ModelInstanceReportStatistics(
@@ -262,7 +267,7 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
       api.TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, count,
                                                            start, start, end, end);
   if (report != nullptr) api.ErrorDelete(report);
-  return nullptr;  // `batch` goes, and with it the requests only it held
+  return nullptr;  // `handles` go, and with them the requests only they held
 }
 
 void instance_execute_done(TRITONBACKEND_ModelInstance* instance) {
