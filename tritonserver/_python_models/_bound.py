@@ -25,6 +25,7 @@ from .._api._bind import BINDING_PARAMETER, Binding, CallContext, TensorSpec, bi
 from . import pb_utils
 
 _FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+_OBJECT = numpy.dtype(object)
 # tritonserver's error classes -> the python backend's codes.
 _CODES = {
     _errors.CancelledError: pb_utils.TritonError.CANCELLED,
@@ -176,10 +177,10 @@ class TritonPythonModel:
     def _outputs(self, result: Any, batch: int) -> dict[str, numpy.ndarray[Any, Any]]:
         """The callable's result checked against the declared outputs."""
         b = self.binding
-        if not isinstance(result, Mapping):
+        if type(result) is not dict and not isinstance(result, Mapping):
             raise _CallError(f"model '{b.model_name}': the bound callable must return a dict of output arrays "
                              f"({', '.join(repr(s.name) for s in b.outputs)}), not {type(result).__name__}")
-        unknown = sorted(set(result) - set(b.output_dtypes))
+        unknown = [] if result.keys() == b.output_dtypes.keys() else sorted(set(result) - set(b.output_dtypes))
         if unknown:
             raise _CallError(f"model '{b.model_name}': the bound callable returned output(s) {unknown}, which "
                              f"are not declared (declared: {[s.name for s in b.outputs]})")
@@ -236,7 +237,7 @@ def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> nump
     expected = b.output_dtypes[spec.name]
     if isinstance(value, numpy.ndarray):
         array = value
-    elif hasattr(value, "__dlpack__") and expected != numpy.dtype(object):
+    elif hasattr(value, "__dlpack__") and expected != _OBJECT:
         array = numpy.from_dlpack(value)  # torch CPU tensors and the like: no copy
     else:
         try:
@@ -244,7 +245,7 @@ def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> nump
         except (TypeError, ValueError) as e:
             raise _CallError(f"model '{b.model_name}': output '{spec.name}' cannot be read as {expected} ({e})",
                              pb_utils.TritonError.INVALID_ARG) from None
-    if expected == numpy.dtype(object):
+    if expected == _OBJECT:
         if array.dtype.kind not in "OSU":
             raise _CallError(f"model '{b.model_name}': output '{spec.name}' is declared BYTES but the callable "
                              f"returned {array.dtype} (return bytes or str objects)")
@@ -253,13 +254,11 @@ def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> nump
     elif array.dtype != expected:
         raise _CallError(f"model '{b.model_name}': output '{spec.name}' is declared {expected} but the callable "
                          f"returned {array.dtype} (convert it, e.g. array.astype(numpy.{expected}))")
-    dims = list(spec.shape)
-    if b.max_batch_size > 0:
-        dims = [batch] + dims
-    shape = list(array.shape)
-    if len(shape) != len(dims) or any(d != -1 and d != s for d, s in zip(dims, shape)):
+    dims = [batch, *spec.shape] if b.max_batch_size > 0 else spec.shape
+    shape = array.shape
+    if len(shape) != len(dims) or not all(d == -1 or d == s for d, s in zip(dims, shape)):
         declared = ["batch" if i == 0 and b.max_batch_size > 0 else d for i, d in enumerate(dims)]
-        raise _CallError(f"model '{b.model_name}': output '{spec.name}' has shape {shape}, which does not fit "
+        raise _CallError(f"model '{b.model_name}': output '{spec.name}' has shape {list(shape)}, which does not fit "
                          f"its declaration {declared} (-1: any size" +
                          (f"; batch: the {batch} rows of this call's requests" if b.max_batch_size > 0 else "") +
                          ")")
