@@ -47,6 +47,18 @@ using namespace tsb;
     o.apply(triton().core_fn, field, a.c_str(), b.c_str(), c.c_str());    \
   })
 
+// `send` of a BackendRequest or ResponseSender: the outputs as Outputs.
+template <typename Sender>
+void send_outputs(Sender& self, nb::handle outputs, const ErrorSpec& error,
+                  uint32_t flags, const nb::dict& parameters) {
+  self.send(Outputs(outputs), error, flags, parameters);
+}
+constexpr const char* kSendSignature =
+    "def send(self, outputs: collections.abc.Iterable[tuple[str, int, "
+    "typing.Any, collections.abc.Sequence[int] | None]], "
+    "error: tuple[int, str] | None, flags: int, "
+    "parameters: dict[str, str | int | bool]) -> None";
+
 NB_MODULE(_native, m) {
   m.doc() = "The native module of the tritonserver package (private).";
 #ifndef TRITONSERVER_LEAK_WARNINGS
@@ -407,31 +419,15 @@ NB_MODULE(_native, m) {
       .def("parameters", &BackendRequest::parameters,
            nb::sig("def parameters(self) -> dict[str, str | int | bool | float]"))
       .def("is_cancelled", &BackendRequest::is_cancelled)
-      .def("send",
-           [](BackendRequest& self, nb::handle outputs, const ErrorSpec& error,
-              uint32_t flags, const nb::dict& parameters) {
-             self.send(Outputs(outputs), error, flags, parameters);
-           },
-           "outputs"_a, "error"_a.none(), "flags"_a, "parameters"_a,
-           nb::sig("def send(self, outputs: collections.abc.Iterable[tuple[str, int, "
-                   "typing.Any, collections.abc.Sequence[int] | None]], "
-                   "error: tuple[int, str] | None, flags: int, "
-                   "parameters: dict[str, str | int | bool]) -> None"))
+      .def("send", &send_outputs<BackendRequest>, "outputs"_a, "error"_a.none(),
+           "flags"_a, "parameters"_a, nb::sig(kSendSignature))
       .def("fail_if_unanswered", &BackendRequest::fail_if_unanswered,
            "code"_a, "message"_a)
       .def("response_sender", &BackendRequest::response_sender)
       .def_prop_ro("final_sent", &BackendRequest::final_sent);
   nb::class_<ResponseSender>(m, "ResponseSender")
-      .def("send",
-           [](ResponseSender& self, nb::handle outputs, const ErrorSpec& error,
-              uint32_t flags, const nb::dict& parameters) {
-             self.send(Outputs(outputs), error, flags, parameters);
-           },
-           "outputs"_a, "error"_a.none(), "flags"_a, "parameters"_a,
-           nb::sig("def send(self, outputs: collections.abc.Iterable[tuple[str, int, "
-                   "typing.Any, collections.abc.Sequence[int] | None]], "
-                   "error: tuple[int, str] | None, flags: int, "
-                   "parameters: dict[str, str | int | bool]) -> None"))
+      .def("send", &send_outputs<ResponseSender>, "outputs"_a, "error"_a.none(),
+           "flags"_a, "parameters"_a, nb::sig(kSendSignature))
       .def("send_flags", &ResponseSender::send_flags, "flags"_a)
       .def("is_cancelled", &ResponseSender::is_cancelled)
       .def_prop_ro("final_sent", &ResponseSender::final_sent);
