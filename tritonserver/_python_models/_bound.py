@@ -122,10 +122,10 @@ class TritonPythonModel:
                 arrays[spec.name] = array
             per_request.append(arrays)
         if b.max_batch_size == 0:
-            return dict(per_request[0]), [0]
+            return per_request[0], [0]
         sizes = [int(next(iter(arrays.values())).shape[0]) for arrays in per_request]
         if len(per_request) == 1:
-            return dict(per_request[0]), sizes
+            return per_request[0], sizes
         joined = {spec.name: numpy.concatenate([arrays[spec.name] for arrays in per_request])
                   for spec in b.inputs}
         return joined, sizes
@@ -235,6 +235,30 @@ def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> nump
     """`value` as the declared output's array; _CallError naming it when its
     dtype or shape does not fit the declaration."""
     expected = b.output_dtypes[spec.name]
+    if type(value) is numpy.ndarray and value.dtype is expected:
+        array = value  # as declared: nothing to convert
+    else:
+        array = _declared_dtype(b, spec, value, expected)
+    dims = [batch, *spec.shape] if b.max_batch_size > 0 else spec.shape
+    shape = array.shape
+    fits = len(shape) == len(dims)
+    if fits:
+        for d, size in zip(dims, shape):
+            if d != -1 and d != size:
+                fits = False
+                break
+    if not fits:
+        declared = ["batch" if i == 0 and b.max_batch_size > 0 else d for i, d in enumerate(dims)]
+        raise _CallError(f"model '{b.model_name}': output '{spec.name}' has shape {list(shape)}, which does not fit "
+                         f"its declaration {declared} (-1: any size" +
+                         (f"; batch: the {batch} rows of this call's requests" if b.max_batch_size > 0 else "") +
+                         ")")
+    return array
+
+
+def _declared_dtype(b: Binding, spec: TensorSpec, value: Any, expected: numpy.dtype[Any]) -> numpy.ndarray[Any, Any]:
+    """`value` as an array of the declared output's dtype; _CallError naming
+    it when it is of another."""
     if isinstance(value, numpy.ndarray):
         array = value
     elif hasattr(value, "__dlpack__") and expected != _OBJECT:
@@ -254,14 +278,6 @@ def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> nump
     elif array.dtype != expected:
         raise _CallError(f"model '{b.model_name}': output '{spec.name}' is declared {expected} but the callable "
                          f"returned {array.dtype} (convert it, e.g. array.astype(numpy.{expected}))")
-    dims = [batch, *spec.shape] if b.max_batch_size > 0 else spec.shape
-    shape = array.shape
-    if len(shape) != len(dims) or not all(d == -1 or d == s for d, s in zip(dims, shape)):
-        declared = ["batch" if i == 0 and b.max_batch_size > 0 else d for i, d in enumerate(dims)]
-        raise _CallError(f"model '{b.model_name}': output '{spec.name}' has shape {list(shape)}, which does not fit "
-                         f"its declaration {declared} (-1: any size" +
-                         (f"; batch: the {batch} rows of this call's requests" if b.max_batch_size > 0 else "") +
-                         ")")
     return array
 
 
