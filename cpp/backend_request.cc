@@ -279,13 +279,14 @@ nb::object BackendRequest::input(nb::handle self, const std::string& name) {
     }
     parts.emplace_back(buffer, size);
   }
-  nb::object array;
+  // The core's buffer itself (the array keeps this request alive), or, of
+  // several pieces (or none), one host copy owned by the array.
+  const void* data = nullptr;
+  nb::object owner;
   if (parts.size() == 1 && parts[0].second == byte_size && byte_size > 0) {
-    // The core's buffer itself; the array keeps this request alive.
-    array = nb::cast(InputArray(parts[0].first, array_shape.size(),
-                                array_shape.data(), self, nullptr, *dtype));
+    data = parts[0].first;
+    owner = nb::borrow(self);
   } else {
-    // Several pieces (or none): one host copy, owned by the array.
     auto* copy = new std::vector<uint8_t>(byte_size);
     size_t offset = 0;
     for (const auto& [buffer, size] : parts) {
@@ -293,12 +294,14 @@ nb::object BackendRequest::input(nb::handle self, const std::string& name) {
       if (size > 0) std::memcpy(copy->data() + offset, buffer, size);
       offset += size;
     }
-    nb::capsule owner(copy, [](void* p) noexcept {
+    owner = nb::capsule(copy, [](void* p) noexcept {
       delete static_cast<std::vector<uint8_t>*>(p);
     });
-    array = nb::cast(InputArray(copy->data(), array_shape.size(),
-                                array_shape.data(), owner, nullptr, *dtype));
+    data = copy->data();
   }
+  nb::object array = nb::cast(InputArray(data, array_shape.size(),
+                                          array_shape.data(), owner, nullptr,
+                                          *dtype));
   nb::tuple dims_tuple = nb::steal<nb::tuple>(PyTuple_New(dims));
   if (!dims_tuple.is_valid()) throw nb::python_error();
   for (uint32_t i = 0; i < dims; ++i) {

@@ -219,20 +219,21 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
                                        "in-process python model: no state");
   }
   // From here on the requests are ours: each BackendRequest releases its
-  // own (and answers it if nothing did).
-  // `handles` are ours; `batch`, the list the runtime is given, may be
-  // changed or kept by it.
-  std::vector<BackendRequest*> owned;
+  // own (and answers it if nothing did). `handles` are our references to
+  // them; `batch`, the list the runtime is given, may be changed or kept.
   std::vector<nb::object> handles;
   nb::list batch;
   for (uint32_t i = 0; i < count; ++i) {
-    auto* request = new BackendRequest(
-        requests[i], std::make_shared<ResponseState>(state->model_name),
-        &state->outbox);
-    handles.push_back(nb::cast(request, nb::rv_policy::take_ownership));
-    owned.push_back(request);
+    handles.push_back(nb::cast(
+        new BackendRequest(requests[i],
+                           std::make_shared<ResponseState>(state->model_name),
+                           &state->outbox),
+        nb::rv_policy::take_ownership));
     batch.append(handles.back());
   }
+  auto request = [&](uint32_t i) {
+    return nb::inst_ptr<BackendRequest>(handles[i]);
+  };
   try {
     state->runner.attr("execute")(batch);
   } catch (nb::python_error& e) {
@@ -241,9 +242,9 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
     std::string message = "model '" + state->model_name +
                           "': in-process python backend failure: " +
                           e.what();
-    for (BackendRequest* request : owned) {
+    for (uint32_t i = 0; i < count; ++i) {
       try {
-        request->fail_if_unanswered(TRITONSERVER_ERROR_INTERNAL, message);
+        request(i)->fail_if_unanswered(TRITONSERVER_ERROR_INTERNAL, message);
       } catch (...) {
       }
     }
@@ -256,11 +257,12 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
     // (and answered, if nothing did) through the outbox, once the GIL is
     // let go. One the model still holds (an input view, the request object)
     // acts at once from now on, whenever it goes.
-    if (Py_REFCNT(handles[i].ptr()) != 1) owned[i]->detach_outbox();
+    if (Py_REFCNT(handles[i].ptr()) != 1) request(i)->detach_outbox();
   }
-  for (BackendRequest* request : owned) {
+  for (uint32_t i = 0; i < count; ++i) {
     TRITONSERVER_Error* report = api.TRITONBACKEND_ModelInstanceReportStatistics(
-        instance, request->raw(), request->succeeded(), start, start, end, end);
+        instance, request(i)->raw(), request(i)->succeeded(), start, start,
+        end, end);
     if (report != nullptr) api.ErrorDelete(report);
   }
   TRITONSERVER_Error* report =
