@@ -61,6 +61,10 @@ def triton_to_numpy_type(data_type: int) -> Any:
 
 def numpy_to_triton_type(data_type: Any) -> Optional[int]:
     """The TRITONSERVER_DataType number of a NumPy type (None if none)."""
+    if isinstance(data_type, np.dtype):  # an array's dtype: no conversion
+        found = _TRITON_BY_NUMPY.get(data_type)
+        if found is not None:
+            return found
     try:
         dtype = np.dtype(data_type)
     except TypeError:
@@ -191,10 +195,7 @@ class Tensor:
         if not isinstance(name, str):
             raise TritonModelException(f"Tensor name must be a str, not {type(name).__name__}")
         array = data if isinstance(data, np.ndarray) else np.asarray(data)
-        if dtype is not None:
-            triton_dtype = dtype
-        else:
-            triton_dtype = _TRITON_BY_NUMPY.get(array.dtype) or numpy_to_triton_type(array.dtype)
+        triton_dtype = dtype if dtype is not None else numpy_to_triton_type(array.dtype)
         if triton_dtype is None:
             raise TritonModelException(
                 f"Tensor '{name}': NumPy dtype {array.dtype} has no Triton data type "
