@@ -19,6 +19,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .. import _native
+from .._api._datautils import ELEMENT_TYPES
 
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
@@ -42,15 +43,16 @@ TRITON_STRING_TO_NUMPY: dict[str, Any] = {
     "TYPE_STRING": np.object_,
 }
 
-# TRITONSERVER_DataType number -> NumPy type (BYTES: object arrays).
-_NUMPY_BY_TRITON: dict[int, Any] = {
-    1: np.bool_, 2: np.uint8, 3: np.uint16, 4: np.uint32, 5: np.uint64, 6: np.int8, 7: np.int16,
-    8: np.int32, 9: np.int64, 10: np.float16, 11: np.float32, 12: np.float64, 13: np.object_,
-}
-_TRITON_BY_NUMPY: dict[Any, int] = {np.dtype(t): code for code, t in _NUMPY_BY_TRITON.items()}
-_TRITON_BY_NUMPY[np.dtype(np.bytes_)] = 13
 _BYTES = 13
 _BF16 = 14
+# TRITONSERVER_DataType number -> NumPy type (BYTES: object arrays), from
+# the package's one table of element types.
+_NUMPY_BY_TRITON: dict[int, Any] = {
+    int(t): np.dtype(f"{kind}{bits // 8}").type for t, (kind, _, bits) in ELEMENT_TYPES.items() if kind
+}
+_NUMPY_BY_TRITON[_BYTES] = np.object_
+_TRITON_BY_NUMPY: dict[Any, int] = {np.dtype(t): code for code, t in _NUMPY_BY_TRITON.items()}
+_TRITON_BY_NUMPY[np.dtype(np.bytes_)] = _BYTES
 Array = np.ndarray[Any, Any]
 
 
