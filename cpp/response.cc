@@ -18,6 +18,14 @@ void read_response(const TritonApi& api, TRITONSERVER_InferenceResponse* r,
   }
   const char* id = nullptr;
   if (api.InferenceResponseId(r, &id) == nullptr && id) out->request_id = id;
+  const char* model_name = nullptr;
+  int64_t model_version = -1;
+  if (TRITONSERVER_Error* err =
+          api.InferenceResponseModel(r, &model_name, &model_version)) {
+    api.ErrorDelete(err);
+  } else {
+    out->model_version = model_version;
+  }
 
   uint32_t count = 0;
   check(api.InferenceResponseParameterCount(r, &count));

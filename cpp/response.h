@@ -29,6 +29,9 @@ using ParameterValue = std::variant<std::string, int64_t, bool, double, Bytes>;
 
 struct ResponseData {
   std::string request_id;
+  // The version of the model that made it (-1: none, e.g. a flags-only
+  // end): the one the core chose for a request without a version.
+  int64_t model_version = -1;
   bool final = false;
   bool has_error = false;
   TRITONSERVER_Error_Code error_code = TRITONSERVER_ERROR_UNKNOWN;

@@ -116,12 +116,14 @@ nb::object inference_response(const ResponseData& d, nb::handle model,
     request_id = nb::str(d.request_id.data(), d.request_id.size());
   }
   // InferenceResponse(model, request_id, parameters, outputs, error,
-  //                   classification_label, final)
+  //                   classification_label, final, model_version)
   nb::object parameters = parameters_dict(d);
+  nb::object version = d.model_version >= 0 ? nb::object(nb::int_(d.model_version))
+                                            : nb::none();
   PyObject* raw[] = {model.ptr(), request_id.ptr(), parameters.ptr(),
                      outputs.ptr(), error.ptr(), Py_None,
-                     d.final ? Py_True : Py_False};
-  nb::object response = vectorcall(types.inference_response, raw, 7);
+                     d.final ? Py_True : Py_False, version.ptr()};
+  nb::object response = vectorcall(types.inference_response, raw, 8);
   if (error_out != nullptr) *error_out = std::move(error);
   return response;
 }

@@ -197,6 +197,8 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
     (TRITONSERVER_InferenceResponse*))                                        \
   X(InferenceResponseId, TRITONSERVER_Error*,                                 \
     (TRITONSERVER_InferenceResponse*, const char**))                          \
+  X(InferenceResponseModel, TRITONSERVER_Error*,                              \
+    (TRITONSERVER_InferenceResponse*, const char**, int64_t*))                \
   X(InferenceResponseParameterCount, TRITONSERVER_Error*,                     \
     (TRITONSERVER_InferenceResponse*, uint32_t*))                             \
   X(InferenceResponseParameter, TRITONSERVER_Error*,                          \

@@ -200,8 +200,10 @@ def test_request_and_response_fields_in_official_order():
     assert field_names(tritonserver.InferenceRequest)[:10] == [
         "model", "request_id", "flags", "correlation_id", "priority", "timeout", "inputs", "parameters",
         "output_memory_type", "response_queue"]
+    # The official seven, then this package's extension (after them, so
+    # positional construction keeps working).
     assert field_names(tritonserver.InferenceResponse) == [
-        "model", "request_id", "parameters", "outputs", "error", "classification_label", "final"]
+        "model", "request_id", "parameters", "outputs", "error", "classification_label", "final", "model_version"]
 
 
 def test_inference_response_importable_from_its_module():

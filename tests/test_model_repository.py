@@ -144,6 +144,39 @@ def test_load_from_in_memory_files(repo_server):
     assert not model.ready()
 
 
+def test_responses_name_the_version_that_answered(backend_directory, tmp_path):
+    """A response says which version made it: the one asked for, or, for a
+    request without a version, the one the core chose; once a new version
+    is loaded, that one (the KServe route reports this, where it
+    asked the model's metadata after the answer, which a reload in between
+    could make wrong)."""
+    target = copy_model("identity_fp32", tmp_path, "identity_versions")
+    (target / "2").mkdir()
+    config = target / "config.pbtxt"
+    config.write_text(config.read_text() + "\nversion_policy: { all { } }\n")
+    with dedicated_server(backend_directory, "repository-versions", []) as srv:
+        srv.register_model_repository(str(tmp_path))
+        try:
+            srv.load("identity_versions")
+            data = numpy.array([1.0, 2.0], dtype=numpy.float32)
+            for version, expected in ((-1, 2), (1, 1), (2, 2)):
+                response = single(srv.model("identity_versions", version).infer(inputs={"INPUT0": data}))
+                assert response.model_version == expected, version
+                numpy.testing.assert_array_equal(as_numpy(response.outputs["OUTPUT0"]), data)
+            # A new version, loaded. Unloaded first: load() of the loaded
+            # model right after the folder 3/ appeared kept versions 1-2 in
+            # one of the first runs (the core reloads a loaded model only
+            # when it sees its files changed).
+            (target / "3").mkdir()
+            srv.unload("identity_versions", wait_until_unloaded=True, timeout=30)
+            srv.load("identity_versions")
+            assert single(srv.model("identity_versions").infer(inputs={"INPUT0": data})).model_version == 3
+            assert single(srv.model("identity_versions", 1).infer(inputs={"INPUT0": data})).model_version == 1
+        finally:
+            srv.unload("identity_versions", wait_until_unloaded=True, timeout=30)
+            srv.unregister_model_repository(str(tmp_path))
+
+
 def test_poll_in_explicit_mode_is_unavailable(repo_server):
     with pytest.raises(tritonserver.UnavailableError):
         repo_server.poll_model_repository()

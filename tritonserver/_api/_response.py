@@ -36,8 +36,14 @@ def asyncio_waiters() -> Any:
 
 @dataclass
 class InferenceResponse:
-    """One response: outputs (name → Tensor), parameters, error, and whether
-    it is the final response of its request."""
+    """One response: outputs (name → Tensor), parameters, error, whether it
+    is the final response of its request, and the version of the model that
+    made it.
+
+    ``model_version`` is not in the official API: the version the core ran
+    the request on (for a request without a version, the one it chose), or
+    None for a response the core did not make (a cancelled or failed
+    request's end)."""
 
     model: "Model"
     request_id: Optional[str] = None
@@ -46,6 +52,7 @@ class InferenceResponse:
     error: Optional[TritonError] = None
     classification_label: Optional[str] = None
     final: bool = False
+    model_version: Optional[int] = None
 
     @staticmethod
     def _from_native(model: "Model", request: "InferenceRequest", native: "_native.Response",

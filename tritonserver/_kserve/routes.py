@@ -139,7 +139,7 @@ class KServeRoutes:
         model = self.model(name, version)
         if action == "infer":
             _require(method, "POST", path)
-            return await self._infer(model, version, headers, body)
+            return await self._infer(model, headers, body)
         _require(method, "GET", path)
         if action == "":
             return Reply.json(model.metadata())
@@ -182,7 +182,7 @@ class KServeRoutes:
             statistics["model_stats"] = [s for s in statistics["model_stats"] if s.get("name") in self._models]
         return statistics
 
-    async def _infer(self, model: Model, version: int, headers: Mapping[str, str], body: bytes) -> Reply:
+    async def _infer(self, model: Model, headers: Mapping[str, str], body: bytes) -> Reply:
         body = _decompress(headers.get("content-encoding"), body, self._max_body_bytes)
         request = decode_request(body, parse_header_length(headers.get(HEADER_LENGTH)))
         if model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED:
@@ -204,7 +204,7 @@ class KServeRoutes:
         if response is None:
             return Reply.error(500, f"model '{model.name}' sent no response")
         payload, header_length = encode_response(
-            model.name, version if version >= 0 else _latest_ready_version(model), request, response.outputs,
+            model.name, response.model_version, request, response.outputs,
             {**response.parameters, **self._response_parameters},
         )
         if header_length is None:
@@ -215,16 +215,6 @@ class KServeRoutes:
 def _require(method: str, expected: str, path: str) -> None:
     if method != expected:
         raise ProtocolError(405, f"{path!r} takes {expected}, not {method}")
-
-
-def _latest_ready_version(model: Model) -> Optional[int]:
-    """The version the core runs a request without one on: the highest
-    ready version (None if the model was unloaded since it answered)."""
-    try:
-        versions = model.metadata().get("versions") or []
-    except TritonError:
-        return None
-    return max(int(v) for v in versions) if versions else None
 
 
 def _model_path(parts: list[str], path: str) -> tuple[str, int, str]:
