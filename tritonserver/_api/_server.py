@@ -372,9 +372,11 @@ class Server:
 
     def _explain_missing_backend(self, error: TritonError, name: str) -> None:
         """Raise the core's "unable to find backend library for backend 'X'"
-        again (same class), naming the model, the backend and where backends
-        come from."""
-        found = re.search(r"unable to find backend library for backend '([^']*)'", str(error))
+        (Triton 2.39 and 2.41: "unable to find ... 'X/model.py' for model
+        ...") again (same class), naming the model, the backend and where
+        backends come from."""
+        found = (re.search(r"unable to find backend library for backend '([^']*)'", str(error))
+                 or re.search(r"unable to find [^;]*?'([^'/]+)/model\.py' for model", str(error)))
         if found is None:
             return
         backend = found.group(1)
