@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import _native
 from .._api._datautils import ELEMENT_TYPES
+from .._api._enums import DataType
 
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
@@ -43,8 +44,8 @@ TRITON_STRING_TO_NUMPY: dict[str, Any] = {
     "TYPE_STRING": np.object_,
 }
 
-_BYTES = 13
-_BF16 = 14
+_BYTES = int(DataType.BYTES)
+_BF16 = int(DataType.BF16)
 # TRITONSERVER_DataType number -> NumPy type (BYTES: object arrays), from
 # the package's one table of element types.
 _NUMPY_BY_TRITON: dict[int, Any] = {
