@@ -5,6 +5,14 @@
 
 namespace tsb {
 
+namespace {
+std::atomic<uint32_t> g_live{0};
+}  // namespace
+
+uint32_t live_requests() noexcept {
+  return g_live.load(std::memory_order_relaxed);
+}
+
 bool InflightRequests::add(InflightEntry* state) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const std::string& model : draining_) {
@@ -16,6 +24,7 @@ bool InflightRequests::add(InflightEntry* state) noexcept {
   if (head_ != nullptr) head_->inflight_prev = state;
   head_ = state;
   state->inflight_listed = true;
+  g_live.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -31,6 +40,7 @@ void InflightRequests::unlink_locked(InflightEntry* state) noexcept {
   }
   state->inflight_prev = state->inflight_next = nullptr;
   state->inflight_listed = false;
+  g_live.fetch_sub(1, std::memory_order_relaxed);
   removed_.notify_all();
 }
 

@@ -16,6 +16,10 @@
 
 namespace tsb {
 
+// The requests of this package alive now, in every server: created and not
+// yet finished (a hint for scheduling; instance_worker.h).
+uint32_t live_requests() noexcept;
+
 // A request as the registry sees it: its model, whether it was submitted,
 // and its links in the registry's list. A failed request is ended through
 // its ResponseTarget (deliver()).

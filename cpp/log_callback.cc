@@ -43,6 +43,7 @@ void install_log_callback(ServerOptions& options, nb::callable fn) {
     if (g_callback == nullptr) g_callback = new nb::callable();
     *g_callback = std::move(fn);
   }
+  note_python_under_core_locks();  // the core logs under its locks
   check(set_log_callback(options.get(), on_log, nullptr),
         "Options.log_callback");
 }

@@ -11,6 +11,8 @@
 
 #include "backend_request.h"
 #include "errors.h"
+#include "instance_worker.h"
+#include "thread_state.h"
 #include "triton_library.h"
 
 namespace nb = nanobind;
@@ -24,10 +26,16 @@ constexpr const char* kRuntimeModule = "tritonserver._python_models._runtime";
 struct InstanceState {
   nb::object runner;
   std::string model_name;
-  // The final responses of the execute() in progress (the core runs one
-  // execute at a time per instance), sent by instance_execute_done.
+  // The final responses of the batches run since they were last sent (one
+  // batch at a time: the core's thread or the worker runs them), sent once
+  // the GIL is let go.
   ResponseOutbox outbox;
+  // Null when every batch runs on the core's thread (instance_worker.h).
+  std::unique_ptr<InstanceWorker> worker;
 };
+
+void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
+               TRITONBACKEND_Request** requests, uint32_t count) noexcept;
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(
@@ -178,13 +186,22 @@ TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
     // errors.
     nb::tuple result = nb::cast<nb::tuple>(loaded);
     raise_failure(result[1]);
-    auto* state = new InstanceState{nb::borrow(result[0]), model_name};
-    TRITONSERVER_Error* err =
-        api.TRITONBACKEND_ModelInstanceSetState(instance, state);
-    if (err != nullptr) {
-      state->runner.attr("finalize")();
-      delete state;
-      check(err);
+    auto state = std::make_unique<InstanceState>();
+    state->runner = nb::borrow(result[0]);
+    state->model_name = model_name;
+    check(api.TRITONBACKEND_ModelInstanceSetState(instance, state.get()),
+          "keeping the instance's state");
+    InstanceState* raw = state.release();
+    if (nb::cast<bool>(raw->runner.attr("hand_off"))) {
+      raw->worker = std::make_unique<InstanceWorker>(
+          [instance, raw](InstanceWorker::Batch& batch) {
+            run_batch(instance, raw, batch.data(),
+                      static_cast<uint32_t>(batch.size()));
+          },
+          [raw] { raw->outbox.flush(); });
+      InstanceWorker* worker = raw->worker.get();
+      raw->runner.attr("start_worker")(
+          nb::cpp_function([worker] { worker->run(); }));
     }
   });
 }
@@ -199,16 +216,84 @@ TRITONSERVER_Error* instance_finalize(TRITONBACKEND_ModelInstance* instance) {
   return guarded("in-process python model finalize", [&] {
     std::unique_ptr<InstanceState> state(state_of(instance));
     if (state == nullptr) return;
+    if (state->worker) {
+      nb::gil_scoped_release release;
+      state->worker->stop();  // runs what it was handed first
+    }
     // The runtime logs the model's own finalize() errors.
     state->runner.attr("finalize")();
   });
 }
 
+void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
+               TRITONBACKEND_Request** requests, uint32_t count) noexcept {
+  const TritonApi& api = triton();
+  const uint64_t start = now_ns();
+  // From here on the requests are ours: each BackendRequest releases its
+  // own (and answers it if nothing did). `handles` are our references to
+  // them; `batch`, the list the runtime is given, may be changed or kept.
+  std::vector<nb::object> handles;
+  try {
+    nb::list batch;
+    for (uint32_t i = 0; i < count; ++i) {
+      handles.push_back(nb::cast(
+          new BackendRequest(requests[i],
+                             std::make_shared<ResponseState>(state->model_name),
+                             &state->outbox),
+          nb::rv_policy::take_ownership));
+      batch.append(handles.back());
+    }
+    state->runner.attr("execute")(batch);
+  } catch (std::exception& e) {
+    // The runtime answers the model's own failures; this is a fault of
+    // the runtime itself (or no memory for the request objects).
+    std::string message = "model '" + state->model_name +
+                          "': in-process python backend failure: " +
+                          e.what();
+    for (uint32_t i = 0; i < count; ++i) {
+      if (i < handles.size()) {
+        try {
+          nb::inst_ptr<BackendRequest>(handles[i])
+              ->fail_if_unanswered(TRITONSERVER_ERROR_INTERNAL, message);
+        } catch (...) {
+        }
+      } else {  // never wrapped: answered and released here
+        TRITONBACKEND_Response* response = nullptr;
+        if (api.TRITONBACKEND_ResponseNew(&response, requests[i]) == nullptr) {
+          TRITONSERVER_Error* why =
+              make_error(TRITONSERVER_ERROR_INTERNAL, message.c_str());
+          ignore_error(api.TRITONBACKEND_ResponseSend(
+              response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, why));
+          ignore_error(why);
+        }
+        ignore_error(api.TRITONBACKEND_RequestRelease(
+            requests[i], TRITONSERVER_REQUEST_RELEASE_ALL));
+      }
+    }
+  }
+  const uint64_t end = now_ns();
+  for (const nb::object& handle : handles) {
+    BackendRequest* request = nb::inst_ptr<BackendRequest>(handle);
+    // A request only `handles` holds dies with them, below: it is released
+    // (and answered, if nothing did) through the outbox, once the GIL is
+    // let go. One the model still holds (an input view, the request object)
+    // acts at once from now on, whenever it goes.
+    if (Py_REFCNT(handle.ptr()) != 1) request->detach_outbox();
+    TRITONSERVER_Error* report = api.TRITONBACKEND_ModelInstanceReportStatistics(
+        instance, request->raw(), request->succeeded(), start, start, end, end);
+    if (report != nullptr) api.ErrorDelete(report);
+  }
+  TRITONSERVER_Error* report =
+      api.TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, count,
+                                                           start, start, end, end);
+  if (report != nullptr) api.ErrorDelete(report);
+}  // `handles` go, and with them the requests only they held
+
+// Called without the GIL: the batch goes to the instance's worker, or runs
+// here.
 TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
                                      TRITONBACKEND_Request** requests,
                                      uint32_t count) {
-  const TritonApi& api = triton();
-  const uint64_t start = now_ns();
   InstanceState* state = nullptr;
   TRITONSERVER_Error* err =
       guarded("in-process python model", [&] { state = state_of(instance); });
@@ -218,71 +303,20 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
                           : make_error(TRITONSERVER_ERROR_INTERNAL,
                                        "in-process python model: no state");
   }
-  // From here on the requests are ours: each BackendRequest releases its
-  // own (and answers it if nothing did). `handles` are our references to
-  // them; `batch`, the list the runtime is given, may be changed or kept.
-  std::vector<nb::object> handles;
-  nb::list batch;
-  for (uint32_t i = 0; i < count; ++i) {
-    handles.push_back(nb::cast(
-        new BackendRequest(requests[i],
-                           std::make_shared<ResponseState>(state->model_name),
-                           &state->outbox),
-        nb::rv_policy::take_ownership));
-    batch.append(handles.back());
+  if (state->worker && state->worker->offer(requests, count)) return nullptr;
+  {
+    ThreadGil gil;
+    run_batch(instance, state, requests, count);
   }
-  auto request = [&](uint32_t i) {
-    return nb::inst_ptr<BackendRequest>(handles[i]);
-  };
-  try {
-    state->runner.attr("execute")(batch);
-  } catch (nb::python_error& e) {
-    // The runtime answers the model's own failures; this is a fault of
-    // the runtime itself.
-    std::string message = "model '" + state->model_name +
-                          "': in-process python backend failure: " +
-                          e.what();
-    for (uint32_t i = 0; i < count; ++i) {
-      try {
-        request(i)->fail_if_unanswered(TRITONSERVER_ERROR_INTERNAL, message);
-      } catch (...) {
-      }
-    }
-  } catch (std::exception&) {
-  }
-  const uint64_t end = now_ns();
-  batch = nb::list();
-  for (uint32_t i = 0; i < count; ++i) {
-    // A request only `handles` holds dies with them, below: it is released
-    // (and answered, if nothing did) through the outbox, once the GIL is
-    // let go. One the model still holds (an input view, the request object)
-    // acts at once from now on, whenever it goes.
-    if (Py_REFCNT(handles[i].ptr()) != 1) request(i)->detach_outbox();
-  }
-  for (uint32_t i = 0; i < count; ++i) {
-    TRITONSERVER_Error* report = api.TRITONBACKEND_ModelInstanceReportStatistics(
-        instance, request(i)->raw(), request(i)->succeeded(), start, start,
-        end, end);
-    if (report != nullptr) api.ErrorDelete(report);
-  }
-  TRITONSERVER_Error* report =
-      api.TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, count,
-                                                           start, start, end, end);
-  if (report != nullptr) api.ErrorDelete(report);
-  return nullptr;  // `handles` go, and with them the requests only they held
-}
-
-void instance_execute_done(TRITONBACKEND_ModelInstance* instance) {
-  InstanceState* state = nullptr;
-  ignore_error(guarded("in-process python model",
-                       [&] { state = state_of(instance); }));
-  if (state != nullptr) state->outbox.flush();
+  // The responses go out once this thread no longer holds the GIL: the
+  // clients they wake need it next.
+  state->outbox.flush();
+  return nullptr;
 }
 
 const PythonBackendTable kTable = {
     kPythonBackendTableVersion, model_initialize,  model_finalize,
     instance_initialize,        instance_finalize, instance_execute,
-    instance_execute_done,
 };
 
 }  // namespace

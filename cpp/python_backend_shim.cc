@@ -1,15 +1,15 @@
 // The in-process python backend library: the core loads it as
 // <backend folder>/python/libtriton_python.so (the folder the package lays
 // out, _api/_python_models.py) and calls its TRITONBACKEND_* entry points
-// on its own threads. Each entry point takes the GIL and forwards to the
-// table of tritonserver._native (python_backend_table.h), where the logic
-// is.
+// on its own threads. Each entry point forwards to the table of
+// tritonserver._native (python_backend_table.h), where the logic is; all
+// but execute take the GIL first (execute decides where the batch runs).
 //
 // It has no NEEDED entry on libpython, libtritonserver or CUDA: the Python
 // symbols resolve from the interpreter that loaded the package, and
 // TRITONSERVER_ErrorNew from the core (loaded RTLD_GLOBAL by the package).
 // Limited API only (Py_LIMITED_API): one file serves every Python >= 3.10.
-// Each entry point takes the GIL with tsb::ThreadGil (thread_state.h,
+// The GIL is taken with tsb::ThreadGil (thread_state.h,
 // compiled into this library too): a core thread keeps one Python thread
 // state for its life, never a new one per call.
 #include <Python.h>  // the limited API (Py_LIMITED_API: CMakeLists.txt)
@@ -97,13 +97,5 @@ TSB_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(
 TSB_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
     TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request** requests,
     const uint32_t count) {
-  TRITONSERVER_Error* err;
-  {
-    tsb::ThreadGil gil;
-    err = table->instance_execute(instance, requests, count);
-  }
-  // The responses go out once this thread no longer holds the GIL: the
-  // clients they wake need it next.
-  table->instance_execute_done(instance);
-  return err;
+  return table->instance_execute(instance, requests, count);  // no GIL
 }

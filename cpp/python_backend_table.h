@@ -18,24 +18,22 @@ struct TRITONBACKEND_Request;
 
 // Bumped when a member changes: the shim refuses a table of another
 // version (a wheel mixing files of two builds).
-constexpr uint32_t kPythonBackendTableVersion = 2;
+constexpr uint32_t kPythonBackendTableVersion = 3;
 #define TSB_PYTHON_BACKEND_CAPSULE "tritonserver._native._python_backend_table"
 
 // Each function is called with the GIL held (the shim takes it), but for
-// instance_execute_done, and never throws; a returned error is the core's
-// to delete.
+// instance_execute, and never throws; a returned error is the core's to
+// delete.
 struct PythonBackendTable {
   uint32_t version;
   TRITONSERVER_Error* (*model_initialize)(TRITONBACKEND_Model*);
   TRITONSERVER_Error* (*model_finalize)(TRITONBACKEND_Model*);
   TRITONSERVER_Error* (*instance_initialize)(TRITONBACKEND_ModelInstance*);
   TRITONSERVER_Error* (*instance_finalize)(TRITONBACKEND_ModelInstance*);
+  // Without the GIL: it takes the GIL itself, or hands the requests to the
+  // instance's worker thread (instance_worker.h).
   TRITONSERVER_Error* (*instance_execute)(TRITONBACKEND_ModelInstance*,
                                           TRITONBACKEND_Request**, uint32_t);
-  // Right after instance_execute, on the same thread, with the GIL
-  // released: sends the final responses execute filled and releases the
-  // requests it ended (response_outbox.h).
-  void (*instance_execute_done)(TRITONBACKEND_ModelInstance*);
 };
 
 }  // extern "C"

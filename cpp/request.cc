@@ -5,6 +5,7 @@
 #include "deferred_release.h"
 #include "errors.h"
 #include "fork.h"
+#include "thread_state.h"
 #include "triton_library.h"
 
 namespace nb = nanobind;
@@ -295,8 +296,19 @@ void Request::submit_from_python(
   if (notifier) state_->queue.set_notifier(notifier);
   drain_deferred();
   try {
-    nb::gil_scoped_release release;
-    submit();
+    if (notifier && !python_under_core_locks()) {
+      // An asyncio loop submits many requests in one pass. The core's
+      // submission only queues the request (it waits for no other request
+      // and for no Python), so the GIL is kept: let go, it would pass to a
+      // waiting model thread once per request (the thread wake-ups of
+      // instance_worker.h) instead of once per pass of the loop. A core
+      // thread that runs Python (a log callback) could hold a core lock
+      // the submission needs while it waits for the GIL: then it is let go.
+      submit();
+    } else {
+      nb::gil_scoped_release release;
+      submit();
+    }
   } catch (...) {
     drain_deferred();  // a refused request's inputs go now
     throw;

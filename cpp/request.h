@@ -104,9 +104,11 @@ class Request {
   // Hands the request to Triton (call without the GIL).
   void submit();
   // The same from Python (call with the GIL): drops parked references
-  // first, submits without the GIL, and on refusal drops this request's
-  // inputs before the exception reaches the caller. With `notifier` (an
-  // asyncio loop's), its responses are also announced there.
+  // first, submits, and on refusal drops this request's inputs before the
+  // exception reaches the caller. With `notifier` (an asyncio loop's), its
+  // responses are also announced there, and the GIL is kept while the core
+  // takes the request (see request.cc) unless Python runs on the core's
+  // threads (a log callback).
   void submit_from_python(
       const std::shared_ptr<LoopNotifier>& notifier = nullptr);
   // Next response; blocks without the GIL. Null on timeout. `poll`: as

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
+
 namespace tsb {
 namespace {
 
@@ -36,6 +38,16 @@ ThreadGil::ThreadGil() noexcept {
 }
 
 ThreadGil::~ThreadGil() { PyGILState_Release(state_); }
+
+std::atomic<bool> g_python_under_core_locks{false};
+
+void note_python_under_core_locks() noexcept {
+  g_python_under_core_locks.store(true);
+}
+
+bool python_under_core_locks() noexcept {
+  return g_python_under_core_locks.load();
+}
 
 bool python_usable() noexcept {
   if (!Py_IsInitialized()) return false;

@@ -31,6 +31,13 @@ class ThreadGil {
   PyGILState_STATE state_;
 };
 
+// Once the core's threads may run Python while they hold the core's locks
+// (a log callback is installed: the core logs under its locks), a thread
+// that holds the GIL must let it go before any core call that may take
+// those locks, even a call that waits for nothing else (request.cc).
+void note_python_under_core_locks() noexcept;
+bool python_under_core_locks() noexcept;
+
 // Whether the interpreter can still be entered from a native thread (it is
 // initialized and not finalizing).
 bool python_usable() noexcept;

@@ -4,9 +4,11 @@ the model's lifecycle. Runs under numpy<2 and numpy 2 alike (no stub)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
+import threading
 
 import numpy
 import pytest
@@ -436,5 +438,92 @@ def test_outputs_that_are_views_or_not_bytes(backend_directory, tmp_path):
             single(broken.infer(inputs={"INPUT0": a, "INPUT1": a}))
         numpy.testing.assert_array_equal(
             as_numpy(single(model.infer(inputs={"INPUT0": a, "INPUT1": a})).outputs["OUTPUT0"]), a[::-1])
+    finally:
+        server.stop()
+
+
+_THREAD_PROBE = (
+    "import threading\n"
+    "import triton_python_backend_utils as pb_utils\n"
+    "THREADS = []\n"
+    "class TritonPythonModel:\n"
+    "    def execute(self, requests):\n"
+    "        THREADS.append(threading.current_thread().name)\n"
+    "        responses = []\n"
+    "        for r in requests:\n"
+    "            a = pb_utils.get_input_tensor_by_name(r, 'INPUT0').as_numpy()\n"
+    "            b = pb_utils.get_input_tensor_by_name(r, 'INPUT1').as_numpy()\n"
+    "            responses.append(pb_utils.InferenceResponse(\n"
+    "                [pb_utils.Tensor('OUTPUT0', a + b), pb_utils.Tensor('OUTPUT1', a - b)]))\n"
+    "        return responses\n")
+
+
+def test_a_backlog_runs_on_the_instances_own_thread_and_a_lone_request_on_the_cores(backend_directory, tmp_path):
+    """A one-instance model without a batcher hands requests that arrive
+    while others are in flight to its own Python thread, which runs them in
+    turn under one hold of the GIL (cpp/instance_worker.h); a request sent
+    alone runs on the core's thread. Every request gets its own answer
+    either way; unloading with a backlog runs it first and ends the thread.
+    A model of two instances never hands off (the core spreads requests
+    over the instances that are free)."""
+    repo = _model_repository(tmp_path, "probe", _THREAD_PROBE)
+    (repo / "probe2" / "1").mkdir(parents=True)
+    (repo / "probe2" / "config.pbtxt").write_text(
+        (repo / "probe" / "config.pbtxt").read_text().replace('"probe"', '"probe2"').replace("count: 1", "count: 2"))
+    (repo / "probe2" / "1" / "model.py").write_text(_THREAD_PROBE)
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-handoff", python_models="in-process",
+                                              model_repository=str(repo), log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+
+    def worker_threads(name: str) -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith(f"tritonserver model {name}_")]
+
+    def threads_seen(name: str) -> list[str]:
+        return next(m for key, m in sys.modules.items() if key.startswith(f"_triton_model_{name}_")).THREADS
+
+    async def concurrently(model: tritonserver.Model, count: int) -> list[tritonserver.InferenceResponse]:
+        async def one(i: int) -> tritonserver.InferenceResponse:
+            x = numpy.full(4, i, numpy.float32)
+            return [r async for r in model.async_infer(inputs={"INPUT0": x, "INPUT1": x})][-1]
+
+        return await asyncio.gather(*[one(i) for i in range(count)])
+
+    try:
+        probe, probe2 = server.load("probe"), server.load("probe2")
+        assert len(worker_threads("probe")) == 1 and not worker_threads("probe2")
+        x = numpy.ones(4, numpy.float32)
+        for _ in range(3):
+            assert as_numpy(single(probe.infer(inputs={"INPUT0": x, "INPUT1": x})).outputs["OUTPUT0"]).tolist() == [2] * 4
+        assert len(threads_seen("probe")) == 3 and not any(n.startswith("tritonserver") for n in threads_seen("probe"))
+        for model in (probe, probe2):
+            responses = call_with_deadline(lambda: asyncio.run(concurrently(model, 64)), 60)
+            for i, response in enumerate(responses):
+                assert as_numpy(response.outputs["OUTPUT0"]).tolist() == [2 * i] * 4
+                assert as_numpy(response.outputs["OUTPUT1"]).tolist() == [0] * 4
+            del responses
+        handed = [n for n in threads_seen("probe")[3:] if n.startswith("tritonserver model probe_")]
+        assert handed, f"no request of 64 in flight ran on the instance's thread: {threads_seen('probe')}"
+        assert not any(n.startswith("tritonserver") for n in threads_seen("probe2"))
+        # Unloading with a backlog: every request is answered, then the thread ends.
+        [worker] = worker_threads("probe")
+        seen = threads_seen("probe")
+
+        async def unload_under_load() -> list[tritonserver.InferenceResponse]:
+            inputs = [numpy.full(4, i, numpy.float32) for i in range(64)]
+            iterators = [probe.async_infer(inputs={"INPUT0": x, "INPUT1": x}) for x in inputs]  # submitted
+            unloading = asyncio.to_thread(server.unload, "probe", wait_until_unloaded=True, timeout=60)
+
+            async def last(iterator: tritonserver.AsyncResponseIterator) -> tritonserver.InferenceResponse:
+                return [r async for r in iterator][-1]
+
+            *responses, _ = await asyncio.gather(*[last(it) for it in iterators], unloading)
+            return responses
+
+        before = len(seen)
+        responses = call_with_deadline(lambda: asyncio.run(unload_under_load()), 90)
+        assert [as_numpy(r.outputs["OUTPUT0"]).tolist() for r in responses] == [[2 * i] * 4 for i in range(64)]
+        assert len(seen) - before == 64
+        worker.join(30)
+        assert not worker.is_alive()
     finally:
         server.stop()

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import traceback
 from types import ModuleType
 from typing import Any, Optional
@@ -123,6 +124,12 @@ class Instance:
                     f"({why}); run python models with the stub: Options(python_models=\"stub\"), in an "
                     "environment with numpy<2 and a Python the core has a stub for", pb_utils.TritonError.UNSUPPORTED)
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
+        # Whether the core's thread may hand batches to a worker thread
+        # (cpp/instance_worker.h): one instance and no batcher, so that the
+        # core's scheduling does not depend on execute taking its time.
+        instances = sum(int(group.get("count", 1)) for group in config.get("instance_group", [])) or 1
+        self.hand_off = (instances == 1 and "dynamic_batching" not in config
+                         and "sequence_batching" not in config)
         path, folder = _model_file(self.name, config, args)
         # model.py imports triton_python_backend_utils: ours, in-process.
         sys.modules["triton_python_backend_utils"] = pb_utils
@@ -147,6 +154,12 @@ class Instance:
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
         return self._loop
+
+    def start_worker(self, run: Any) -> None:
+        """Start the instance's worker thread, whose body is `run` (native:
+        it returns when the instance is finalized). A Python thread, so that
+        Python makes its thread state with the GIL held."""
+        threading.Thread(target=run, name=f"tritonserver model {self.instance_name}", daemon=True).start()
 
     def execute(self, natives: list[_native.BackendRequest]) -> None:
         """Run the model on a batch of requests and send their responses;

@@ -1,0 +1,75 @@
+#include "instance_worker.h"
+
+#include <nanobind/nanobind.h>
+
+#include <utility>
+
+#include "inflight_requests.h"
+
+namespace tsb {
+namespace {
+
+// The most batches run under one hold of the GIL: their final responses
+// wait for the last of them, so this bounds the latency the grouping adds.
+constexpr int kMaxBatchesPerHold = 32;
+
+}  // namespace
+
+InstanceWorker::InstanceWorker(std::function<void(Batch&)> execute,
+                               std::function<void()> done)
+    : execute_(std::move(execute)), done_(std::move(done)) {}
+
+bool InstanceWorker::offer(TRITONBACKEND_Request** requests,
+                           uint32_t count) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!started_ || stopping_) return false;
+    const bool idle = queue_.empty() && !busy_;
+    if (idle && live_requests() <= count) return false;
+    queue_.emplace_back(requests, requests + count);
+    if (idle) wake_.notify_one();
+    return true;
+  } catch (...) {  // no memory for the queue: run it on the caller's thread
+    return false;
+  }
+}
+
+void InstanceWorker::run() {
+  {
+    nanobind::gil_scoped_release release;
+    std::unique_lock<std::mutex> lock(mutex_);
+    started_ = true;
+    for (;;) {
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) break;  // stopping, and nothing left to run
+      busy_ = true;
+      lock.unlock();
+      {
+        nanobind::gil_scoped_acquire gil;
+        std::unique_lock<std::mutex> take(mutex_);
+        for (int n = 0; n < kMaxBatchesPerHold && !queue_.empty(); ++n) {
+          Batch batch = std::move(queue_.front());
+          queue_.pop_front();
+          take.unlock();
+          execute_(batch);  // answers its requests, whatever happens
+          take.lock();
+        }
+      }
+      done_();
+      lock.lock();
+      busy_ = !queue_.empty();
+    }
+    exited_ = true;
+    stopped_.notify_all();  // under the lock: stop()'s caller may then delete this
+  }
+}
+
+void InstanceWorker::stop() noexcept {
+  std::unique_lock<std::mutex> lock(mutex_);
+  stopping_ = true;
+  if (!started_) return;
+  wake_.notify_one();
+  stopped_.wait(lock, [&] { return exited_; });
+}
+
+}  // namespace tsb
