@@ -43,9 +43,13 @@ void InstanceWorker::run() {
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) break;  // stopping, and nothing left to run
       busy_ = true;
-      lock.unlock();
       {
+        // The GIL is taken before the queue is let go: meanwhile the core's
+        // thread waits here, in offer(), rather than on the core's own
+        // queue, where each request the event loop submits would wake it
+        // (a thread wake-up per request, paid by the loop under the GIL).
         nanobind::gil_scoped_acquire gil;
+        lock.unlock();
         std::unique_lock<std::mutex> take(mutex_);
         for (int n = 0; n < kMaxBatchesPerHold && !queue_.empty(); ++n) {
           Batch batch = std::move(queue_.front());

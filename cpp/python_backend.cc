@@ -186,22 +186,30 @@ TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
     // errors.
     nb::tuple result = nb::cast<nb::tuple>(loaded);
     raise_failure(result[1]);
-    auto state = std::make_unique<InstanceState>();
-    state->runner = nb::borrow(result[0]);
-    state->model_name = model_name;
-    check(api.TRITONBACKEND_ModelInstanceSetState(instance, state.get()),
-          "keeping the instance's state");
-    InstanceState* raw = state.release();
-    if (nb::cast<bool>(raw->runner.attr("hand_off"))) {
-      raw->worker = std::make_unique<InstanceWorker>(
-          [instance, raw](InstanceWorker::Batch& batch) {
-            run_batch(instance, raw, batch.data(),
+    auto* state = new InstanceState{nb::borrow(result[0]), model_name};
+    TRITONSERVER_Error* err =
+        api.TRITONBACKEND_ModelInstanceSetState(instance, state);
+    if (err != nullptr) {
+      state->runner.attr("finalize")();
+      delete state;
+      check(err);
+    }
+    if (nb::cast<bool>(state->runner.attr("hand_off"))) {
+      state->worker = std::make_unique<InstanceWorker>(
+          [instance, state](InstanceWorker::Batch& batch) {
+            run_batch(instance, state, batch.data(),
                       static_cast<uint32_t>(batch.size()));
           },
-          [raw] { raw->outbox.flush(); });
-      InstanceWorker* worker = raw->worker.get();
-      raw->runner.attr("start_worker")(
-          nb::cpp_function([worker] { worker->run(); }));
+          [state] { state->outbox.flush(); });
+      InstanceWorker* worker = state->worker.get();
+      try {
+        state->runner.attr("start_worker")(
+            nb::cpp_function([worker] { worker->run(); }));
+      } catch (nb::python_error& e) {
+        // No thread: every batch runs on the core's thread (offer() is
+        // false until run() starts). Said, not fatal.
+        e.discard_as_unraisable("tritonserver: starting a model's worker thread");
+      }
     }
   });
 }
