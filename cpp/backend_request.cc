@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "cuda_runtime.h"
 #include "errors.h"
 #include "triton_library.h"
 
@@ -72,21 +73,28 @@ void fill(TRITONBACKEND_Response* response, ResponseState& state,
           response, &output, item.name.c_str(),
           static_cast<TRITONSERVER_DataType>(item.datatype), item.shape.data(),
           static_cast<uint32_t>(item.shape.size())));
-      const size_t size = static_cast<size_t>(item.view.len);
+      // Asked for where the data is; the core's allocator decides.
+      const bool on_device = item.device >= 0;
+      const void* data = on_device ? item.device_data : item.view.buf;
+      const size_t size =
+          on_device ? item.device_size : static_cast<size_t>(item.view.len);
       void* buffer = nullptr;
-      TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
-      int64_t memory_type_id = 0;
+      TRITONSERVER_MemoryType memory_type =
+          on_device ? TRITONSERVER_MEMORY_GPU : TRITONSERVER_MEMORY_CPU;
+      int64_t memory_type_id = on_device ? item.device : 0;
       check(api.TRITONBACKEND_OutputBuffer(output, &buffer, size, &memory_type,
                                            &memory_type_id));
       if (size == 0) continue;
-      if (memory_type == TRITONSERVER_MEMORY_GPU) {
-        raise(TRITONSERVER_ERROR_UNSUPPORTED,
-              "model '" + state.model_name + "': the core asked for output '" +
-                  item.name + "' in GPU memory, which in-process python models "
-                  "cannot write (run the model with the stub: "
-                  "Options(python_models=\"stub\"))");
+      if (on_device || memory_type == TRITONSERVER_MEMORY_GPU) {
+        const int device = memory_type == TRITONSERVER_MEMORY_GPU
+                               ? static_cast<int>(memory_type_id)
+                               : item.device;
+        nb::gil_scoped_release release;
+        cuda_copy(buffer, data, size, device,
+                  "model '" + state.model_name + "': output '" + item.name + "'");
+      } else {
+        std::memcpy(buffer, data, size);
       }
-      std::memcpy(buffer, item.view.buf, size);
     }
   } catch (...) {
     ignore_error(api.TRITONBACKEND_ResponseDelete(response));
@@ -168,6 +176,21 @@ Outputs::Outputs(nb::handle outputs) {
     Output item{nb::cast<std::string>(fields[0]), nb::cast<int>(fields[1]),
                 {}, {}};
     nb::object data = fields[2];
+    if (PyTuple_Check(data.ptr())) {  // in GPU memory
+      nb::tuple device = nb::borrow<nb::tuple>(data);
+      if (device.size() != 4 || fields[3].is_none()) {
+        throw nb::type_error("a GPU output must be (pointer, bytes, device id, "
+                             "owner) with its shape");
+      }
+      item.device_data = reinterpret_cast<const void*>(
+          nb::cast<uintptr_t>(device[0]));
+      item.device_size = nb::cast<size_t>(device[1]);
+      item.device = nb::cast<int>(device[2]);
+      item.owner = device[3];
+      for (nb::handle dim : fields[3]) item.shape.push_back(nb::cast<int64_t>(dim));
+      items_.push_back(std::move(item));
+      continue;
+    }
     constexpr int kFlags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
     if (PyObject_GetBuffer(data.ptr(), &item.view, kFlags) != 0) {
       PyErr_Clear();
@@ -205,7 +228,9 @@ Outputs::Outputs(nb::handle outputs) {
 }
 
 Outputs::~Outputs() {
-  for (Output& item : items_) PyBuffer_Release(&item.view);
+  for (Output& item : items_) {
+    if (item.device < 0) PyBuffer_Release(&item.view);
+  }
 }
 
 BackendRequest::~BackendRequest() {
@@ -262,7 +287,12 @@ nb::object BackendRequest::input(nb::handle self, const std::string& name) {
               std::to_string(byte_size) + " bytes, not the " +
               std::to_string(expected) + " its shape and data type need");
   }
-  std::vector<std::pair<const void*, uint64_t>> parts;
+  struct Part {
+    const void* data;
+    uint64_t size;
+    int device;  // -1: host memory
+  };
+  std::vector<Part> parts;
   for (uint32_t i = 0; i < buffers; ++i) {
     const void* buffer = nullptr;
     uint64_t size = 0;
@@ -270,43 +300,53 @@ nb::object BackendRequest::input(nb::handle self, const std::string& name) {
     int64_t memory_type_id = 0;
     check(api.TRITONBACKEND_InputBuffer(input, i, &buffer, &size, &memory_type,
                                         &memory_type_id));
-    if (memory_type == TRITONSERVER_MEMORY_GPU) {
-      raise(TRITONSERVER_ERROR_UNSUPPORTED,
-            "model '" + state_->model_name + "': input '" + name +
-                "' is in GPU memory; in-process python models take inputs in "
-                "host memory only (send it from host memory, or run the model "
-                "with the stub: Options(python_models=\"stub\"))");
-    }
-    parts.emplace_back(buffer, size);
+    const bool gpu = memory_type == TRITONSERVER_MEMORY_GPU;
+    parts.push_back({buffer, size, gpu ? static_cast<int>(memory_type_id) : -1});
   }
-  // The core's buffer itself (the array keeps this request alive), or, of
-  // several pieces (or none), one host copy owned by the array.
-  const void* data = nullptr;
-  nb::object owner;
-  if (parts.size() == 1 && parts[0].second == byte_size && byte_size > 0) {
-    data = parts[0].first;
-    owner = nb::borrow(self);
-  } else {
-    auto* copy = new std::vector<uint8_t>(byte_size);
-    size_t offset = 0;
-    for (const auto& [buffer, size] : parts) {
-      if (size > byte_size - offset) break;
-      if (size > 0) std::memcpy(copy->data() + offset, buffer, size);
-      offset += size;
-    }
-    owner = nb::capsule(copy, [](void* p) noexcept {
-      delete static_cast<std::vector<uint8_t>*>(p);
-    });
-    data = copy->data();
-  }
-  nb::object array = nb::cast(InputArray(data, array_shape.size(),
-                                          array_shape.data(), owner, nullptr,
-                                          *dtype));
+  const bool whole = parts.size() == 1 && parts[0].size == byte_size &&
+                     byte_size > 0;
   nb::tuple dims_tuple = nb::steal<nb::tuple>(PyTuple_New(dims));
   if (!dims_tuple.is_valid()) throw nb::python_error();
   for (uint32_t i = 0; i < dims; ++i) {
     PyTuple_SetItem(dims_tuple.ptr(), i, nb::int_(shape[i]).release().ptr());
   }
+  if (whole && parts[0].device >= 0 && device_inputs_) {
+    // Left on its device: the Python side keeps this request alive with it.
+    return nb::make_tuple(
+        static_cast<int>(datatype), dims_tuple,
+        nb::make_tuple(reinterpret_cast<uintptr_t>(parts[0].data), byte_size,
+                       parts[0].device));
+  }
+  // The core's buffer itself (the array keeps this request alive), or, of
+  // several pieces (or none, or in GPU memory), one host copy owned by the
+  // array.
+  const void* data = nullptr;
+  nb::object owner;
+  if (whole && parts[0].device < 0) {
+    data = parts[0].data;
+    owner = nb::borrow(self);
+  } else {
+    auto* copy = new std::vector<uint8_t>(byte_size);
+    owner = nb::capsule(copy, [](void* p) noexcept {
+      delete static_cast<std::vector<uint8_t>*>(p);
+    });
+    data = copy->data();
+    size_t offset = 0;
+    for (const Part& part : parts) {
+      if (part.size > byte_size - offset) break;
+      if (part.size > 0 && part.device >= 0) {
+        nb::gil_scoped_release release;
+        cuda_copy(copy->data() + offset, part.data, part.size, part.device,
+                  "model '" + state_->model_name + "': input '" + name + "'");
+      } else if (part.size > 0) {
+        std::memcpy(copy->data() + offset, part.data, part.size);
+      }
+      offset += part.size;
+    }
+  }
+  nb::object array = nb::cast(InputArray(data, array_shape.size(),
+                                          array_shape.data(), owner, nullptr,
+                                          *dtype));
   return nb::make_tuple(static_cast<int>(datatype), dims_tuple, array);
 }
 

@@ -27,15 +27,21 @@ namespace tsb {
 // TRITONSERVER_DataType, data, shape or None), `data` anything with the
 // buffer protocol (a NumPy array; a copy is made of one that is not
 // C-contiguous), its shape the data's own unless given (BYTES: the
-// tensor's shape, the data its serialized bytes). The buffers are held
-// until the response is filled; made and destroyed with the GIL held.
+// tensor's shape, the data its serialized bytes), or, for a tensor in GPU
+// memory, a tuple (pointer, bytes, device id, owner) with the shape given.
+// The buffers are held until the response is filled; made and destroyed
+// with the GIL held.
 class Outputs {
  public:
   struct Output {
     std::string name;
     int datatype;
     std::vector<int64_t> shape;
-    Py_buffer view;
+    Py_buffer view;  // host data (device < 0)
+    int device = -1;  // GPU data: its device, pointer, size and owner
+    const void* device_data = nullptr;
+    size_t device_size = 0;
+    nanobind::object owner;
   };
   Outputs() = default;
   explicit Outputs(nanobind::handle outputs);
@@ -70,9 +76,13 @@ class BackendRequest {
   // While `outbox` is set (during execute), a final response sent through
   // this object is filled at once and held there to be sent later, and the
   // request, if this object dies meanwhile, is released from there too.
+  // `device_inputs`: an input in GPU memory is given as it is (the model
+  // config's FORCE_CPU_ONLY_INPUT_TENSORS "no"), else copied to the host.
   BackendRequest(TRITONBACKEND_Request* request,
-                 std::shared_ptr<ResponseState> state, ResponseOutbox* outbox)
-      : request_(request), state_(std::move(state)), outbox_(outbox) {}
+                 std::shared_ptr<ResponseState> state, ResponseOutbox* outbox,
+                 bool device_inputs = false)
+      : request_(request), state_(std::move(state)), outbox_(outbox),
+        device_inputs_(device_inputs) {}
   // Answers a request left without a final response (so that no client
   // waits forever), then releases it.
   ~BackendRequest();
@@ -89,8 +99,11 @@ class BackendRequest {
   // (TRITONSERVER_DataType, shape, NumPy array) of the input `name`, or
   // None when the request has no such input: the array is read-only, of the
   // input's type and shape, a view of the core's buffer (no copy) when it
-  // is one piece; of BYTES and BF16 (no NumPy type) its raw bytes (uint8,
-  // 1-D). `self` is this object's Python handle: the view keeps it alive.
+  // is one piece in host memory; of BYTES and BF16 (no NumPy type) its raw
+  // bytes (uint8, 1-D). An input in GPU memory is copied to the host, or,
+  // with `device_inputs`, given as (pointer, bytes, device id) when it is
+  // one piece. `self` is this object's Python handle: the view keeps it
+  // alive.
   nanobind::object input(nanobind::handle self, const std::string& name);
   std::vector<std::string> input_names() const;
   std::vector<std::string> requested_output_names() const;
@@ -117,6 +130,7 @@ class BackendRequest {
   std::weak_ptr<ResponseSender> sender_;
   bool sender_made_ = false;
   ResponseOutbox* outbox_;
+  const bool device_inputs_;
 };
 
 class ResponseSender {

@@ -189,6 +189,30 @@ void cuda_stream_wait_default(int device, uintptr_t stream) {
   }
 }
 
+void cuda_copy(void* dst, const void* src, size_t size, int device,
+               const std::string& what) {
+  const CudaRuntime* rt = cuda();
+  if (rt == nullptr) {
+    raise(TRITONSERVER_ERROR_UNSUPPORTED,
+          what + " needs CUDA, which is not available (" + cuda_status() + ")");
+  }
+  if (rt->StreamSynchronize == nullptr) {
+    raise(TRITONSERVER_ERROR_UNSUPPORTED,
+          what + " needs cudaStreamSynchronize, which the CUDA runtime lacks (" +
+              cuda_status() + ")");
+  }
+  ScopedDevice scoped(device);
+  int err = rt->Memcpy(dst, src, size, kCudaMemcpyDefault);
+  // A copy between device buffers may return before it is done.
+  if (err == kCudaSuccess) err = rt->StreamSynchronize(nullptr);
+  if (err != kCudaSuccess) {
+    cuda_clear_last_error();
+    raise(TRITONSERVER_ERROR_INTERNAL,
+          what + ": copying " + std::to_string(size) + " bytes on device " +
+              std::to_string(device) + " failed: " + cuda_error_string(err));
+  }
+}
+
 ScopedDevice::ScopedDevice(int device) {
   if (const CudaRuntime* rt = cuda()) {
     if (rt->GetDevice(&previous_) != kCudaSuccess) previous_ = -1;

@@ -29,14 +29,16 @@ using cudaEvent_t = void*;
   X(GetLastError, int, (void))                            \
   X(GetErrorString, const char*, (int))
 // cuda_stream_wait_default (a DLPack consumer's stream) needs the event
-// functions; the versions only name why no device is seen.
+// functions, cuda_copy the stream synchronization; the versions only name
+// why no device is seen.
 #define CUDA_OPTIONAL_FUNCTIONS(X)                         \
   X(EventCreateWithFlags, int, (cudaEvent_t*, unsigned int)) \
   X(EventRecord, int, (cudaEvent_t, cudaStream_t))         \
   X(EventDestroy, int, (cudaEvent_t))                      \
   X(StreamWaitEvent, int, (cudaStream_t, cudaEvent_t, unsigned int)) \
   X(DriverGetVersion, int, (int*))                         \
-  X(RuntimeGetVersion, int, (int*))
+  X(RuntimeGetVersion, int, (int*))                        \
+  X(StreamSynchronize, int, (cudaStream_t))
 
 struct CudaRuntime {
 #define CUDA_DECLARE_MEMBER(name, ret, args) ret(*name) args = nullptr;
@@ -77,6 +79,14 @@ void cuda_clear_last_error() noexcept;
 // event, no host synchronization. Throws TritonException on failure
 // (UNSUPPORTED when the runtime lacks the event functions).
 void cuda_stream_wait_default(int device, uintptr_t stream);
+
+// Copies `size` bytes between any two of host and `device`'s memory
+// (cudaMemcpy, direction from the pointers) and waits until the copy is
+// complete, so that the source may be freed and the destination read at
+// once. Call without the GIL. Throws TritonException (UNSUPPORTED without
+// CUDA, INTERNAL naming `what` and the CUDA error when the copy fails).
+void cuda_copy(void* dst, const void* src, size_t size, int device,
+               const std::string& what);
 
 // RAII: makes `device` current for the scope, restoring the previous one.
 class ScopedDevice {

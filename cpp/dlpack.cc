@@ -224,6 +224,24 @@ nb::object export_dlpack(nb::handle owner, uintptr_t data, size_t nbytes,
   return nb::steal(capsule);
 }
 
+nb::tuple dlpack_capsule_device(nb::handle capsule) {
+  const DLTensor* tensor = nullptr;
+  if (PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
+    tensor = &static_cast<DLManagedTensor*>(
+                  PyCapsule_GetPointer(capsule.ptr(), "dltensor"))
+                  ->dl_tensor;
+  } else if (PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned")) {
+    tensor = &static_cast<DLManagedTensorVersioned*>(
+                  PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"))
+                  ->dl_tensor;
+  } else {
+    throw nb::type_error(
+        "expected a DLPack capsule (\"dltensor\" or \"dltensor_versioned\", "
+        "not consumed yet) or an object with __dlpack__");
+  }
+  return nb::make_tuple(tensor->device.device_type, tensor->device.device_id);
+}
+
 uintptr_t DLPackView::data_ptr() const {
   return reinterpret_cast<uintptr_t>(array_.data());
 }

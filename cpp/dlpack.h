@@ -34,6 +34,10 @@ nanobind::object export_dlpack(nanobind::handle owner, uintptr_t data,
                                int32_t device_type, int32_t device_id,
                                bool versioned);
 
+// (device type, device id) of a "dltensor" or "dltensor_versioned"
+// capsule, read without consuming it; TypeError for anything else.
+nanobind::tuple dlpack_capsule_device(nanobind::handle capsule);
+
 // A foreign array imported through DLPack (or the buffer protocol).
 class DLPackView {
  public:

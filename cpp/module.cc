@@ -145,6 +145,8 @@ NB_MODULE(_native, m) {
         const size_t size = copy->size;
         return memory_buffer(std::move(copy), size);
       }, nb::sig("def contiguous_copy(self) -> typing.Any"));
+  m.def("dlpack_capsule_device", &dlpack_capsule_device, "capsule"_a,
+        nb::sig("def dlpack_capsule_device(capsule: object) -> tuple[int, int]"));
   m.def(
       "import_dlpack",
       [](nb::ndarray<nb::ro> array) { return DLPackView(std::move(array)); },

@@ -26,6 +26,8 @@ constexpr const char* kRuntimeModule = "tritonserver._python_models._runtime";
 struct InstanceState {
   nb::object runner;
   std::string model_name;
+  // Inputs in GPU memory stay there (FORCE_CPU_ONLY_INPUT_TENSORS "no").
+  bool device_inputs = false;
   // The final responses of the batches run since they were last sent (one
   // batch at a time: the core's thread or the worker runs them), sent once
   // the GIL is let go.
@@ -186,7 +188,9 @@ TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
     // errors.
     nb::tuple result = nb::cast<nb::tuple>(loaded);
     raise_failure(result[1]);
-    auto* state = new InstanceState{nb::borrow(result[0]), model_name};
+    auto* state = new InstanceState{
+        nb::borrow(result[0]), model_name,
+        nb::cast<bool>(nb::borrow(result[0]).attr("device_inputs"))};
     TRITONSERVER_Error* err =
         api.TRITONBACKEND_ModelInstanceSetState(instance, state);
     if (err != nullptr) {
@@ -247,7 +251,7 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
       handles.push_back(nb::cast(
           new BackendRequest(requests[i],
                              std::make_shared<ResponseState>(state->model_name),
-                             &state->outbox),
+                             &state->outbox, state->device_inputs),
           nb::rv_policy::take_ownership));
       batch.append(handles.back());
     }

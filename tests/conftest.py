@@ -90,6 +90,27 @@ def model(server):
     return get
 
 
+@pytest.fixture(scope="module")
+def inproc(backend_directory):
+    """A server per test module running python models in-process;
+    inproc(name) loads the model on first use and returns it."""
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc", python_models="in-process",
+                                              log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    assert server.python_models == "in-process"
+    loaded: set[str] = set()
+
+    def get(name: str) -> tritonserver.Model:
+        if name not in loaded:
+            server.load(name)
+            loaded.add(name)
+        return server.model(name)
+
+    get.server = server  # type: ignore[attr-defined]
+    yield get
+    server.stop()
+
+
 os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
 
 

@@ -17,26 +17,6 @@ import tritonserver
 from common import MODELS, ROOT, address, as_numpy, call_with_deadline, hooks, make_options, refused, single
 
 
-@pytest.fixture(scope="module")
-def inproc(backend_directory):
-    """A server of this module running python models in-process."""
-    server = tritonserver.Server(make_options(backend_directory, server_id="inproc", python_models="in-process",
-                                              log_error=False))
-    server.start(wait_until_ready=True, timeout=60)
-    assert server.python_models == "in-process"
-    loaded: set[str] = set()
-
-    def get(name: str) -> tritonserver.Model:
-        if name not in loaded:
-            server.load(name)
-            loaded.add(name)
-        return server.model(name)
-
-    get.server = server  # type: ignore[attr-defined]
-    yield get
-    server.stop()
-
-
 def test_add_sub(inproc):
     a = numpy.arange(16, dtype=numpy.float32)
     b = numpy.full(16, 2.5, dtype=numpy.float32)
@@ -139,6 +119,46 @@ def test_input_views_are_read_only(backend_directory, tmp_path):
         with refused(tritonserver.InternalError, match="read-only"):
             single(server.model("writes_input").infer(inputs={"INPUT0": a, "INPUT1": a}))
         assert a.tolist() == [1, 1, 1, 1]  # the client's array is untouched
+    finally:
+        server.stop()
+
+
+def test_an_inputs_dlpack_export_is_never_written_through(backend_directory, tmp_path):
+    """to_dlpack() (the README's way to torch) and the __dlpack__ protocol
+    work on an input, which is read-only (the request's memory): a legacy
+    capsule cannot say so, so it holds a copy (a consumer such as torch may
+    write into what it got)."""
+    repo = _model_repository(
+        tmp_path, "dlpack_input",
+        "import numpy as np\n"
+        "import triton_python_backend_utils as pb_utils\n"
+        "class Capsule:\n"
+        "    def __init__(self, capsule):\n"
+        "        self.capsule = capsule\n"
+        "    def __dlpack__(self, **kwargs):\n"
+        "        return self.capsule\n"
+        "    def __dlpack_device__(self):\n"
+        "        return (1, 0)\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        responses = []\n"
+        "        for r in requests:\n"
+        "            tensor = pb_utils.get_input_tensor_by_name(r, 'INPUT0')\n"
+        "            taken = np.from_dlpack(Capsule(tensor.to_dlpack()))\n"
+        "            seen = np.from_dlpack(tensor)\n"
+        "            apart = taken.ctypes.data != tensor.as_numpy().ctypes.data\n"
+        "            responses.append(pb_utils.InferenceResponse([\n"
+        "                pb_utils.Tensor('OUTPUT0', taken + seen), pb_utils.Tensor('OUTPUT1', np.array([apart], np.float32))]))\n"
+        "        return responses\n")
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-dlpack", python_models="in-process",
+                                              model_repository=str(repo), log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        server.load("dlpack_input")
+        a = numpy.ones(4, numpy.float32)
+        response = single(server.model("dlpack_input").infer(inputs={"INPUT0": a, "INPUT1": a}))
+        assert as_numpy(response.outputs["OUTPUT0"]).tolist() == [2, 2, 2, 2]
+        assert as_numpy(response.outputs["OUTPUT1"]).tolist() == [1]  # the capsule's memory is not the request's
     finally:
         server.stop()
 

@@ -12,7 +12,8 @@
 # own under a watchdog (its own cap and one overall deadline, 400 s, of which
 # the last 60 s are kept for the last phase):
 #   probe          driver, MIG, the CUDA runtimes mapped, versions (60 s)
-#   gpu            -m gpu: tests/test_gpu.py, tests/test_zero_copy.py (150 s)
+#   gpu            -m gpu: tests/test_gpu.py, tests/test_zero_copy.py,
+#                  tests/test_python_gpu.py (150 s)
 #   identity       the identity-model tests, CUDA present (90 s)
 #   nvidia_compat  tests/gpu/test_nvidia_compat.py (45 s)
 #   triton_log     one server with Triton's info/warning log: a GPU and a
@@ -209,7 +210,7 @@ run_phase() {  # name cap pytest-args...
   guard "$name" "$cap" tests "${PYTEST[@]}" --junitxml="$OUT/$name.xml" "$@"
 }
 
-run_phase gpu 150 -m gpu test_gpu.py test_zero_copy.py
+run_phase gpu 150 -m gpu test_gpu.py test_zero_copy.py test_python_gpu.py
 # Identity models only (the python backend's stub needs numpy<2); -k as in
 # the files' names for identity models. test_delivery.py last: a response
 # kept alive by its user-queue feeder would fail later files' leak checks.

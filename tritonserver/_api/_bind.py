@@ -252,6 +252,11 @@ def bind(server: "Server", model_name: str, fn: Callable[..., Any], *, inputs: S
             raise TypeError(f"bind('{model_name}'): config must be a dict of model-config fields")
         _merge(model_config, config)
         model_config["parameters"][BINDING_PARAMETER] = {"string_value": token}
+        cpu_only = model_config["parameters"].get("FORCE_CPU_ONLY_INPUT_TENSORS", {})
+        if max_batch_size > 0 and str(cpu_only.get("string_value", "yes")).strip().lower() == "no":
+            raise ValueError(f"bind('{model_name}'): inputs left in GPU memory (FORCE_CPU_ONLY_INPUT_TENSORS "
+                             "\"no\") cannot be joined into batches; bind with max_batch_size=0, or let inputs "
+                             "be copied to the host")
 
     repository = _repository(server)
     entry = Binding(model_name, fn, specs["inputs"], specs["outputs"], max_batch_size, decoupled, kind,

@@ -12,8 +12,9 @@ from typing import Any, Iterator, Optional, Union
 import numpy as np
 
 from .._api import _errors, _server
-from .._api._enums import DataType
+from .._api._enums import DataType, MemoryType
 from . import pb_utils
+from ._device_array import DeviceArray
 
 # The server address of the model instance running on this thread
 # (set by _runtime around initialize/execute/finalize).
@@ -46,8 +47,11 @@ def _response_of(response: Any) -> pb_utils.InferenceResponse:
     """A tritonserver.InferenceResponse as the model API's."""
     outputs = []
     for name, tensor in response.outputs.items():
+        array: Any
         if tensor.data_type == DataType.BYTES:
             array = np.asarray(tensor.to_bytes_array(), dtype=np.object_).reshape(tensor.shape)
+        elif tensor.memory_type == MemoryType.GPU:
+            array = DeviceArray.of_dlpack(tensor, f"output '{name}'")
         else:
             array = np.from_dlpack(tensor)
         outputs.append(pb_utils.Tensor(name, array))
@@ -77,7 +81,8 @@ def execute(request: pb_utils.InferenceRequest,
         kwargs["output_names"] = list(request._requested)
     try:
         model = server.model(request._model_name, request._model_version)
-        responses = model.infer(inputs={t.name(): t.as_numpy() for t in request._inputs}, **kwargs)
+        inputs: dict[str, Any] = {t.name(): t._array if not t.is_cpu() else t.as_numpy() for t in request._inputs}
+        responses = model.infer(inputs=inputs, **kwargs)
         if decoupled:
             return (_response_of(r) for r in responses)
         results = [_response_of(r) for r in responses]

@@ -23,6 +23,7 @@ import numpy
 from .._api import _errors
 from .._api._bind import BINDING_PARAMETER, Binding, CallContext, TensorSpec, binding
 from . import pb_utils
+from ._device_array import DeviceArray, input_on_device, is_on_device
 
 _FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 _OBJECT = numpy.dtype(object)
@@ -102,6 +103,9 @@ class TritonPythonModel:
                 try:
                     native.send([pb_utils._output_spec(name, self._output_types[name], array)
                                  for name, array in arrays.items()], None, _FINAL, {})
+                except _errors.TritonError as e:  # the native send's own, naming the model
+                    error = _error(b, e)
+                    native.fail_if_unanswered(error.code(), error.message())
                 except Exception as e:
                     native.fail_if_unanswered(pb_utils.TritonError.INTERNAL, f"model '{b.model_name}': {e}")
 
@@ -221,19 +225,25 @@ def _rows(outputs: dict[str, numpy.ndarray[Any, Any]], sizes: list[int]) -> list
     return rows
 
 
-def _request_input(request: pb_utils.InferenceRequest, name: str) -> Optional[numpy.ndarray[Any, Any]]:
+def _request_input(request: pb_utils.InferenceRequest, name: str) -> Any:
     tensor = pb_utils.get_input_tensor_by_name(request, name)
-    return None if tensor is None else tensor.as_numpy()
+    return None if tensor is None else tensor._array  # a NumPy array, or a DeviceArray
 
 
-def _native_input(native: Any, name: str) -> Optional[numpy.ndarray[Any, Any]]:
+def _native_input(native: Any, name: str) -> Any:
     found = native.input(name)
-    return None if found is None else pb_utils._input_array(name, *found)
+    if found is None:
+        return None
+    datatype, shape, data = found
+    if type(data) is tuple:  # left in GPU memory (FORCE_CPU_ONLY_INPUT_TENSORS "no")
+        return input_on_device(datatype, shape, data, native)
+    return pb_utils._input_array(name, datatype, shape, data)
 
 
-def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> numpy.ndarray[Any, Any]:
-    """`value` as the declared output's array; _CallError naming it when its
-    dtype or shape does not fit the declaration."""
+def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> Any:
+    """`value` as the declared output's array (a DeviceArray for one in GPU
+    memory); _CallError naming it when its dtype or shape does not fit the
+    declaration."""
     expected = b.output_dtypes[spec.name]
     if type(value) is numpy.ndarray and value.dtype is expected:
         array = value  # as declared: nothing to convert
@@ -256,13 +266,20 @@ def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> nump
     return array
 
 
-def _declared_dtype(b: Binding, spec: TensorSpec, value: Any, expected: numpy.dtype[Any]) -> numpy.ndarray[Any, Any]:
+def _declared_dtype(b: Binding, spec: TensorSpec, value: Any, expected: numpy.dtype[Any]) -> Any:
     """`value` as an array of the declared output's dtype; _CallError naming
     it when it is of another."""
+    array: Any
     if isinstance(value, numpy.ndarray):
         array = value
     elif hasattr(value, "__dlpack__") and expected != _OBJECT:
-        array = numpy.from_dlpack(value)  # torch CPU tensors and the like: no copy
+        if is_on_device(value):  # CuPy arrays, torch CUDA tensors: copied once, when sent
+            try:
+                array = DeviceArray.of_dlpack(value, f"model '{b.model_name}': output '{spec.name}'")
+            except ValueError as e:
+                raise _CallError(str(e), pb_utils.TritonError.INVALID_ARG) from None
+        else:
+            array = numpy.from_dlpack(value)  # torch CPU tensors and the like: no copy
     else:
         try:
             array = numpy.asarray(value, dtype=expected)

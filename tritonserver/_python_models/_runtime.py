@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any, Optional
 
 from .. import _native
+from .._api import _errors
 from . import _bls, pb_utils
 
 _log = logging.getLogger("tritonserver.models")
@@ -124,6 +125,10 @@ class Instance:
                     f"({why}); run python models with the stub: Options(python_models=\"stub\"), in an "
                     "environment with numpy<2 and a Python the core has a stub for", pb_utils.TritonError.UNSUPPORTED)
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
+        # Inputs in GPU memory reach the model there only when the config
+        # says so, as with the stub; by default they are copied to the host.
+        cpu_only = config.get("parameters", {}).get("FORCE_CPU_ONLY_INPUT_TENSORS", {}).get("string_value", "yes")
+        self.device_inputs = str(cpu_only).strip().lower() == "no"
         # Whether the core's thread may hand batches to a worker thread
         # (cpp/instance_worker.h): one instance and no batcher, so that the
         # core's scheduling does not depend on execute taking its time.
@@ -200,6 +205,8 @@ class Instance:
                 continue
             try:
                 pb_utils._send(native, response, _FINAL)
+            except _errors.TritonError as e:  # the native send's own, naming the model
+                native.fail_if_unanswered(_bls._error_of(e).code(), str(e))
             except Exception as e:
                 native.fail_if_unanswered(_INTERNAL, f"model '{self.name}': {_describe(e)}")
 

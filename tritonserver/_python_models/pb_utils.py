@@ -19,6 +19,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .. import _native
+from ._device_array import DeviceArray, input_on_device, is_on_device
 from .._api._datautils import ELEMENT_TYPES
 from .._api._enums import DataType
 
@@ -193,10 +194,16 @@ class Tensor:
     with ``Tensor(name, numpy_array)``."""
 
     __slots__ = ("_name", "_array", "_triton_dtype")
+    _name: str
+    _array: Union[Array, DeviceArray]
+    _triton_dtype: int
 
     def __init__(self, name: str, data: Any, dtype: Optional[int] = None) -> None:
         if not isinstance(name, str):
             raise TritonModelException(f"Tensor name must be a str, not {type(name).__name__}")
+        if isinstance(data, DeviceArray):
+            self._name, self._array, self._triton_dtype = name, data, data.triton_dtype
+            return
         array = data if isinstance(data, np.ndarray) else np.asarray(data)
         triton_dtype = dtype if dtype is not None else numpy_to_triton_type(array.dtype)
         if triton_dtype is None:
@@ -213,8 +220,15 @@ class Tensor:
 
     def as_numpy(self) -> Array:
         """The data as a NumPy array (an input's is a read-only view of the
-        request's memory: no copy)."""
-        return self._array
+        request's memory: no copy). A tensor in GPU memory has none: read it
+        with to_dlpack()."""
+        array = self._array
+        if isinstance(array, DeviceArray):
+            raise TritonModelException(
+                f"Tensor '{self._name}' is in GPU memory (device {array.device_id}), which as_numpy() cannot "
+                "read: take it with to_dlpack() (e.g. torch.utils.dlpack.from_dlpack(tensor.to_dlpack())), or "
+                "let inputs be copied to the host (leave out FORCE_CPU_ONLY_INPUT_TENSORS \"no\")")
+        return array
 
     def triton_dtype(self) -> int:
         """The TRITONSERVER_DataType number."""
@@ -225,26 +239,44 @@ class Tensor:
         return list(self._array.shape)
 
     def is_cpu(self) -> bool:
-        """Always True: in-process models see host memory only."""
-        return True
+        """Whether the data is in host memory (False: in GPU memory)."""
+        return not isinstance(self._array, DeviceArray)
 
     def to_dlpack(self) -> Any:
-        """A DLPack capsule of the data (not for BYTES tensors)."""
+        """A DLPack capsule of the data (not for BYTES tensors): no copy,
+        except of an input in host memory, which is read-only (the request's
+        memory) and which a DLPack capsule cannot mark so."""
         if self._triton_dtype == _BYTES:
             raise TritonModelException(f"Tensor '{self._name}': a BYTES tensor has no DLPack form")
-        return self._array.__dlpack__()
+        return self.__dlpack__()
 
     def __dlpack__(self, **kwargs: Any) -> Any:
-        """DLPack export of the data."""
-        return self._array.__dlpack__(**kwargs)
+        """DLPack export of the data; a read-only host array that the
+        consumer cannot take as read-only (a legacy capsule) is exported as a
+        copy, so that no consumer writes into the request's memory."""
+        array = self._array
+        try:
+            return array.__dlpack__(**kwargs)
+        except BufferError:
+            if isinstance(array, DeviceArray) or array.flags.writeable:
+                raise
+            return np.array(array).__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        """(kDLCPU, 0)."""
-        return (1, 0)
+        """(kDLCPU, 0), or (kDLCUDA, device id) in GPU memory."""
+        array = self._array
+        return array.__dlpack_device__() if isinstance(array, DeviceArray) else (1, 0)
 
     @staticmethod
     def from_dlpack(name: str, capsule: Any) -> "Tensor":
-        """A tensor of a DLPack object (or capsule) in host memory."""
+        """A tensor of a DLPack object or capsule, no copy: in host memory
+        a NumPy array, in GPU memory (CuPy, torch CUDA tensors) kept there
+        until the response is sent."""
+        if is_on_device(capsule):
+            try:
+                return Tensor(name, DeviceArray.of_dlpack(capsule, f"Tensor '{name}'"))
+            except ValueError as e:
+                raise TritonModelException(str(e)) from None
         if hasattr(capsule, "__dlpack__"):
             array = np.from_dlpack(capsule)
         else:
@@ -273,13 +305,16 @@ class _CapsuleHolder:
 
 # An output as the native send() takes it: (name, data type, data, shape or
 # None); the data's bytes are read in place (a copy is made only of an
-# array that is not C-contiguous), its shape is its own unless given.
+# array that is not C-contiguous), its shape is its own unless given; data
+# in GPU memory is (pointer, bytes, device id, owner), its shape given.
 OutputSpec = tuple[str, int, Any, Optional[list[int]]]
 
 
-def _output_spec(name: str, triton_dtype: int, array: Array) -> OutputSpec:
+def _output_spec(name: str, triton_dtype: int, array: Union[Array, DeviceArray]) -> OutputSpec:
     """An output for the native send(): a numeric array as it is, a BYTES
     tensor serialized (with its shape)."""
+    if isinstance(array, DeviceArray):  # in GPU memory: copied when the response is filled
+        return name, triton_dtype, array.spec(), list(array.shape)
     if triton_dtype != _BYTES:
         return name, triton_dtype, array, None
     serialized = serialize_byte_tensor(array)
@@ -373,7 +408,10 @@ class InferenceRequest:
         datatype, shape, data = found
         tensor = _new_tensor(Tensor)  # made here, not checked by __init__
         tensor._name = name
-        tensor._array = _input_array(name, datatype, shape, data)
+        if isinstance(data, tuple):  # left in GPU memory: the request keeps it
+            tensor._array = input_on_device(datatype, shape, data, self._native)
+        else:
+            tensor._array = _input_array(name, datatype, shape, data)
         tensor._triton_dtype = datatype
         return tensor
 
