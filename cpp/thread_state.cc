@@ -25,6 +25,9 @@ struct KeptState {
 };
 thread_local KeptState t_kept;
 
+// Set once Python may run under the core's locks (log callback installed).
+std::atomic<bool> g_python_under_core_locks{false};
+
 }  // namespace
 
 ThreadGil::ThreadGil() noexcept {
@@ -38,8 +41,6 @@ ThreadGil::ThreadGil() noexcept {
 }
 
 ThreadGil::~ThreadGil() { PyGILState_Release(state_); }
-
-std::atomic<bool> g_python_under_core_locks{false};
 
 void note_python_under_core_locks() noexcept {
   g_python_under_core_locks.store(true);
