@@ -238,6 +238,22 @@ def single(iterator) -> tritonserver.InferenceResponse:
     return responses[0]
 
 
+def concurrent_rows(model: tritonserver.Model, count: int) -> list[numpy.ndarray]:
+    """Sends `count` requests at once from asyncio, request i with input X
+    a float32 row of four i's, and returns each one's output Y (the last
+    response's), in order: what a batching model gives back per request."""
+
+    async def main():
+        async def one(i):
+            x = numpy.full((1, 4), i, numpy.float32)
+            responses = [r async for r in model.async_infer(inputs={"X": x})]
+            return as_numpy(responses[-1].outputs["Y"]).copy()
+
+        return await asyncio.gather(*[one(i) for i in range(count)])
+
+    return asyncio.run(main())
+
+
 def as_numpy(tensor: tritonserver.Tensor) -> numpy.ndarray:
     return numpy.from_dlpack(tensor)
 

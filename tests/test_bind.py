@@ -13,7 +13,7 @@ import pytest
 import tritonserver
 from tritonserver import TensorSpec
 
-from common import as_numpy, call_with_deadline, make_options, single
+from common import as_numpy, call_with_deadline, concurrent_rows, make_options, single
 
 FP32_4 = (TensorSpec("X", numpy.float32, (4,)),)
 
@@ -79,15 +79,7 @@ def test_triton_batches_concurrent_requests_into_one_call(bind_server):
                              max_batch_size=16, max_queue_delay_us=20_000)
     assert model.config()["max_batch_size"] == 16 and "dynamic_batching" in model.config()
 
-    async def main():
-        async def one(i):
-            x = numpy.full((1, 4), i, numpy.float32)
-            responses = [r async for r in model.async_infer(inputs={"X": x})]
-            return as_numpy(responses[-1].outputs["Y"]).copy()
-
-        return await asyncio.gather(*[one(i) for i in range(32)])
-
-    results = asyncio.run(main())
+    results = concurrent_rows(model, 32)
     for i, result in enumerate(results):  # each request got its own rows back
         numpy.testing.assert_array_equal(result, numpy.full((1, 4), 2 * i, numpy.float32))
     assert sum(seen) == 32

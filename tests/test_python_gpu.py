@@ -9,15 +9,13 @@ and refused."""
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy
 import pytest
 
 import tritonserver
 from tritonserver import MemoryType, TensorSpec, _native
 from tritonserver._python_models import pb_utils
-from common import as_numpy, has_gpu, single
+from common import as_numpy, concurrent_rows, has_gpu, single
 
 _FLOAT, _CUDA = 2, 2  # DLPack type code, device type
 
@@ -152,15 +150,7 @@ def test_a_bound_function_returns_cuda_tensors_split_by_request(inproc, torch):
                         outputs=[TensorSpec("Y", numpy.float32, (4,))], max_batch_size=8,
                         max_queue_delay_us=200_000, preferred_batch_sizes=[8])
 
-    async def main():
-        async def one(i):
-            x = numpy.full((1, 4), i, numpy.float32)
-            responses = [r async for r in model.async_infer(inputs={"X": x})]
-            return as_numpy(responses[-1].outputs["Y"]).copy()
-
-        return await asyncio.gather(*[one(i) for i in range(16)])
-
-    for i, result in enumerate(asyncio.run(main())):  # each request got its own rows back
+    for i, result in enumerate(concurrent_rows(model, 16)):  # each request got its own rows back
         numpy.testing.assert_array_equal(result, numpy.full((1, 4), 3 * i, numpy.float32))
     assert sum(seen) == 16 and max(seen) > 1, f"the callable saw batch sizes {seen}"
 

@@ -101,8 +101,12 @@ def test_inputs_reach_the_model_without_a_copy_and_a_kept_one_stays_valid(inproc
     single(model.infer(inputs={"INPUT0": numpy.zeros(0, numpy.float32)}))
 
 
-def test_input_views_are_read_only(backend_directory, tmp_path):
-    repo = _model_repository(
+def test_input_views_are_read_only_and_their_dlpack_exports_copies(backend_directory, tmp_path):
+    """An input's array is read-only (the request's memory: the client's
+    array); to_dlpack() (the README's way into torch) and the __dlpack__
+    protocol still work: a legacy capsule cannot say "read-only", so it
+    holds a copy (a consumer such as torch may write into what it got)."""
+    _model_repository(
         tmp_path, "writes_input",
         "import triton_python_backend_utils as pb_utils\n"
         "class TritonPythonModel:\n"
@@ -110,24 +114,6 @@ def test_input_views_are_read_only(backend_directory, tmp_path):
         "        for r in requests:\n"
         "            pb_utils.get_input_tensor_by_name(r, 'INPUT0').as_numpy()[0] = 7\n"
         "        return []\n")
-    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-ro", python_models="in-process",
-                                              model_repository=str(repo), log_error=False))
-    server.start(wait_until_ready=True, timeout=60)
-    try:
-        server.load("writes_input")
-        a = numpy.ones(4, numpy.float32)
-        with refused(tritonserver.InternalError, match="read-only"):
-            single(server.model("writes_input").infer(inputs={"INPUT0": a, "INPUT1": a}))
-        assert a.tolist() == [1, 1, 1, 1]  # the client's array is untouched
-    finally:
-        server.stop()
-
-
-def test_an_inputs_dlpack_export_is_never_written_through(backend_directory, tmp_path):
-    """to_dlpack() (the README's way to torch) and the __dlpack__ protocol
-    work on an input, which is read-only (the request's memory): a legacy
-    capsule cannot say so, so it holds a copy (a consumer such as torch may
-    write into what it got)."""
     repo = _model_repository(
         tmp_path, "dlpack_input",
         "import numpy as np\n"
@@ -150,12 +136,16 @@ def test_an_inputs_dlpack_export_is_never_written_through(backend_directory, tmp
         "            responses.append(pb_utils.InferenceResponse([\n"
         "                pb_utils.Tensor('OUTPUT0', taken + seen), pb_utils.Tensor('OUTPUT1', np.array([apart], np.float32))]))\n"
         "        return responses\n")
-    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-dlpack", python_models="in-process",
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-ro", python_models="in-process",
                                               model_repository=str(repo), log_error=False))
     server.start(wait_until_ready=True, timeout=60)
     try:
+        server.load("writes_input")
         server.load("dlpack_input")
         a = numpy.ones(4, numpy.float32)
+        with refused(tritonserver.InternalError, match="read-only"):
+            single(server.model("writes_input").infer(inputs={"INPUT0": a, "INPUT1": a}))
+        assert a.tolist() == [1, 1, 1, 1]  # the client's array is untouched
         response = single(server.model("dlpack_input").infer(inputs={"INPUT0": a, "INPUT1": a}))
         assert as_numpy(response.outputs["OUTPUT0"]).tolist() == [2, 2, 2, 2]
         assert as_numpy(response.outputs["OUTPUT1"]).tolist() == [1]  # the capsule's memory is not the request's
