@@ -7,14 +7,13 @@
 
 #include "cuda_runtime.h"
 #include "errors.h"
+#include "numpy_views.h"
 #include "triton_library.h"
 
 namespace nb = nanobind;
 
 namespace tsb {
 namespace {
-
-using InputArray = nb::ndarray<nb::numpy, nb::ro>;
 
 // The NumPy type (as DLPack's) of a TRITONSERVER_DataType; none (nullopt)
 // for BYTES and BF16, which NumPy has no type for.
@@ -344,9 +343,8 @@ nb::object BackendRequest::input(nb::handle self, const std::string& name) {
       offset += part.size;
     }
   }
-  nb::object array = nb::cast(InputArray(data, array_shape.size(),
-                                          array_shape.data(), owner, nullptr,
-                                          *dtype));
+  nb::object array =
+      numpy_view(data, array_shape.size(), array_shape.data(), *dtype, owner);
   return nb::make_tuple(static_cast<int>(datatype), dims_tuple, array);
 }
 

@@ -97,6 +97,13 @@ def test_inputs_reach_the_model_without_a_copy_and_a_kept_one_stays_valid(inproc
         # still holds that request's values.
         expected = first if step == 0 else numpy.full(500 + step - 1, step - 1, dtype=numpy.float32)
         numpy.testing.assert_array_equal(as_numpy(response.outputs["PREVIOUS"]), expected)
+    # An input at an address its type is not aligned to is read in place too.
+    odd = numpy.zeros(4 * 64 + 1, numpy.uint8)[1:].view(numpy.float32)
+    odd[:] = numpy.arange(64)
+    response = single(model.infer(inputs={"INPUT0": odd}))
+    assert int(as_numpy(response.outputs["ADDRESS"])[0]) == address(odd) and address(odd) % 4 == 1
+    response = single(model.infer(inputs={"INPUT0": numpy.ones(2, numpy.float32)}))
+    numpy.testing.assert_array_equal(as_numpy(response.outputs["PREVIOUS"]), numpy.arange(64, dtype=numpy.float32))
     # An empty input makes the model drop what it keeps (else it could not unload).
     single(model.infer(inputs={"INPUT0": numpy.zeros(0, numpy.float32)}))
 

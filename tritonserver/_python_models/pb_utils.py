@@ -205,7 +205,10 @@ class Tensor:
             self._name, self._array, self._triton_dtype = name, data, data.triton_dtype
             return
         array = data if isinstance(data, np.ndarray) else np.asarray(data)
-        triton_dtype = dtype if dtype is not None else numpy_to_triton_type(array.dtype)
+        if dtype is not None:
+            triton_dtype: Optional[int] = dtype
+        else:  # an array's own dtype first: no call
+            triton_dtype = _TRITON_BY_NUMPY.get(array.dtype) or numpy_to_triton_type(array.dtype)
         if triton_dtype is None:
             raise TritonModelException(
                 f"Tensor '{name}': NumPy dtype {array.dtype} has no Triton data type "
@@ -367,7 +370,9 @@ def _send(target: Any, response: "InferenceResponse", flags: int) -> None:
     """Send `response` through a native request or response sender."""
     if not isinstance(response, InferenceResponse):
         raise TritonModelException(f"expected an InferenceResponse, not {type(response).__name__}")
-    outputs = [_output_spec(t._name, t._triton_dtype, t._array) for t in response._outputs]
+    outputs = [(t._name, t._triton_dtype, t._array, None)
+               if type(t._array) is np.ndarray and t._triton_dtype != _BYTES  # as it is: no call
+               else _output_spec(t._name, t._triton_dtype, t._array) for t in response._outputs]
     error = response._error
     target.send(outputs, None if error is None else (error.code(), error.message()), flags, response._parameters)
 
@@ -375,6 +380,9 @@ def _send(target: Any, response: "InferenceResponse", flags: int) -> None:
 class InferenceRequest:
     """A request given to execute(); also, built by a model with
     ``model_name=``, a request to another model (``exec()``)."""
+
+    __slots__ = ("_native", "_request_id", "_correlation_id", "_inputs", "_requested", "_model_name",
+                 "_model_version", "_flags", "_timeout", "_parameters")
 
     def __init__(self, request_id: str = "", correlation_id: Union[int, str] = 0,
                  inputs: Optional[list[Tensor]] = None, requested_output_names: Optional[list[str]] = None,
@@ -408,7 +416,9 @@ class InferenceRequest:
         datatype, shape, data = found
         tensor = _new_tensor(Tensor)  # made here, not checked by __init__
         tensor._name = name
-        if isinstance(data, tuple):  # left in GPU memory: the request keeps it
+        if datatype < _BYTES and not isinstance(data, tuple):
+            tensor._array = data  # BOOL .. FP64 in host memory: the array as it is
+        elif isinstance(data, tuple):  # left in GPU memory: the request keeps it
             tensor._array = input_on_device(datatype, shape, data, self._native)
         else:
             tensor._array = _input_array(name, datatype, shape, data)

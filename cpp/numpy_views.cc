@@ -1,0 +1,107 @@
+#include "numpy_views.h"
+
+#include <string>
+
+namespace nb = nanobind;
+
+namespace tsb {
+namespace {
+
+// Slots of NumPy's C-API table (numpy/_core/code_generators/numpy_api.py)
+// and the constants of ndarraytypes.h this file needs.
+constexpr int kArrayTypeSlot = 2;          // PyArray_Type
+constexpr int kDescrFromTypeSlot = 45;     // PyArray_DescrFromType
+constexpr int kNewFromDescrSlot = 94;      // PyArray_NewFromDescr
+constexpr int kSetBaseObjectSlot = 282;    // PyArray_SetBaseObject
+constexpr int kCContiguous = 0x0001;       // NPY_ARRAY_C_CONTIGUOUS
+constexpr int kAligned = 0x0100;           // NPY_ARRAY_ALIGNED
+
+using DescrFromType = PyObject* (*)(int);
+using NewFromDescr = PyObject* (*)(PyTypeObject*, PyObject*, int, Py_ssize_t*,
+                                   Py_ssize_t*, void*, int, PyObject*);
+using SetBaseObject = int (*)(PyObject*, PyObject*);
+
+struct Api {
+  PyTypeObject* array_type;
+  DescrFromType descr_from_type;
+  NewFromDescr new_from_descr;
+  SetBaseObject set_base_object;
+};
+
+// The table of the NumPy that is imported (2.x moved it to numpy._core).
+const Api& api() {
+  static const Api table = [] {
+    nb::object module;
+    try {
+      module = nb::module_::import_("numpy._core._multiarray_umath");
+    } catch (nb::python_error&) {
+      module = nb::module_::import_("numpy.core._multiarray_umath");
+    }
+    nb::object capsule = module.attr("_ARRAY_API");
+    void** slots =
+        static_cast<void**>(PyCapsule_GetPointer(capsule.ptr(), nullptr));
+    if (slots == nullptr) throw nb::python_error();
+    return Api{static_cast<PyTypeObject*>(slots[kArrayTypeSlot]),
+               reinterpret_cast<DescrFromType>(slots[kDescrFromTypeSlot]),
+               reinterpret_cast<NewFromDescr>(slots[kNewFromDescrSlot]),
+               reinterpret_cast<SetBaseObject>(slots[kSetBaseObjectSlot])};
+  }();
+  return table;
+}
+
+// NPY_TYPES numbers (64-bit integers as NPY_LONG: numpy.int64 on LP64
+// Linux, so the arrays' dtypes are numpy's own int64/uint64).
+int type_number(nb::dlpack::dtype dtype) {
+  using Code = nb::dlpack::dtype_code;
+  const auto code = static_cast<Code>(dtype.code);
+  switch (dtype.bits) {
+    case 8:
+      if (code == Code::Bool) return 0;   // NPY_BOOL
+      return code == Code::Int ? 1 : 2;   // NPY_BYTE, NPY_UBYTE
+    case 16:
+      if (code == Code::Float) return 23;  // NPY_HALF
+      return code == Code::Int ? 3 : 4;    // NPY_SHORT, NPY_USHORT
+    case 32:
+      if (code == Code::Float) return 11;  // NPY_FLOAT
+      return code == Code::Int ? 5 : 6;    // NPY_INT, NPY_UINT
+    case 64:
+      if (code == Code::Float) return 12;  // NPY_DOUBLE
+      static_assert(sizeof(long) == 8, "NPY_LONG is 64-bit here");
+      return code == Code::Int ? 7 : 8;    // NPY_LONG, NPY_ULONG
+  }
+  throw nb::type_error(("no NumPy type for " + std::to_string(dtype.bits) +
+                        "-bit DLPack code " + std::to_string(dtype.code))
+                           .c_str());
+}
+
+}  // namespace
+
+nb::object numpy_view(const void* data, size_t ndim, const size_t* shape,
+                      nb::dlpack::dtype dtype, nb::handle owner) {
+  const Api& numpy = api();
+  Py_ssize_t dims[32];
+  if (ndim > 32) throw nb::value_error("more than 32 dimensions");
+  for (size_t i = 0; i < ndim; ++i) dims[i] = static_cast<Py_ssize_t>(shape[i]);
+  // Empty arrays too get a pointer of ours: with none NumPy would
+  // allocate (and make the array writeable).
+  static const uint64_t empty = 0;
+  if (data == nullptr) data = &empty;
+  const size_t item = dtype.bits / 8;
+  const bool aligned = reinterpret_cast<uintptr_t>(data) % item == 0;
+  PyObject* descr = numpy.descr_from_type(type_number(dtype));
+  if (descr == nullptr) throw nb::python_error();
+  // Steals `descr`; no WRITEABLE flag: read-only.
+  PyObject* array = numpy.new_from_descr(
+      numpy.array_type, descr, static_cast<int>(ndim), dims, nullptr,
+      const_cast<void*>(data), kCContiguous | (aligned ? kAligned : 0),
+      nullptr);
+  if (array == nullptr) throw nb::python_error();
+  nb::object result = nb::steal(array);
+  // Steals the reference given to the owner, also on failure.
+  if (numpy.set_base_object(array, nb::borrow(owner).release().ptr()) != 0) {
+    throw nb::python_error();
+  }
+  return result;
+}
+
+}  // namespace tsb
