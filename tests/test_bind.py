@@ -4,6 +4,7 @@ through every path of the API, with Triton's batching and streaming."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 
@@ -220,6 +221,30 @@ def test_unbind_drains_and_rebind_replaces(bind_server):
     bind_server.bind("bound_replaced", first, inputs=FP32_4, outputs=[TensorSpec("Y", numpy.float32, (4,))])
     model = bind_server.bind("bound_replaced", second, inputs=FP32_4, outputs=[TensorSpec("Y", numpy.float32, (4,))])
     assert as_numpy(single(model.infer(inputs={"X": _fp32(1, 1, 1, 1)})).outputs["Y"]).tolist() == [100] * 4
+
+
+def test_async_callables_leave_no_cycle_that_keeps_their_requests(bind_server):
+    """An async generator's end and an async callable's exception come out
+    of the instance's event loop; their tracebacks must not hold the call's
+    requests in a cycle until the garbage collector runs: the model could
+    not unload meanwhile (a server's stop waited out its exit_timeout on
+    Python 3.13 when the collector happened not to run)."""
+    async def stream(X):
+        yield {"Y": X}
+
+    async def fails(X):
+        raise ValueError("refused")
+
+    gc.disable()
+    try:
+        for name, fn in (("bound_async_stream", stream), ("bound_async_fails", fails)):
+            model = bind_server.bind(name, fn, inputs=FP32_4, outputs=[TensorSpec("Y", numpy.float32, (4,))])
+            responses = list(model.infer(inputs={"X": _fp32(1, 2, 3, 4)}, raise_on_error=False))
+            assert responses and (responses[-1].error is None) == (fn is stream)
+            del model, responses
+            bind_server.unbind(name, timeout=10)  # UnavailableError while a request is kept alive
+    finally:
+        gc.enable()
 
 
 def test_several_instances_serve_concurrently(bind_server):

@@ -23,6 +23,7 @@ import numpy
 from .._api import _errors
 from .._api._bind import BINDING_PARAMETER, Binding, CallContext, TensorSpec, binding
 from . import pb_utils
+from ._awaiting import run_to_end
 from ._device_array import DeviceArray, input_on_device, is_on_device
 
 _FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -92,7 +93,7 @@ class TritonPythonModel:
                 kwargs, sizes = self._inputs(group, _native_input)
                 result = b.fn(**kwargs)
                 if not isinstance(result, dict) and inspect.isawaitable(result):
-                    result = self._event_loop().run_until_complete(result)
+                    result = run_to_end(self._event_loop(), result)
                 rows = _rows(self._outputs(result, sum(sizes)), sizes)
             except Exception as e:
                 error = _error(b, e)
@@ -145,7 +146,7 @@ class TritonPythonModel:
             kwargs, sizes = self._inputs(requests)
             result = self._invoke(requests, kwargs)
             if inspect.isawaitable(result):
-                result = self._event_loop().run_until_complete(result)
+                result = run_to_end(self._event_loop(), result)
             return self._split(self._outputs(result, sum(sizes)), sizes)
         except Exception as e:
             error = _error(self.binding, e)
@@ -315,14 +316,15 @@ def _drain_async(loop: asyncio.AbstractEventLoop, generator: Any) -> Any:
     """An async generator's items, one at a time, on `loop`."""
     while True:
         try:
-            yield loop.run_until_complete(generator.__anext__())
+            item = run_to_end(loop, generator.__anext__())
         except StopAsyncIteration:
             return
+        yield item
 
 
 def _close(generator: Any, loop: asyncio.AbstractEventLoop) -> None:
     """Close a generator the caller stops early (its finally blocks run)."""
     if inspect.isasyncgen(generator):
-        loop.run_until_complete(generator.aclose())
+        run_to_end(loop, generator.aclose())
     else:
         generator.close()

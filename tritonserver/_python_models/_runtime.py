@@ -22,6 +22,7 @@ from typing import Any, Optional
 from .. import _native
 from .._api import _errors
 from . import _bls, pb_utils
+from ._awaiting import run_to_end
 
 _log = logging.getLogger("tritonserver.models")
 _INTERNAL = pb_utils.TritonError.INTERNAL
@@ -148,7 +149,7 @@ class Instance:
         if hasattr(self.model, "initialize"):
             result = self.model.initialize(args)
             if inspect.isawaitable(result):
-                self._event_loop().run_until_complete(result)
+                run_to_end(self._event_loop(), result)
         self._execute = self.model.execute
         # The package's own bound-function models may take the native
         # requests directly (_bound.py).
@@ -177,7 +178,7 @@ class Instance:
         try:
             result = self._execute(requests)
             if not isinstance(result, list) and inspect.isawaitable(result):
-                result = self._event_loop().run_until_complete(result)
+                result = run_to_end(self._event_loop(), result)
         except Exception as e:
             message = f"Failed to process the request(s) for model '{self.instance_name}', message: {_describe(e)}"
             code = e.code() if isinstance(e, pb_utils.TritonError) else _INTERNAL
@@ -217,7 +218,7 @@ class Instance:
             if hasattr(self.model, "finalize"):
                 result = self.model.finalize()
                 if inspect.isawaitable(result):
-                    self._event_loop().run_until_complete(result)
+                    run_to_end(self._event_loop(), result)
         except Exception:
             _log.exception("model '%s': finalize() failed", self.name)
         finally:
