@@ -172,57 +172,84 @@ Outputs::Outputs(nb::handle outputs) {
           "an output must be a tuple (name, datatype, data, shape or None)");
     }
     nb::tuple fields = nb::borrow<nb::tuple>(entry);
-    Output item{nb::cast<std::string>(fields[0]), nb::cast<int>(fields[1]),
-                {}, {}};
-    nb::object data = fields[2];
-    if (PyTuple_Check(data.ptr())) {  // in GPU memory
-      nb::tuple device = nb::borrow<nb::tuple>(data);
-      if (device.size() != 4 || fields[3].is_none()) {
-        throw nb::type_error("a GPU output must be (pointer, bytes, device id, "
-                             "owner) with its shape");
-      }
-      item.device_data = reinterpret_cast<const void*>(
-          nb::cast<uintptr_t>(device[0]));
-      item.device_size = nb::cast<size_t>(device[1]);
-      item.device = nb::cast<int>(device[2]);
-      item.owner = device[3];
-      for (nb::handle dim : fields[3]) item.shape.push_back(nb::cast<int64_t>(dim));
-      items_.push_back(std::move(item));
-      continue;
+    add(nb::cast<std::string>(fields[0]), nb::cast<int>(fields[1]), fields[2],
+        fields[3], contiguous);
+  }
+}
+
+Outputs::Outputs(nb::handle tensors, nb::handle output_spec) {
+  static PyObject* const name_key = PyUnicode_InternFromString("_name");
+  static PyObject* const datatype_key = PyUnicode_InternFromString("_triton_dtype");
+  static PyObject* const array_key = PyUnicode_InternFromString("_array");
+  nb::object contiguous;
+  for (nb::handle tensor : tensors) {
+    nb::object name = nb::steal(PyObject_GetAttr(tensor.ptr(), name_key));
+    nb::object datatype = nb::steal(PyObject_GetAttr(tensor.ptr(), datatype_key));
+    nb::object array = nb::steal(PyObject_GetAttr(tensor.ptr(), array_key));
+    if (!name.is_valid() || !datatype.is_valid() || !array.is_valid()) {
+      throw nb::python_error();
     }
-    constexpr int kFlags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
-    if (PyObject_GetBuffer(data.ptr(), &item.view, kFlags) != 0) {
-      PyErr_Clear();
-      if (!contiguous.is_valid()) {
-        contiguous = nb::module_::import_("numpy").attr("ascontiguousarray");
-      }
-      try {
-        data = contiguous(data);
-      } catch (nb::python_error&) {
-        data = nb::object();
-      }
-      if (!data.is_valid() ||
-          PyObject_GetBuffer(data.ptr(), &item.view, kFlags) != 0) {
-        PyErr_Clear();
-        throw nb::type_error(no_bytes(item.name).c_str());
-      }
+    const int type = nb::cast<int>(datatype);
+    if (type != TRITONSERVER_TYPE_BYTES && PyObject_CheckBuffer(array.ptr())) {
+      add(nb::cast<std::string>(name), type, array, nb::none(), contiguous);
+    } else {  // BYTES to serialize, or data in GPU memory
+      nb::tuple fields = nb::borrow<nb::tuple>(output_spec(name, datatype, array));
+      add(nb::cast<std::string>(fields[0]), nb::cast<int>(fields[1]),
+          fields[2], fields[3], contiguous);
+    }
+  }
+}
+
+void Outputs::add(std::string name, int datatype, nb::handle data,
+                  nb::handle shape, nb::object& contiguous) {
+  Output item{std::move(name), datatype, {}, {}};
+  if (PyTuple_Check(data.ptr())) {  // in GPU memory
+    nb::tuple device = nb::borrow<nb::tuple>(data);
+    if (device.size() != 4 || shape.is_none()) {
+      throw nb::type_error("a GPU output must be (pointer, bytes, device id, "
+                           "owner) with its shape");
+    }
+    item.device_data = reinterpret_cast<const void*>(
+        nb::cast<uintptr_t>(device[0]));
+    item.device_size = nb::cast<size_t>(device[1]);
+    item.device = nb::cast<int>(device[2]);
+    item.owner = device[3];
+    for (nb::handle dim : shape) item.shape.push_back(nb::cast<int64_t>(dim));
+    items_.push_back(std::move(item));
+    return;
+  }
+  constexpr int kFlags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
+  nb::object held = nb::borrow(data);
+  if (PyObject_GetBuffer(held.ptr(), &item.view, kFlags) != 0) {
+    PyErr_Clear();
+    if (!contiguous.is_valid()) {
+      contiguous = nb::module_::import_("numpy").attr("ascontiguousarray");
     }
     try {
-      // Python objects (NumPy's object arrays give their pointers).
-      if (item.view.format != nullptr && std::strchr(item.view.format, 'O')) {
-        throw nb::type_error(no_bytes(item.name).c_str());
-      }
-      nb::handle shape = fields[3];
-      if (shape.is_none()) {
-        item.shape.assign(item.view.shape, item.view.shape + item.view.ndim);
-      } else {
-        for (nb::handle dim : shape) item.shape.push_back(nb::cast<int64_t>(dim));
-      }
-      items_.push_back(std::move(item));
-    } catch (...) {
-      PyBuffer_Release(&item.view);
-      throw;
+      held = contiguous(held);
+    } catch (nb::python_error&) {
+      held = nb::object();
     }
+    if (!held.is_valid() ||
+        PyObject_GetBuffer(held.ptr(), &item.view, kFlags) != 0) {
+      PyErr_Clear();
+      throw nb::type_error(no_bytes(item.name).c_str());
+    }
+  }
+  try {
+    // Python objects (NumPy's object arrays give their pointers).
+    if (item.view.format != nullptr && std::strchr(item.view.format, 'O')) {
+      throw nb::type_error(no_bytes(item.name).c_str());
+    }
+    if (shape.is_none()) {
+      item.shape.assign(item.view.shape, item.view.shape + item.view.ndim);
+    } else {
+      for (nb::handle dim : shape) item.shape.push_back(nb::cast<int64_t>(dim));
+    }
+    items_.push_back(std::move(item));
+  } catch (...) {
+    PyBuffer_Release(&item.view);
+    throw;
   }
 }
 
@@ -457,6 +484,46 @@ void BackendRequest::send(const Outputs& outputs, const ErrorSpec& error,
     return;
   }
   fill_and_send(response, *state_, outputs, error, flags, parameters);
+}
+
+nb::list send_final_responses(nb::handle natives, nb::handle responses,
+                              nb::handle response_type,
+                              nb::handle output_spec) {
+  static PyObject* const outputs_key = PyUnicode_InternFromString("_outputs");
+  static PyObject* const error_key = PyUnicode_InternFromString("_error");
+  static PyObject* const parameters_key =
+      PyUnicode_InternFromString("_parameters");
+  nb::list left;
+  const size_t count = nb::len(natives);
+  for (size_t i = 0; i < count; ++i) {
+    BackendRequest& request = nb::cast<BackendRequest&>(natives[i]);
+    if (request.final_sent()) continue;
+    nb::object response = responses[i];
+    if (Py_TYPE(response.ptr()) != reinterpret_cast<PyTypeObject*>(response_type.ptr())) {
+      left.append(i);
+      continue;
+    }
+    try {
+      nb::object error = nb::steal(PyObject_GetAttr(response.ptr(), error_key));
+      nb::object tensors = nb::steal(PyObject_GetAttr(response.ptr(), outputs_key));
+      nb::object parameters =
+          nb::steal(PyObject_GetAttr(response.ptr(), parameters_key));
+      if (!error.is_valid() || !tensors.is_valid() || !parameters.is_valid()) {
+        throw nb::python_error();
+      }
+      if (!error.is_none() || !PyDict_Check(parameters.ptr())) {
+        left.append(i);
+        continue;
+      }
+      request.send(Outputs(tensors, output_spec), std::nullopt,
+                   TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                   nb::borrow<nb::dict>(parameters));
+    } catch (...) {  // the caller's send meets it again, and words it
+      PyErr_Clear();
+      left.append(i);
+    }
+  }
+  return left;
 }
 
 void BackendRequest::fail_if_unanswered(int code, const std::string& message) {

@@ -45,12 +45,19 @@ class Outputs {
   };
   Outputs() = default;
   explicit Outputs(nanobind::handle outputs);
+  // The outputs of pb_utils Tensor objects (their _name, _triton_dtype and
+  // _array read in place); `output_spec(name, datatype, array)` gives the
+  // entry of a BYTES tensor or one in GPU memory.
+  Outputs(nanobind::handle tensors, nanobind::handle output_spec);
   ~Outputs();
   Outputs(const Outputs&) = delete;
   Outputs& operator=(const Outputs&) = delete;
   const std::vector<Output>& items() const { return items_; }
 
  private:
+  // One output; `contiguous` is numpy.ascontiguousarray once looked up.
+  void add(std::string name, int datatype, nanobind::handle data,
+           nanobind::handle shape, nanobind::object& contiguous);
   std::vector<Output> items_;
 };
 using ErrorSpec = std::optional<std::pair<int, std::string>>;
@@ -132,6 +139,18 @@ class BackendRequest {
   ResponseOutbox* outbox_;
   const bool device_inputs_;
 };
+
+// Sends the final response of each request in `natives` (BackendRequest
+// objects) from `responses` (what execute() returned: one per request)
+// where it is a `response_type` (pb_utils.InferenceResponse) without an
+// error, its tensors read in place (Outputs above); requests answered
+// already are skipped. Returns the indices of the responses left to the
+// caller: another type, an error response, or a send that failed (the
+// caller's own send raises the same, and the caller words it).
+nanobind::list send_final_responses(nanobind::handle natives,
+                                    nanobind::handle responses,
+                                    nanobind::handle response_type,
+                                    nanobind::handle output_spec);
 
 class ResponseSender {
  public:

@@ -427,6 +427,11 @@ NB_MODULE(_native, m) {
            "code"_a, "message"_a)
       .def("response_sender", &BackendRequest::response_sender)
       .def_prop_ro("final_sent", &BackendRequest::final_sent);
+  m.def("send_final_responses", &send_final_responses, "natives"_a,
+        "responses"_a, "response_type"_a, "output_spec"_a,
+        nb::sig("def send_final_responses(natives: collections.abc.Sequence[BackendRequest], "
+                "responses: collections.abc.Sequence[typing.Any], response_type: type, "
+                "output_spec: collections.abc.Callable[..., typing.Any]) -> list[int]"));
   nb::class_<ResponseSender>(m, "ResponseSender")
       .def("send", &send_outputs<ResponseSender>, "outputs"_a, "error"_a.none(),
            "flags"_a, "parameters"_a, nb::sig(kSendSignature))

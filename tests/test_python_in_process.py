@@ -544,3 +544,57 @@ def test_a_backlog_runs_on_the_instances_own_thread_and_a_lone_request_on_the_co
         assert not worker.is_alive()
     finally:
         server.stop()
+
+
+def test_each_kind_of_response_is_sent_by_its_own_rules(backend_directory, tmp_path):
+    """execute()'s responses are sent natively when they are plain
+    InferenceResponse objects and by the runtime otherwise: an error
+    response, a subclass, response parameters and an output the config
+    does not declare each reach the client as the stub would send them, and
+    the model keeps serving."""
+    source = (
+        "import triton_python_backend_utils as pb_utils\n"
+        "class Mine(pb_utils.InferenceResponse):\n"
+        "    pass\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        out = []\n"
+        "        for r in requests:\n"
+        "            a = pb_utils.get_input_tensor_by_name(r, 'INPUT0').as_numpy()\n"
+        "            kind = int(a[0])\n"
+        "            tensors = [pb_utils.Tensor('OUTPUT0', a + 1), pb_utils.Tensor('OUTPUT1', a - 1)]\n"
+        "            if kind == 1:\n"
+        "                out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError('kind 1 refused', "
+        "pb_utils.TritonError.INVALID_ARG)))\n"
+        "            elif kind == 2:\n"
+        "                out.append(Mine(tensors))\n"
+        "            elif kind == 3:\n"
+        "                out.append(pb_utils.InferenceResponse(tensors, parameters={'kind': 3, 'name': 'three'}))\n"
+        "            elif kind == 4:\n"
+        "                out.append(pb_utils.InferenceResponse([pb_utils.Tensor('UNDECLARED', a)]))\n"
+        "            else:\n"
+        "                out.append(pb_utils.InferenceResponse(tensors))\n"
+        "        return out\n")
+    repo = _model_repository(tmp_path, "kinds", source)
+    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-response-kinds",
+                                              python_models="in-process", model_repository=str(repo),
+                                              log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        model = server.load("kinds")
+
+        def infer(kind: int) -> tritonserver.InferenceResponse:
+            a = numpy.full(4, kind, dtype=numpy.float32)
+            return single(call_with_deadline(lambda: list(model.infer(inputs={"INPUT0": a, "INPUT1": a})), 30))
+
+        for kind in (0, 2, 3):
+            outputs = infer(kind).outputs
+            assert as_numpy(outputs["OUTPUT0"]).tolist() == [kind + 1] * 4
+            assert as_numpy(outputs["OUTPUT1"]).tolist() == [kind - 1] * 4
+        assert infer(3).parameters == {"kind": 3, "name": "three"}
+        with refused(tritonserver.InvalidArgumentError, match="kind 1 refused"):
+            infer(1)
+        assert dict(infer(4).outputs) == {}
+        assert as_numpy(infer(0).outputs["OUTPUT0"]).tolist() == [1] * 4
+    finally:
+        server.stop()

@@ -24,7 +24,7 @@ from .._api import _errors
 from .._api._bind import BINDING_PARAMETER, Binding, CallContext, TensorSpec, binding
 from . import pb_utils
 from ._awaiting import run_to_end
-from ._device_array import DeviceArray, input_on_device, is_on_device
+from ._device_array import DeviceArray, is_on_device
 
 _FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 _OBJECT = numpy.dtype(object)
@@ -233,12 +233,7 @@ def _request_input(request: pb_utils.InferenceRequest, name: str) -> Any:
 
 def _native_input(native: Any, name: str) -> Any:
     found = native.input(name)
-    if found is None:
-        return None
-    datatype, shape, data = found
-    if type(data) is tuple:  # left in GPU memory (FORCE_CPU_ONLY_INPUT_TENSORS "no")
-        return input_on_device(datatype, shape, data, native)
-    return pb_utils._input_array(name, datatype, shape, data)
+    return None if found is None else pb_utils._input_value(name, found, native)
 
 
 def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> Any:

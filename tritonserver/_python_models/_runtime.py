@@ -27,6 +27,8 @@ from ._awaiting import run_to_end
 _log = logging.getLogger("tritonserver.models")
 _INTERNAL = pb_utils.TritonError.INTERNAL
 _FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+_RESPONSE = pb_utils.InferenceResponse
+_OUTPUT_SPEC = pb_utils._output_spec
 
 # Model-config parameters that only the stub process can honour.
 _STUB_ONLY_PARAMETERS = {
@@ -201,9 +203,10 @@ class Instance:
                     _INTERNAL, f"model '{self.name}': execute() must return a list of one InferenceResponse per "
                     f"request ({len(natives)}), not {got}")
             return
-        for native, response in zip(natives, result):
-            if native.final_sent:
-                continue
+        # Sent natively where they are plain InferenceResponse objects; the
+        # rest (errors, other types, sends that fail) here, as they were.
+        for index in _native.send_final_responses(natives, result, _RESPONSE, _OUTPUT_SPEC):
+            native, response = natives[index], result[index]
             try:
                 pb_utils._send(native, response, _FINAL)
             except _errors.TritonError as e:  # the native send's own, naming the model

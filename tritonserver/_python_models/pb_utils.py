@@ -199,6 +199,11 @@ class Tensor:
     _triton_dtype: int
 
     def __init__(self, name: str, data: Any, dtype: Optional[int] = None) -> None:
+        if type(data) is np.ndarray and dtype is None and type(name) is str:  # the common case: no checks to do
+            known = _TRITON_BY_NUMPY.get(data.dtype)
+            if known is not None:
+                self._name, self._array, self._triton_dtype = name, data, known
+                return
         if not isinstance(name, str):
             raise TritonModelException(f"Tensor name must be a str, not {type(name).__name__}")
         if isinstance(data, DeviceArray):
@@ -327,9 +332,15 @@ def _output_spec(name: str, triton_dtype: int, array: Union[Array, DeviceArray])
     return name, _BYTES, serialized or b"", list(array.shape)
 
 
-def _input_array(name: str, datatype: int, shape: tuple[int, ...], data: Array) -> Array:
-    """The NumPy array of an input as the native input() gives it (a view:
-    no copy): a numeric one as it is, BYTES decoded from their raw bytes."""
+def _input_value(name: str, found: tuple[int, tuple[int, ...], Union[Array, tuple[int, int, int]]],
+                 owner: Any) -> Union[Array, DeviceArray]:
+    """An input's value from what the native input() gives, `found`
+    (datatype, shape, data): a numeric array in host memory as it is (a
+    read-only view: no copy), BYTES decoded from their raw bytes, data left
+    in GPU memory as a DeviceArray that `owner` (the request) keeps valid."""
+    datatype, shape, data = found
+    if isinstance(data, tuple):  # in GPU memory (FORCE_CPU_ONLY_INPUT_TENSORS "no")
+        return input_on_device(datatype, shape, data, owner)
     if datatype < _BYTES:  # BOOL .. FP64
         return data
     if datatype == _BYTES:
@@ -413,16 +424,10 @@ class InferenceRequest:
         found = self._native.input(name)
         if found is None:
             return None
-        datatype, shape, data = found
         tensor = _new_tensor(Tensor)  # made here, not checked by __init__
         tensor._name = name
-        if datatype < _BYTES and not isinstance(data, tuple):
-            tensor._array = data  # BOOL .. FP64 in host memory: the array as it is
-        elif isinstance(data, tuple):  # left in GPU memory: the request keeps it
-            tensor._array = input_on_device(datatype, shape, data, self._native)
-        else:
-            tensor._array = _input_array(name, datatype, shape, data)
-        tensor._triton_dtype = datatype
+        tensor._array = _input_value(name, found, self._native)
+        tensor._triton_dtype = found[0]
         return tensor
 
     def inputs(self) -> list[Tensor]:
@@ -503,16 +508,20 @@ class InferenceResponse:
     """A model's response: output tensors, or an error."""
 
     __slots__ = ("_outputs", "_error", "_parameters")
+    _parameters: dict[str, Any]
 
     def __init__(self, output_tensors: Optional[list[Tensor]] = None, error: Optional[TritonError] = None,
                  parameters: Any = None) -> None:
         if error is not None and not isinstance(error, TritonError):
             raise TritonModelException(f"error must be a TritonError, not {type(error).__name__}")
-        self._outputs = list(output_tensors or [])
-        for tensor in self._outputs:
-            if not isinstance(tensor, Tensor):
+        self._outputs = outputs = list(output_tensors) if output_tensors else []
+        for tensor in outputs:
+            if type(tensor) is not Tensor and not isinstance(tensor, Tensor):
                 raise TritonModelException(f"output_tensors must hold Tensor objects, not {type(tensor).__name__}")
         self._error = error
+        if parameters is None:
+            self._parameters = {}
+            return
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
         self._parameters = dict(parameters or {})
