@@ -4,6 +4,8 @@
 #include <nanobind/stl/string.h>
 
 #include <cstring>
+#include <initializer_list>
+#include <utility>
 
 #include "cuda_runtime.h"
 #include "errors.h"
@@ -155,6 +157,23 @@ void check_not_final(const ResponseState& state) {
           "model '" + state.model_name + "': the request's final response "
           "(TRITONSERVER_RESPONSE_COMPLETE_FINAL) was already sent");
   }
+}
+
+// A new instance of the Python class `type` (one with __slots__) without
+// its __init__; `fields` (name, value) set through its slots.
+nb::object bare_instance(nb::handle type,
+                         std::initializer_list<std::pair<PyObject*, nb::handle>> fields) {
+  using Alloc = PyObject* (*)(PyTypeObject*, Py_ssize_t);
+  auto* python_type = reinterpret_cast<PyTypeObject*>(type.ptr());
+  auto alloc = reinterpret_cast<Alloc>(PyType_GetSlot(python_type, Py_tp_alloc));
+  nb::object instance = nb::steal(alloc(python_type, 0));
+  if (!instance.is_valid()) throw nb::python_error();
+  for (const auto& [key, value] : fields) {
+    if (PyObject_SetAttr(instance.ptr(), key, value.ptr()) != 0) {
+      throw nb::python_error();
+    }
+  }
+  return instance;
 }
 
 std::string no_bytes(const std::string& output) {
@@ -484,6 +503,33 @@ void BackendRequest::send(const Outputs& outputs, const ErrorSpec& error,
     return;
   }
   fill_and_send(response, *state_, outputs, error, flags, parameters);
+}
+
+nb::object BackendRequest::input_tensor(nb::handle self, nb::str name,
+                                       nb::handle tensor_type,
+                                       nb::handle input_value) {
+  static PyObject* const name_key = PyUnicode_InternFromString("_name");
+  static PyObject* const array_key = PyUnicode_InternFromString("_array");
+  static PyObject* const datatype_key = PyUnicode_InternFromString("_triton_dtype");
+  nb::object found = input(self, name.c_str());
+  if (found.is_none()) return found;
+  nb::handle datatype = PyTuple_GetItem(found.ptr(), 0);
+  nb::handle data = PyTuple_GetItem(found.ptr(), 2);
+  nb::object value;
+  if (nb::cast<int>(datatype) < TRITONSERVER_TYPE_BYTES && !PyTuple_Check(data.ptr())) {
+    value = nb::borrow(data);  // BOOL .. FP64 in host memory: the view as it is
+  } else {
+    value = input_value(name, found, self);
+  }
+  return bare_instance(tensor_type,
+                       {{name_key, name}, {array_key, value}, {datatype_key, datatype}});
+}
+
+nb::object wrap_request(nb::handle request_type, nb::handle native,
+                        nb::handle model_name) {
+  static PyObject* const native_key = PyUnicode_InternFromString("_native");
+  static PyObject* const model_key = PyUnicode_InternFromString("_model_name");
+  return bare_instance(request_type, {{native_key, native}, {model_key, model_name}});
 }
 
 nb::list send_final_responses(nb::handle natives, nb::handle responses,

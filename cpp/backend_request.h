@@ -112,6 +112,13 @@ class BackendRequest {
   // one piece. `self` is this object's Python handle: the view keeps it
   // alive.
   nanobind::object input(nanobind::handle self, const std::string& name);
+  // The input `name` as a pb_utils Tensor (`tensor_type`), or None: made
+  // here for a numeric input in host memory (its _name, _array and
+  // _triton_dtype set, no __init__), else of the value `input_value(name,
+  // found, self)` gives for what input() found (BYTES decoded, GPU data).
+  nanobind::object input_tensor(nanobind::handle self, nanobind::str name,
+                                nanobind::handle tensor_type,
+                                nanobind::handle input_value);
   std::vector<std::string> input_names() const;
   std::vector<std::string> requested_output_names() const;
   std::string id() const;
@@ -139,6 +146,12 @@ class BackendRequest {
   ResponseOutbox* outbox_;
   const bool device_inputs_;
 };
+
+// A pb_utils InferenceRequest (`request_type`) of the BackendRequest
+// `native`, for execute(): its _native and _model_name set, no __init__.
+nanobind::object wrap_request(nanobind::handle request_type,
+                              nanobind::handle native,
+                              nanobind::handle model_name);
 
 // Sends the final response of each request in `natives` (BackendRequest
 // objects) from `responses` (what execute() returned: one per request)

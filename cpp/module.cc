@@ -412,6 +412,15 @@ NB_MODULE(_native, m) {
            "name"_a,
            nb::sig("def input(self, name: str) -> tuple[int, tuple[int, ...], "
                    "numpy.typing.NDArray[typing.Any]] | None"))
+      .def("input_tensor",
+           [](nb::handle_t<BackendRequest> self, nb::str name, nb::handle tensor_type,
+              nb::handle input_value) {
+             return nb::cast<BackendRequest&>(self).input_tensor(self, name, tensor_type,
+                                                                 input_value);
+           },
+           "name"_a, "tensor_type"_a, "input_value"_a,
+           nb::sig("def input_tensor(self, name: str, tensor_type: type, "
+                   "input_value: collections.abc.Callable[..., typing.Any]) -> typing.Any"))
       .def("input_names", &BackendRequest::input_names)
       .def("requested_output_names", &BackendRequest::requested_output_names)
       .def("id", &BackendRequest::id)

@@ -28,6 +28,10 @@ struct InstanceState {
   std::string model_name;
   // Inputs in GPU memory stay there (FORCE_CPU_ONLY_INPUT_TENSORS "no").
   bool device_inputs = false;
+  // pb_utils.InferenceRequest, when execute() takes the requests as such
+  // (None: it takes the BackendRequest objects), and the model's name.
+  nb::object request_type;
+  nb::object model_name_object;
   // The final responses of the batches run since they were last sent (one
   // batch at a time: the core's thread or the worker runs them), sent once
   // the GIL is let go.
@@ -188,9 +192,10 @@ TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
     // errors.
     nb::tuple result = nb::cast<nb::tuple>(loaded);
     raise_failure(result[1]);
+    nb::object runner = nb::borrow(result[0]);
     auto* state = new InstanceState{
-        nb::borrow(result[0]), model_name,
-        nb::cast<bool>(nb::borrow(result[0]).attr("device_inputs"))};
+        runner, model_name, nb::cast<bool>(runner.attr("device_inputs")),
+        runner.attr("request_type"), nb::str(model_name)};
     TRITONSERVER_Error* err =
         api.TRITONBACKEND_ModelInstanceSetState(instance, state);
     if (err != nullptr) {
@@ -247,6 +252,8 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
   std::vector<nb::object> handles;
   try {
     nb::list batch;
+    const bool wrap = !state->request_type.is_none();
+    nb::list wrapped;
     for (uint32_t i = 0; i < count; ++i) {
       handles.push_back(nb::cast(
           new BackendRequest(requests[i],
@@ -254,8 +261,12 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
                              &state->outbox, state->device_inputs),
           nb::rv_policy::take_ownership));
       batch.append(handles.back());
+      if (wrap) {
+        wrapped.append(wrap_request(state->request_type, handles.back(),
+                                    state->model_name_object));
+      }
     }
-    state->runner.attr("execute")(batch);
+    state->runner.attr("execute")(batch, wrap ? nb::object(wrapped) : nb::none());
   } catch (std::exception& e) {
     // The runtime answers the model's own failures; this is a fault of
     // the runtime itself (or no memory for the request objects).

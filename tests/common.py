@@ -73,14 +73,15 @@ def make_options(backend_directory: str, **overrides) -> tritonserver.Options:
 
 @contextlib.contextmanager
 def dedicated_server(backend_directory: str, server_id: str, models: list[str], exit_timeout: int = 10,
-                     stop_errors_ok: bool = False):
-    """A server of the test's own with `models` loaded. The test may stop it;
-    otherwise it is stopped at the end (within exit_timeout + 30 s: a hang
-    detector), its TritonError ignored only with `stop_errors_ok`. Under
-    numpy 2 python-backend models run in-process (Options.python_models
-    "auto")."""
+                     stop_errors_ok: bool = False, **overrides):
+    """A server of the test's own with `models` loaded (`overrides`: more
+    Options fields). The test may stop it; otherwise it is stopped at the
+    end (within exit_timeout + 30 s: a hang detector), its TritonError
+    ignored only with `stop_errors_ok`. Under numpy 2 python-backend models
+    run in-process (Options.python_models "auto")."""
+    overrides.setdefault("log_error", False)
     srv = tritonserver.Server(make_options(backend_directory, server_id=server_id, exit_timeout=exit_timeout,
-                                           log_error=False))
+                                           **overrides))
     srv.start(wait_until_ready=True, timeout=60)
     try:
         for name in models:

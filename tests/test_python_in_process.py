@@ -14,7 +14,8 @@ import numpy
 import pytest
 
 import tritonserver
-from common import MODELS, ROOT, address, as_numpy, call_with_deadline, hooks, make_options, refused, single
+from common import (MODELS, ROOT, address, as_numpy, call_with_deadline, dedicated_server, hooks, make_options,
+                    refused, single)
 
 
 def test_add_sub(inproc):
@@ -576,12 +577,9 @@ def test_each_kind_of_response_is_sent_by_its_own_rules(backend_directory, tmp_p
         "                out.append(pb_utils.InferenceResponse(tensors))\n"
         "        return out\n")
     repo = _model_repository(tmp_path, "kinds", source)
-    server = tritonserver.Server(make_options(backend_directory, server_id="inproc-response-kinds",
-                                              python_models="in-process", model_repository=str(repo),
-                                              log_error=False))
-    server.start(wait_until_ready=True, timeout=60)
-    try:
-        model = server.load("kinds")
+    with dedicated_server(backend_directory, "inproc-response-kinds", ["kinds"], python_models="in-process",
+                          model_repository=str(repo)) as server:
+        model = server.model("kinds")
 
         def infer(kind: int) -> tritonserver.InferenceResponse:
             a = numpy.full(4, kind, dtype=numpy.float32)
@@ -596,5 +594,3 @@ def test_each_kind_of_response_is_sent_by_its_own_rules(backend_directory, tmp_p
             infer(1)
         assert dict(infer(4).outputs) == {}
         assert as_numpy(infer(0).outputs["OUTPUT0"]).tolist() == [1] * 4
-    finally:
-        server.stop()

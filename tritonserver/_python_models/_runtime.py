@@ -154,8 +154,10 @@ class Instance:
                 run_to_end(self._event_loop(), result)
         self._execute = self.model.execute
         # The package's own bound-function models may take the native
-        # requests directly (_bound.py).
+        # requests directly (_bound.py); other models get each as a
+        # pb_utils.InferenceRequest, which the backend makes (request_type).
         self._execute_natives = getattr(self.model, "_tritonserver_execute_natives", None)
+        self.request_type = pb_utils.InferenceRequest if self._execute_natives is None else None
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         """This instance's event loop, for async initialize/execute/finalize."""
@@ -169,14 +171,17 @@ class Instance:
         Python makes its thread state with the GIL held."""
         threading.Thread(target=run, name=f"tritonserver model {self.instance_name}", daemon=True).start()
 
-    def execute(self, natives: list[_native.BackendRequest]) -> None:
-        """Run the model on a batch of requests and send their responses;
-        a request left unanswered gets an error response naming why."""
+    def execute(self, natives: list[_native.BackendRequest],
+                requests: Optional[list[pb_utils.InferenceRequest]]) -> None:
+        """Run the model on a batch of requests (`requests`: the natives as
+        pb_utils requests; None for a model that takes the natives) and
+        send their responses; a request left unanswered gets an error
+        response naming why."""
         _bls.current.server_address = self.server_address
-        if self._execute_natives is not None:
+        if requests is None:
+            assert self._execute_natives is not None
             self._execute_natives(natives)
             return
-        requests = [pb_utils.InferenceRequest._of(native, self.name) for native in natives]
         try:
             result = self._execute(requests)
             if not isinstance(result, list) and inspect.isawaitable(result):

@@ -295,9 +295,6 @@ class Tensor:
         return f"Tensor({self._name!r}, dtype={self._triton_dtype}, shape={self.shape()})"
 
 
-_new_tensor = Tensor.__new__
-
-
 class _CapsuleHolder:
     """Gives a bare DLPack capsule the __dlpack__ protocol NumPy reads."""
 
@@ -410,24 +407,10 @@ class InferenceRequest:
         self._timeout = timeout
         self._parameters = parameters if isinstance(parameters, str) else json.dumps(parameters or {})
 
-    @classmethod
-    def _of(cls, native: "_native.BackendRequest", model_name: str) -> "InferenceRequest":
-        request = cls.__new__(cls)
-        request._native = native
-        request._model_name = model_name
-        request._inputs = []  # read from the native request
-        return request
-
     def _input(self, name: str) -> Optional[Tensor]:
         if self._native is None:
             return next((t for t in self._inputs if t.name() == name), None)
-        found = self._native.input(name)
-        if found is None:
-            return None
-        tensor = _new_tensor(Tensor)  # made here, not checked by __init__
-        tensor._name = name
-        tensor._array = _input_value(name, found, self._native)
-        tensor._triton_dtype = found[0]
+        tensor: Optional[Tensor] = self._native.input_tensor(name, Tensor, _input_value)
         return tensor
 
     def inputs(self) -> list[Tensor]:
