@@ -208,14 +208,33 @@ Outputs::Outputs(nb::handle tensors, nb::handle output_spec) {
     if (!name.is_valid() || !datatype.is_valid() || !array.is_valid()) {
       throw nb::python_error();
     }
-    const int type = nb::cast<int>(datatype);
-    if (type != TRITONSERVER_TYPE_BYTES && PyObject_CheckBuffer(array.ptr())) {
-      add(nb::cast<std::string>(name), type, array, nb::none(), contiguous);
-    } else {  // BYTES to serialize, or data in GPU memory
-      nb::tuple fields = nb::borrow<nb::tuple>(output_spec(name, datatype, array));
-      add(nb::cast<std::string>(fields[0]), nb::cast<int>(fields[1]),
-          fields[2], fields[3], contiguous);
+    add_value(name, datatype, array, output_spec, contiguous);
+  }
+}
+
+Outputs::Outputs(nb::handle arrays, nb::handle datatypes, nb::handle output_spec) {
+  nb::object contiguous;
+  nb::dict by_name = nb::borrow<nb::dict>(arrays);
+  nb::dict types = nb::borrow<nb::dict>(datatypes);
+  for (auto [name, array] : by_name) {
+    PyObject* datatype = PyDict_GetItem(types.ptr(), name.ptr());  // borrowed
+    if (datatype == nullptr) {
+      throw nb::key_error(("output '" + nb::cast<std::string>(name) +
+                           "' has no declared data type").c_str());
     }
+    add_value(name, datatype, array, output_spec, contiguous);
+  }
+}
+
+void Outputs::add_value(nb::handle name, nb::handle datatype, nb::handle array,
+                        nb::handle output_spec, nb::object& contiguous) {
+  const int type = nb::cast<int>(datatype);
+  if (type != TRITONSERVER_TYPE_BYTES && PyObject_CheckBuffer(array.ptr())) {
+    add(nb::cast<std::string>(name), type, array, nb::none(), contiguous);
+  } else {  // BYTES to serialize, or data in GPU memory
+    nb::tuple fields = nb::borrow<nb::tuple>(output_spec(name, datatype, array));
+    add(nb::cast<std::string>(fields[0]), nb::cast<int>(fields[1]), fields[2],
+        fields[3], contiguous);
   }
 }
 
@@ -505,24 +524,35 @@ void BackendRequest::send(const Outputs& outputs, const ErrorSpec& error,
   fill_and_send(response, *state_, outputs, error, flags, parameters);
 }
 
-nb::object BackendRequest::input_tensor(nb::handle self, nb::str name,
-                                       nb::handle tensor_type,
+std::optional<std::pair<nb::object, nb::object>> BackendRequest::typed_value(
+    nb::handle self, nb::str name, nb::handle input_value) {
+  nb::object found = input(self, name.c_str());
+  if (found.is_none()) return std::nullopt;
+  nb::object datatype = nb::borrow(PyTuple_GetItem(found.ptr(), 0));
+  nb::handle data = PyTuple_GetItem(found.ptr(), 2);
+  if (nb::cast<int>(datatype) < TRITONSERVER_TYPE_BYTES && !PyTuple_Check(data.ptr())) {
+    return std::make_pair(datatype, nb::borrow(data));  // BOOL .. FP64 in host memory: the view
+  }
+  return std::make_pair(datatype, input_value(name, found, self));
+}
+
+nb::object BackendRequest::input_value(nb::handle self, nb::str name,
                                        nb::handle input_value) {
+  auto typed = typed_value(self, name, input_value);
+  return typed ? typed->second : nb::none();
+}
+
+nb::object BackendRequest::input_tensor(nb::handle self, nb::str name,
+                                        nb::handle tensor_type,
+                                        nb::handle input_value) {
   static PyObject* const name_key = PyUnicode_InternFromString("_name");
   static PyObject* const array_key = PyUnicode_InternFromString("_array");
   static PyObject* const datatype_key = PyUnicode_InternFromString("_triton_dtype");
-  nb::object found = input(self, name.c_str());
-  if (found.is_none()) return found;
-  nb::handle datatype = PyTuple_GetItem(found.ptr(), 0);
-  nb::handle data = PyTuple_GetItem(found.ptr(), 2);
-  nb::object value;
-  if (nb::cast<int>(datatype) < TRITONSERVER_TYPE_BYTES && !PyTuple_Check(data.ptr())) {
-    value = nb::borrow(data);  // BOOL .. FP64 in host memory: the view as it is
-  } else {
-    value = input_value(name, found, self);
-  }
-  return bare_instance(tensor_type,
-                       {{name_key, name}, {array_key, value}, {datatype_key, datatype}});
+  auto typed = typed_value(self, name, input_value);
+  if (!typed) return nb::none();
+  return bare_instance(tensor_type, {{name_key, name},
+                                     {array_key, typed->second},
+                                     {datatype_key, typed->first}});
 }
 
 nb::object wrap_request(nb::handle request_type, nb::handle native,

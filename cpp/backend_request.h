@@ -49,6 +49,11 @@ class Outputs {
   // _array read in place); `output_spec(name, datatype, array)` gives the
   // entry of a BYTES tensor or one in GPU memory.
   Outputs(nanobind::handle tensors, nanobind::handle output_spec);
+  // The outputs of a dict {name: array} whose data types are
+  // `datatypes[name]` (TRITONSERVER_DataType numbers), `output_spec` as
+  // above.
+  Outputs(nanobind::handle arrays, nanobind::handle datatypes,
+          nanobind::handle output_spec);
   ~Outputs();
   Outputs(const Outputs&) = delete;
   Outputs& operator=(const Outputs&) = delete;
@@ -58,6 +63,11 @@ class Outputs {
   // One output; `contiguous` is numpy.ascontiguousarray once looked up.
   void add(std::string name, int datatype, nanobind::handle data,
            nanobind::handle shape, nanobind::object& contiguous);
+  // One output of a tensor's parts: its array read in place, or through
+  // `output_spec` (BYTES, GPU data).
+  void add_value(nanobind::handle name, nanobind::handle datatype,
+                 nanobind::handle array, nanobind::handle output_spec,
+                 nanobind::object& contiguous);
   std::vector<Output> items_;
 };
 using ErrorSpec = std::optional<std::pair<int, std::string>>;
@@ -112,10 +122,13 @@ class BackendRequest {
   // one piece. `self` is this object's Python handle: the view keeps it
   // alive.
   nanobind::object input(nanobind::handle self, const std::string& name);
-  // The input `name` as a pb_utils Tensor (`tensor_type`), or None: made
-  // here for a numeric input in host memory (its _name, _array and
-  // _triton_dtype set, no __init__), else of the value `input_value(name,
-  // found, self)` gives for what input() found (BYTES decoded, GPU data).
+  // The value of the input `name`, or None: for a numeric input in host
+  // memory input()'s array, else what `input_value(name, found, self)`
+  // gives for what input() found (BYTES decoded, GPU data).
+  nanobind::object input_value(nanobind::handle self, nanobind::str name,
+                               nanobind::handle input_value);
+  // The same value as a pb_utils Tensor (`tensor_type`), made without its
+  // __init__ (_name, _array and _triton_dtype set), or None.
   nanobind::object input_tensor(nanobind::handle self, nanobind::str name,
                                 nanobind::handle tensor_type,
                                 nanobind::handle input_value);
@@ -138,6 +151,10 @@ class BackendRequest {
   std::shared_ptr<ResponseSender> response_sender();
 
  private:
+  // (datatype, value) of input_value(), or nullopt when there is no such
+  // input.
+  std::optional<std::pair<nanobind::object, nanobind::object>> typed_value(
+      nanobind::handle self, nanobind::str name, nanobind::handle input_value);
   void read_requested_outputs();
   TRITONBACKEND_Request* request_;
   std::shared_ptr<ResponseState> state_;

@@ -421,6 +421,23 @@ NB_MODULE(_native, m) {
            "name"_a, "tensor_type"_a, "input_value"_a,
            nb::sig("def input_tensor(self, name: str, tensor_type: type, "
                    "input_value: collections.abc.Callable[..., typing.Any]) -> typing.Any"))
+      .def("input_value",
+           [](nb::handle_t<BackendRequest> self, nb::str name, nb::handle input_value) {
+             return nb::cast<BackendRequest&>(self).input_value(self, name, input_value);
+           },
+           "name"_a, "input_value"_a,
+           nb::sig("def input_value(self, name: str, "
+                   "input_value: collections.abc.Callable[..., typing.Any]) -> typing.Any"))
+      .def("send_arrays",
+           [](BackendRequest& self, nb::handle arrays, nb::handle datatypes,
+              nb::handle output_spec) {
+             self.send(Outputs(arrays, datatypes, output_spec), std::nullopt,
+                       TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
+           },
+           "arrays"_a, "datatypes"_a, "output_spec"_a,
+           nb::sig("def send_arrays(self, arrays: dict[str, typing.Any], datatypes: dict[str, int], "
+                   "output_spec: collections.abc.Callable[..., typing.Any]) -> None"),
+           "Sends the final response of outputs {name: array} (data types by name).")
       .def("input_names", &BackendRequest::input_names)
       .def("requested_output_names", &BackendRequest::requested_output_names)
       .def("id", &BackendRequest::id)
