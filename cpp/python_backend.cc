@@ -32,6 +32,7 @@ struct InstanceState {
   // (None: it takes the BackendRequest objects), and the model's name.
   nb::object request_type;
   nb::object model_name_object;
+  nb::object execute;  // runner.execute, looked up once
   // The final responses of the batches run since they were last sent (one
   // batch at a time: the core's thread or the worker runs them), sent once
   // the GIL is let go.
@@ -195,7 +196,7 @@ TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
     nb::object runner = nb::borrow(result[0]);
     auto* state = new InstanceState{
         runner, model_name, nb::cast<bool>(runner.attr("device_inputs")),
-        runner.attr("request_type"), nb::str(model_name)};
+        runner.attr("request_type"), nb::str(model_name), runner.attr("execute")};
     TRITONSERVER_Error* err =
         api.TRITONBACKEND_ModelInstanceSetState(instance, state);
     if (err != nullptr) {
@@ -266,7 +267,7 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
                                     state->model_name_object));
       }
     }
-    state->runner.attr("execute")(batch, wrap ? nb::object(wrapped) : nb::none());
+    state->execute(batch, wrap ? nb::object(wrapped) : nb::none());
   } catch (std::exception& e) {
     // The runtime answers the model's own failures; this is a fault of
     // the runtime itself (or no memory for the request objects).

@@ -122,7 +122,11 @@ def deserialize_bytes_tensor(encoded_tensor: Any) -> Array:
 
 def get_input_tensor_by_name(inference_request: "InferenceRequest", name: str) -> Optional["Tensor"]:
     """The request's input named `name`, or None."""
-    return inference_request._input(name)
+    native = inference_request._native
+    if native is not None:  # a request given to execute(): read from the core's request
+        tensor: Optional[Tensor] = native.input_tensor(name, Tensor, _input_value)
+        return tensor
+    return next((t for t in inference_request._inputs if t.name() == name), None)
 
 
 def get_output_tensor_by_name(inference_response: "InferenceResponse", name: str) -> Optional["Tensor"]:
@@ -407,17 +411,11 @@ class InferenceRequest:
         self._timeout = timeout
         self._parameters = parameters if isinstance(parameters, str) else json.dumps(parameters or {})
 
-    def _input(self, name: str) -> Optional[Tensor]:
-        if self._native is None:
-            return next((t for t in self._inputs if t.name() == name), None)
-        tensor: Optional[Tensor] = self._native.input_tensor(name, Tensor, _input_value)
-        return tensor
-
     def inputs(self) -> list[Tensor]:
         """The input tensors."""
         if self._native is None:
             return list(self._inputs)
-        return [t for t in (self._input(n) for n in self._native.input_names()) if t is not None]
+        return [t for t in (get_input_tensor_by_name(self, n) for n in self._native.input_names()) if t is not None]
 
     def requested_output_names(self) -> list[str]:
         """The outputs the client asked for (empty: all)."""
