@@ -25,6 +25,7 @@ struct State {
   bool running = false;   // a releaser thread exists in this process
   bool idle = false;      // the releaser waits for a first parked reference
   bool stopping = false;  // the interpreter is about to finalize
+  unsigned long long wakes = 0;  // releaser wake-ups asked by defer_release
 };
 
 // Heap-allocated and never freed: parked references must not be released by
@@ -78,9 +79,18 @@ void defer_release(std::vector<nanobind::object>&& objects) noexcept {
     // its grace it wakes by itself, and waking it for every request's
     // inputs would cost a futex call and a context switch per request.
     s->idle = false;
+    ++s->wakes;
     s->wake.notify_one();
   }
 }
+
+#ifdef TRITONSERVER_TESTING
+unsigned long long deferred_release_wakes() noexcept {
+  State* s = g_state;
+  std::lock_guard<std::mutex> lock(s->mutex);
+  return s->wakes;
+}
+#endif
 
 bool claim_releaser_start() noexcept {
   State* s = g_state;

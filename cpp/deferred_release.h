@@ -41,6 +41,12 @@ void run_releaser();
 // Drops every parked reference. Call with the GIL held.
 void drain_deferred();
 
+#ifdef TRITONSERVER_TESTING
+// How many times defer_release() woke the releaser thread (test build
+// only): the wake-ups a thread parking references pays for.
+unsigned long long deferred_release_wakes() noexcept;
+#endif
+
 // Stops the releaser thread for good and drops what is parked. Call with
 // the GIL held, before the interpreter finalizes (the atexit hook of
 // tritonserver._api._server, which then joins the releaser's thread): after

@@ -472,6 +472,7 @@ NB_MODULE(_native, m) {
   testing.def("live_buffer_count", &live_buffer_count);
   testing.def("live_buffer_addresses", &live_buffer_addresses);
   testing.def("drain_deferred", &drain_deferred);
+  testing.def("deferred_release_wakes", &deferred_release_wakes);
   testing.def("host_pool_cached_bytes", &host_pool_cached_bytes);
   testing.def("elf_needed", &elf_needed);
   testing.def("spin_pollers_allowed", &SpinWait::pollers_allowed);
