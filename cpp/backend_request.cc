@@ -176,6 +176,18 @@ nb::object bare_instance(nb::handle type,
   return instance;
 }
 
+// The slot names of a pb_utils Tensor, interned once (never freed: used
+// until the process ends).
+struct TensorSlots {
+  PyObject* name = PyUnicode_InternFromString("_name");
+  PyObject* datatype = PyUnicode_InternFromString("_triton_dtype");
+  PyObject* array = PyUnicode_InternFromString("_array");
+};
+const TensorSlots& tensor_slots() {
+  static const TensorSlots* const slots = new TensorSlots();
+  return *slots;
+}
+
 std::string no_bytes(const std::string& output) {
   return "output '" + output + "': its data has no bytes to send (an array "
          "of Python objects is valid only as BYTES)";
@@ -183,28 +195,13 @@ std::string no_bytes(const std::string& output) {
 
 }  // namespace
 
-Outputs::Outputs(nb::handle outputs) {
-  nb::object contiguous;  // numpy.ascontiguousarray, once one is needed
-  for (nb::handle entry : outputs) {
-    if (!PyTuple_Check(entry.ptr()) || PyTuple_Size(entry.ptr()) != 4) {
-      throw nb::type_error(
-          "an output must be a tuple (name, datatype, data, shape or None)");
-    }
-    nb::tuple fields = nb::borrow<nb::tuple>(entry);
-    add(nb::cast<std::string>(fields[0]), nb::cast<int>(fields[1]), fields[2],
-        fields[3], contiguous);
-  }
-}
-
 Outputs::Outputs(nb::handle tensors, nb::handle output_spec) {
-  static PyObject* const name_key = PyUnicode_InternFromString("_name");
-  static PyObject* const datatype_key = PyUnicode_InternFromString("_triton_dtype");
-  static PyObject* const array_key = PyUnicode_InternFromString("_array");
+  const TensorSlots& slots = tensor_slots();
   nb::object contiguous;
   for (nb::handle tensor : tensors) {
-    nb::object name = nb::steal(PyObject_GetAttr(tensor.ptr(), name_key));
-    nb::object datatype = nb::steal(PyObject_GetAttr(tensor.ptr(), datatype_key));
-    nb::object array = nb::steal(PyObject_GetAttr(tensor.ptr(), array_key));
+    nb::object name = nb::steal(PyObject_GetAttr(tensor.ptr(), slots.name));
+    nb::object datatype = nb::steal(PyObject_GetAttr(tensor.ptr(), slots.datatype));
+    nb::object array = nb::steal(PyObject_GetAttr(tensor.ptr(), slots.array));
     if (!name.is_valid() || !datatype.is_valid() || !array.is_valid()) {
       throw nb::python_error();
     }
@@ -545,14 +542,12 @@ nb::object BackendRequest::input_value(nb::handle self, nb::str name,
 nb::object BackendRequest::input_tensor(nb::handle self, nb::str name,
                                         nb::handle tensor_type,
                                         nb::handle input_value) {
-  static PyObject* const name_key = PyUnicode_InternFromString("_name");
-  static PyObject* const array_key = PyUnicode_InternFromString("_array");
-  static PyObject* const datatype_key = PyUnicode_InternFromString("_triton_dtype");
+  const TensorSlots& slots = tensor_slots();
   auto typed = typed_value(self, name, input_value);
   if (!typed) return nb::none();
-  return bare_instance(tensor_type, {{name_key, name},
-                                     {array_key, typed->second},
-                                     {datatype_key, typed->first}});
+  return bare_instance(tensor_type, {{slots.name, name},
+                                     {slots.array, typed->second},
+                                     {slots.datatype, typed->first}});
 }
 
 nb::object wrap_request(nb::handle request_type, nb::handle native,

@@ -23,14 +23,14 @@
 
 namespace tsb {
 
-// The outputs of one response, from Python: a sequence of (name,
-// TRITONSERVER_DataType, data, shape or None), `data` anything with the
-// buffer protocol (a NumPy array; a copy is made of one that is not
-// C-contiguous), its shape the data's own unless given (BYTES: the
-// tensor's shape, the data its serialized bytes), or, for a tensor in GPU
-// memory, a tuple (pointer, bytes, device id, owner) with the shape given.
-// The buffers are held until the response is filled; made and destroyed
-// with the GIL held.
+// The outputs of one response, from Python. Each is read in place from
+// anything with the buffer protocol (a NumPy array; a copy is made of one
+// that is not C-contiguous), or, where the caller's `output_spec(name,
+// datatype, array)` makes it, from (name, TRITONSERVER_DataType, data,
+// shape or None): BYTES serialized with the tensor's shape, or, for a
+// tensor in GPU memory, data (pointer, bytes, device id, owner) with the
+// shape given. The buffers are held until the response is filled; made
+// and destroyed with the GIL held.
 class Outputs {
  public:
   struct Output {
@@ -44,7 +44,6 @@ class Outputs {
     nanobind::object owner;
   };
   Outputs() = default;
-  explicit Outputs(nanobind::handle outputs);
   // The outputs of pb_utils Tensor objects (their _name, _triton_dtype and
   // _array read in place); `output_spec(name, datatype, array)` gives the
   // entry of a BYTES tensor or one in GPU memory.

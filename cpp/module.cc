@@ -47,17 +47,19 @@ using namespace tsb;
     o.apply(triton().core_fn, field, a.c_str(), b.c_str(), c.c_str());    \
   })
 
-// `send` of a BackendRequest or ResponseSender: the outputs as Outputs.
+// `send` of a BackendRequest or ResponseSender: pb_utils Tensor objects as
+// Outputs.
 template <typename Sender>
-void send_outputs(Sender& self, nb::handle outputs, const ErrorSpec& error,
-                  uint32_t flags, const nb::dict& parameters) {
-  self.send(Outputs(outputs), error, flags, parameters);
+void send_outputs(Sender& self, nb::handle tensors, const ErrorSpec& error,
+                  uint32_t flags, const nb::dict& parameters,
+                  nb::handle output_spec) {
+  self.send(Outputs(tensors, output_spec), error, flags, parameters);
 }
 constexpr const char* kSendSignature =
-    "def send(self, outputs: collections.abc.Iterable[tuple[str, int, "
-    "typing.Any, collections.abc.Sequence[int] | None]], "
+    "def send(self, tensors: collections.abc.Iterable[typing.Any], "
     "error: tuple[int, str] | None, flags: int, "
-    "parameters: dict[str, str | int | bool]) -> None";
+    "parameters: dict[str, str | int | bool], "
+    "output_spec: collections.abc.Callable[..., typing.Any]) -> None";
 
 NB_MODULE(_native, m) {
   m.doc() = "The native module of the tritonserver package (private).";
@@ -447,8 +449,8 @@ NB_MODULE(_native, m) {
       .def("parameters", &BackendRequest::parameters,
            nb::sig("def parameters(self) -> dict[str, str | int | bool | float]"))
       .def("is_cancelled", &BackendRequest::is_cancelled)
-      .def("send", &send_outputs<BackendRequest>, "outputs"_a, "error"_a.none(),
-           "flags"_a, "parameters"_a, nb::sig(kSendSignature))
+      .def("send", &send_outputs<BackendRequest>, "tensors"_a, "error"_a.none(),
+           "flags"_a, "parameters"_a, "output_spec"_a, nb::sig(kSendSignature))
       .def("fail_if_unanswered", &BackendRequest::fail_if_unanswered,
            "code"_a, "message"_a)
       .def("response_sender", &BackendRequest::response_sender)
@@ -459,8 +461,8 @@ NB_MODULE(_native, m) {
                 "responses: collections.abc.Sequence[typing.Any], response_type: type, "
                 "output_spec: collections.abc.Callable[..., typing.Any]) -> list[int]"));
   nb::class_<ResponseSender>(m, "ResponseSender")
-      .def("send", &send_outputs<ResponseSender>, "outputs"_a, "error"_a.none(),
-           "flags"_a, "parameters"_a, nb::sig(kSendSignature))
+      .def("send", &send_outputs<ResponseSender>, "tensors"_a, "error"_a.none(),
+           "flags"_a, "parameters"_a, "output_spec"_a, nb::sig(kSendSignature))
       .def("send_flags", &ResponseSender::send_flags, "flags"_a)
       .def("is_cancelled", &ResponseSender::is_cancelled)
       .def_prop_ro("final_sent", &ResponseSender::final_sent);

@@ -312,10 +312,11 @@ class _CapsuleHolder:
         return (1, 0)
 
 
-# An output as the native send() takes it: (name, data type, data, shape or
-# None); the data's bytes are read in place (a copy is made only of an
-# array that is not C-contiguous), its shape is its own unless given; data
-# in GPU memory is (pointer, bytes, device id, owner), its shape given.
+# An output of a tensor the native send cannot read in place: (name, data
+# type, data, shape or None); the data's bytes are read in place (a copy is
+# made only of an array that is not C-contiguous), its shape is its own
+# unless given; data in GPU memory is (pointer, bytes, device id, owner),
+# its shape given.
 OutputSpec = tuple[str, int, Any, Optional[list[int]]]
 
 
@@ -382,11 +383,9 @@ def _send(target: Any, response: "InferenceResponse", flags: int) -> None:
     """Send `response` through a native request or response sender."""
     if not isinstance(response, InferenceResponse):
         raise TritonModelException(f"expected an InferenceResponse, not {type(response).__name__}")
-    outputs = [(t._name, t._triton_dtype, t._array, None)
-               if type(t._array) is np.ndarray and t._triton_dtype != _BYTES  # as it is: no call
-               else _output_spec(t._name, t._triton_dtype, t._array) for t in response._outputs]
     error = response._error
-    target.send(outputs, None if error is None else (error.code(), error.message()), flags, response._parameters)
+    target.send(response._outputs, None if error is None else (error.code(), error.message()), flags,
+                response._parameters, _output_spec)
 
 
 class InferenceRequest:
