@@ -21,9 +21,16 @@ struct Names {
   nb::object get_running_loop = nb::module_::import_("asyncio").attr("_get_running_loop");
 };
 
+// Not a function-local static: making the names runs Python (an import),
+// which can let the GIL go while a static's guard is held (numpy_views.cc).
+Names* g_names = nullptr;
+
 const Names& names() {
-  static Names* n = new Names();  // never freed: no Python after teardown
-  return *n;
+  if (g_names == nullptr) {
+    auto* made = new Names();  // never freed: no Python after teardown
+    if (g_names == nullptr) g_names = made; else delete made;
+  }
+  return *g_names;
 }
 
 nb::object call_method(nb::handle self, const nb::object& name,

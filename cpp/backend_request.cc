@@ -11,6 +11,7 @@
 #include "errors.h"
 #include "numpy_views.h"
 #include "triton_library.h"
+#include "thread_state.h"
 
 namespace nb = nanobind;
 
@@ -90,7 +91,7 @@ void fill(TRITONBACKEND_Response* response, ResponseState& state,
         const int device = memory_type == TRITONSERVER_MEMORY_GPU
                                ? static_cast<int>(memory_type_id)
                                : item.device;
-        nb::gil_scoped_release release;
+        GilRelease release;
         cuda_copy(buffer, data, size, device,
                   "model '" + state.model_name + "': output '" + item.name + "'");
       } else {
@@ -128,7 +129,7 @@ void fill_and_send(TRITONBACKEND_Response* response, ResponseState& state,
   TRITONSERVER_Error* error_object = ::tsb::error_object(error);
   TRITONSERVER_Error* sent;
   {
-    nb::gil_scoped_release release;
+    GilRelease release;
     sent = api.TRITONBACKEND_ResponseSend(response, flags, error_object);
   }
   ignore_error(error_object);
@@ -294,8 +295,38 @@ Outputs::~Outputs() {
   }
 }
 
+TRITONBACKEND_Request* BackendRequest::live() const {
+  if (request_ == nullptr) {
+    raise(TRITONSERVER_ERROR_UNAVAILABLE,
+          "model '" + state_->model_name + "': this request was released when "
+          "execute() returned (a model may keep what it read from a request, "
+          "such as its input arrays, but not the request itself)");
+  }
+  return request_;
+}
+
+void BackendRequest::release_after_execute() {
+  if (request_ == nullptr) return;
+  if (!sender_made_ && !state_->final_sent) {
+    fail_if_unanswered(TRITONSERVER_ERROR_INTERNAL,
+                       "model '" + state_->model_name +
+                           "': execute() gave no response for this request");
+  }
+  TRITONBACKEND_Request* request = request_;
+  request_ = nullptr;
+  if (outbox_ != nullptr) {
+    outbox_->release(request);
+    outbox_ = nullptr;
+    return;
+  }
+  GilRelease release;
+  ignore_error(triton().TRITONBACKEND_RequestRelease(
+      request, TRITONSERVER_REQUEST_RELEASE_ALL));
+}
+
 BackendRequest::~BackendRequest() {
   const TritonApi& api = triton();
+  if (request_ == nullptr) return;  // released when execute() returned
   if (!sender_made_ && !state_->final_sent) {
     try {
       fail_if_unanswered(TRITONSERVER_ERROR_INTERNAL,
@@ -308,7 +339,7 @@ BackendRequest::~BackendRequest() {
     outbox_->release(request_);
     return;
   }
-  nb::gil_scoped_release release;
+  GilRelease release;
   ignore_error(
       api.TRITONBACKEND_RequestRelease(request_, TRITONSERVER_REQUEST_RELEASE_ALL));
 }
@@ -317,7 +348,7 @@ nb::object BackendRequest::input(nb::handle self, const std::string& name) {
   const TritonApi& api = triton();
   TRITONBACKEND_Input* input = nullptr;
   TRITONSERVER_Error* err =
-      api.TRITONBACKEND_RequestInput(request_, name.c_str(), &input);
+      api.TRITONBACKEND_RequestInput(live(), name.c_str(), &input);
   if (err != nullptr) {
     api.ErrorDelete(err);
     return nb::none();
@@ -378,46 +409,44 @@ nb::object BackendRequest::input(nb::handle self, const std::string& name) {
         nb::make_tuple(reinterpret_cast<uintptr_t>(parts[0].data), byte_size,
                        parts[0].device));
   }
-  // The core's buffer itself (the array keeps this request alive), or, of
-  // several pieces (or none, or in GPU memory), one host copy owned by the
-  // array.
-  const void* data = nullptr;
-  nb::object owner;
-  if (whole && parts[0].device < 0) {
-    data = parts[0].data;
-    owner = nb::borrow(self);
-  } else {
-    auto* copy = new std::vector<uint8_t>(byte_size);
-    owner = nb::capsule(copy, [](void* p) noexcept {
-      delete static_cast<std::vector<uint8_t>*>(p);
-    });
-    data = copy->data();
-    size_t offset = 0;
-    for (const Part& part : parts) {
-      if (part.size > byte_size - offset) break;
-      if (part.size > 0 && part.device >= 0) {
-        nb::gil_scoped_release release;
-        cuda_copy(copy->data() + offset, part.data, part.size, part.device,
-                  "model '" + state_->model_name + "': input '" + name + "'");
-      } else if (part.size > 0) {
-        std::memcpy(copy->data() + offset, part.data, part.size);
-      }
-      offset += part.size;
-    }
+  // The core's buffer itself, read-only (the array keeps this request
+  // alive): with `zero_copy_inputs`, and for BYTES and BF16, whose raw bytes
+  // are only decoded (into new objects) or refused. Otherwise a private,
+  // writable copy that NumPy owns, as the stub gives each model: no
+  // consumer of the model's array (torch.from_numpy, say) can write into
+  // the client's memory through it, and it holds nothing of the request.
+  const bool numeric = datatype < TRITONSERVER_TYPE_BYTES;
+  if (whole && parts[0].device < 0 && (zero_copy_inputs_ || !numeric)) {
+    nb::object array = numpy_view(parts[0].data, array_shape.size(),
+                                  array_shape.data(), *dtype, self);
+    return nb::make_tuple(static_cast<int>(datatype), dims_tuple, array);
   }
+  uint8_t* copy = nullptr;
   nb::object array =
-      numpy_view(data, array_shape.size(), array_shape.data(), *dtype, owner);
+      numpy_array(array_shape.size(), array_shape.data(), *dtype, &copy);
+  size_t offset = 0;
+  for (const Part& part : parts) {
+    if (part.size > byte_size - offset) break;
+    if (part.size > 0 && part.device >= 0) {
+      GilRelease release;
+      cuda_copy(copy + offset, part.data, part.size, part.device,
+                "model '" + state_->model_name + "': input '" + name + "'");
+    } else if (part.size > 0) {
+      std::memcpy(copy + offset, part.data, part.size);
+    }
+    offset += part.size;
+  }
   return nb::make_tuple(static_cast<int>(datatype), dims_tuple, array);
 }
 
 std::vector<std::string> BackendRequest::input_names() const {
   const TritonApi& api = triton();
   uint32_t count = 0;
-  check(api.TRITONBACKEND_RequestInputCount(request_, &count));
+  check(api.TRITONBACKEND_RequestInputCount(live(), &count));
   std::vector<std::string> names;
   for (uint32_t i = 0; i < count; ++i) {
     TRITONBACKEND_Input* input = nullptr;
-    check(api.TRITONBACKEND_RequestInputByIndex(request_, i, &input));
+    check(api.TRITONBACKEND_RequestInputByIndex(live(), i, &input));
     const char* name = nullptr;
     check(api.TRITONBACKEND_InputProperties(input, &name, nullptr, nullptr,
                                             nullptr, nullptr, nullptr));
@@ -429,11 +458,11 @@ std::vector<std::string> BackendRequest::input_names() const {
 std::vector<std::string> BackendRequest::requested_output_names() const {
   const TritonApi& api = triton();
   uint32_t count = 0;
-  check(api.TRITONBACKEND_RequestOutputCount(request_, &count));
+  check(api.TRITONBACKEND_RequestOutputCount(live(), &count));
   std::vector<std::string> names;
   for (uint32_t i = 0; i < count; ++i) {
     const char* name = nullptr;
-    check(api.TRITONBACKEND_RequestOutputName(request_, i, &name));
+    check(api.TRITONBACKEND_RequestOutputName(live(), i, &name));
     names.emplace_back(name);
   }
   return names;
@@ -441,7 +470,7 @@ std::vector<std::string> BackendRequest::requested_output_names() const {
 
 std::string BackendRequest::id() const {
   const char* id = nullptr;
-  check(triton().TRITONBACKEND_RequestId(request_, &id));
+  check(triton().TRITONBACKEND_RequestId(live(), &id));
   return id != nullptr ? id : "";
 }
 
@@ -449,30 +478,30 @@ nb::object BackendRequest::correlation_id() const {
   const TritonApi& api = triton();
   uint64_t number = 0;
   TRITONSERVER_Error* err =
-      api.TRITONBACKEND_RequestCorrelationId(request_, &number);
+      api.TRITONBACKEND_RequestCorrelationId(live(), &number);
   if (err == nullptr) return nb::int_(number);
   api.ErrorDelete(err);
   const char* text = nullptr;
-  check(api.TRITONBACKEND_RequestCorrelationIdString(request_, &text));
+  check(api.TRITONBACKEND_RequestCorrelationIdString(live(), &text));
   return nb::str(text != nullptr ? text : "");
 }
 
 uint32_t BackendRequest::flags() const {
   uint32_t flags = 0;
-  check(triton().TRITONBACKEND_RequestFlags(request_, &flags));
+  check(triton().TRITONBACKEND_RequestFlags(live(), &flags));
   return flags;
 }
 
 nb::dict BackendRequest::parameters() const {
   const TritonApi& api = triton();
   uint32_t count = 0;
-  check(api.TRITONBACKEND_RequestParameterCount(request_, &count));
+  check(api.TRITONBACKEND_RequestParameterCount(live(), &count));
   nb::dict result;
   for (uint32_t i = 0; i < count; ++i) {
     const char* key = nullptr;
     TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
     const void* value = nullptr;
-    check(api.TRITONBACKEND_RequestParameter(request_, i, &key, &type, &value));
+    check(api.TRITONBACKEND_RequestParameter(live(), i, &key, &type, &value));
     switch (type) {
       case TRITONSERVER_PARAMETER_STRING:
         result[key] = nb::str(static_cast<const char*>(value));
@@ -494,7 +523,7 @@ nb::dict BackendRequest::parameters() const {
 }
 
 bool BackendRequest::is_cancelled() const {
-  return ask_cancelled(triton().TRITONBACKEND_RequestIsCancelled, request_,
+  return ask_cancelled(triton().TRITONBACKEND_RequestIsCancelled, live(),
                        "TRITONBACKEND_RequestIsCancelled");
 }
 
@@ -511,7 +540,7 @@ void BackendRequest::send(const Outputs& outputs, const ErrorSpec& error,
   check_not_final(*state_);
   read_requested_outputs();
   TRITONBACKEND_Response* response = nullptr;
-  check(triton().TRITONBACKEND_ResponseNew(&response, request_));
+  check(triton().TRITONBACKEND_ResponseNew(&response, live()));
   if (outbox_ != nullptr && (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)) {
     fill(response, *state_, outputs, parameters);
     outbox_->add(response, flags, error_object(error));
@@ -618,7 +647,7 @@ std::shared_ptr<ResponseSender> BackendRequest::response_sender() {
   }
   read_requested_outputs();
   TRITONBACKEND_ResponseFactory* factory = nullptr;
-  check(triton().TRITONBACKEND_ResponseFactoryNew(&factory, request_));
+  check(triton().TRITONBACKEND_ResponseFactoryNew(&factory, live()));
   auto sender = std::make_shared<ResponseSender>(factory, state_);
   sender_ = sender;
   sender_made_ = true;
@@ -655,7 +684,7 @@ void ResponseSender::send_flags(uint32_t flags) {
   check_open();
   TRITONSERVER_Error* err;
   {
-    nb::gil_scoped_release release;
+    GilRelease release;
     err = triton().TRITONBACKEND_ResponseFactorySendFlags(factory_, flags);
   }
   if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) state_->final_sent = true;

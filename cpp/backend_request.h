@@ -94,11 +94,14 @@ class BackendRequest {
   // request, if this object dies meanwhile, is released from there too.
   // `device_inputs`: an input in GPU memory is given as it is (the model
   // config's FORCE_CPU_ONLY_INPUT_TENSORS "no"), else copied to the host.
+  // `zero_copy_inputs`: a numeric input in host memory is a read-only view
+  // of the request's memory (the config's ZERO_COPY_INPUTS "yes"), else a
+  // private, writable copy.
   BackendRequest(TRITONBACKEND_Request* request,
                  std::shared_ptr<ResponseState> state, ResponseOutbox* outbox,
-                 bool device_inputs = false)
+                 bool device_inputs = false, bool zero_copy_inputs = false)
       : request_(request), state_(std::move(state)), outbox_(outbox),
-        device_inputs_(device_inputs) {}
+        device_inputs_(device_inputs), zero_copy_inputs_(zero_copy_inputs) {}
   // Answers a request left without a final response (so that no client
   // waits forever), then releases it.
   ~BackendRequest();
@@ -111,15 +114,22 @@ class BackendRequest {
   // From now on responses are sent, and the request released, at once
   // (execute returned and the object outlives it, kept by an input view).
   void detach_outbox() { outbox_ = nullptr; }
+  // Releases the request now (answered first if nothing did), for an
+  // object the model keeps past execute() when nothing of the core's
+  // memory depends on it (no input views): kept, it would hold the model
+  // and so its unload and the server's stop. Every later use raises
+  // UnavailableError naming the model.
+  void release_after_execute();
 
   // (TRITONSERVER_DataType, shape, NumPy array) of the input `name`, or
-  // None when the request has no such input: the array is read-only, of the
-  // input's type and shape, a view of the core's buffer (no copy) when it
-  // is one piece in host memory; of BYTES and BF16 (no NumPy type) its raw
-  // bytes (uint8, 1-D). An input in GPU memory is copied to the host, or,
-  // with `device_inputs`, given as (pointer, bytes, device id) when it is
-  // one piece. `self` is this object's Python handle: the view keeps it
-  // alive.
+  // None when the request has no such input: the array is of the input's
+  // type and shape, a private writable copy, or with `zero_copy_inputs` a
+  // read-only view of the core's buffer (no copy) when it is one piece in
+  // host memory; of BYTES and BF16 (no NumPy type) its raw bytes (uint8,
+  // 1-D, a read-only view when one piece). An input in GPU memory is copied
+  // to the host, or, with `device_inputs`, given as (pointer, bytes, device
+  // id) when it is one piece. `self` is this object's Python handle: a view
+  // keeps it alive.
   nanobind::object input(nanobind::handle self, const std::string& name);
   // The value of the input `name`, or None: for a numeric input in host
   // memory input()'s array, else what `input_value(name, found, self)`
@@ -155,12 +165,15 @@ class BackendRequest {
   std::optional<std::pair<nanobind::object, nanobind::object>> typed_value(
       nanobind::handle self, nanobind::str name, nanobind::handle input_value);
   void read_requested_outputs();
+  // request_, or UnavailableError once release_after_execute() ran.
+  TRITONBACKEND_Request* live() const;
   TRITONBACKEND_Request* request_;
   std::shared_ptr<ResponseState> state_;
   std::weak_ptr<ResponseSender> sender_;
   bool sender_made_ = false;
   ResponseOutbox* outbox_;
   const bool device_inputs_;
+  const bool zero_copy_inputs_;
 };
 
 // A pb_utils InferenceRequest (`request_type`) of the BackendRequest

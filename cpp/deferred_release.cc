@@ -1,4 +1,5 @@
 #include "deferred_release.h"
+#include "thread_state.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -109,7 +110,7 @@ void run_releaser() {
     s->running = true;
   }
   pthread_setname_np(pthread_self(), "tsb-releaser");  // seen in ps, gdb, /proc
-  nanobind::gil_scoped_release release;  // waits without the GIL
+  GilRelease release;  // waits without the GIL
   std::unique_lock<std::mutex> lock(s->mutex);
   for (;;) {
     // `idle` is set again before each sleep: a wake-up whose references a
@@ -127,7 +128,7 @@ void run_releaser() {
     {
       // This Python thread's own state (PyGILState_Ensure allocates
       // nothing here).
-      nanobind::gil_scoped_acquire gil;
+      GilAcquire gil;
       std::vector<nanobind::object> doomed;
       {
         std::lock_guard<std::mutex> relock(s->mutex);
@@ -154,7 +155,7 @@ void drain_deferred() {
 
 void stop_deferred_releaser() {
   {
-    nanobind::gil_scoped_release release;  // the releaser may wait for it
+    GilRelease release;  // the releaser may wait for it
     State* s = g_state;
     std::unique_lock<std::mutex> lock(s->mutex);
     s->stopping = true;

@@ -11,6 +11,7 @@
 #include "deferred_release.h"
 #include "errors.h"
 #include "response_view.h"
+#include "thread_state.h"
 
 namespace nb = nanobind;
 
@@ -83,7 +84,7 @@ void release(Export* e) noexcept {
   if (gil && e->buffer && e->buffer->memory_type != TRITONSERVER_MEMORY_CPU) {
     PyThreadState* saved = PyEval_SaveThread();
     delete e;
-    PyEval_RestoreThread(saved);
+    restore_thread(saved);
     return;
   }
   delete e;

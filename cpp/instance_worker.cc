@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "inflight_requests.h"
+#include "thread_state.h"
 
 namespace tsb {
 namespace {
@@ -36,7 +37,7 @@ bool InstanceWorker::offer(TRITONBACKEND_Request** requests,
 
 void InstanceWorker::run() {
   {
-    nanobind::gil_scoped_release release;
+    GilRelease release;
     std::unique_lock<std::mutex> lock(mutex_);
     started_ = true;
     for (;;) {
@@ -48,7 +49,7 @@ void InstanceWorker::run() {
         // thread waits here, in offer(), rather than on the core's own
         // queue, where each request the event loop submits would wake it
         // (a thread wake-up per request, paid by the loop under the GIL).
-        nanobind::gil_scoped_acquire gil;
+        GilAcquire gil;
         lock.unlock();
         std::unique_lock<std::mutex> take(mutex_);
         for (int n = 0; n < kMaxBatchesPerHold && !queue_.empty(); ++n) {

@@ -27,6 +27,7 @@
 #include "server.h"
 #include "spin_wait.h"
 #include "triton_library.h"
+#include "thread_state.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -81,7 +82,7 @@ NB_MODULE(_native, m) {
       [](const std::string& path, const std::vector<std::string>& companions) {
         LoadedCore c;
         {
-          nb::gil_scoped_release release;
+          GilRelease release;
           c = load_triton(path, companions);
         }
         return nb::make_tuple(c.path, c.api_major, c.api_minor);
@@ -97,7 +98,7 @@ NB_MODULE(_native, m) {
   m.def("missing_functions", &missing_functions,
         nb::sig("def missing_functions() -> list[tuple[str, str]]"));
   m.def("cuda_load", &cuda_load, "candidates"_a,
-        nb::call_guard<nb::gil_scoped_release>());
+        nb::call_guard<tsb::GilRelease>());
   m.def("cuda_device_count", &cuda_device_count);
   m.def("cuda_status", &cuda_status);
   m.def("cuda_stream_wait_default", &cuda_stream_wait_default, "device"_a,
@@ -113,7 +114,7 @@ NB_MODULE(_native, m) {
         "The releaser thread's body, for a thread Python starts: drops parked references "
         "when Python does not drain them within 20 ms; returns at interpreter exit.");
   m.def("host_pool_trim", &host_pool_trim,
-        nb::call_guard<nb::gil_scoped_release>());
+        nb::call_guard<tsb::GilRelease>());
 
   nb::class_<BufferHandle>(m, "Buffer")
       .def_prop_ro("data_ptr", &BufferHandle::data_ptr)
@@ -233,14 +234,14 @@ NB_MODULE(_native, m) {
 
   nb::class_<StopInProgress>(m, "StopInProgress")
       .def("wait", &StopInProgress::wait, "timeout_s"_a,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("inflight", &StopInProgress::inflight,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("finish", &StopInProgress::finish_from_python)
       .def("leave_running", &StopInProgress::leave_running);
   nb::class_<Server>(m, "Server")
       .def(nb::init<ServerOptions&>(), "options"_a,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("handle_address",
            [](const Server& s) {
              TRITONSERVER_Server* h = s.handle()->peek();
@@ -251,43 +252,43 @@ NB_MODULE(_native, m) {
            })
       .def("begin_stop", &Server::begin_stop_from_python)
       .def("is_live", &Server::is_live,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("is_ready", &Server::is_ready,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("metadata", &Server::metadata,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("model_index", &Server::model_index, "flags"_a,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("model_is_ready", &Server::model_is_ready,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("model_batch_properties", &Server::model_batch_properties,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("model_transaction_properties",
            &Server::model_transaction_properties,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("model_metadata", &Server::model_metadata,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("model_statistics", &Server::model_statistics,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("model_config", &Server::model_config,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("load_model", &Server::load_model_from_python,
            nb::sig("def load_model(self, name: str, parameters: dict[str, object], /) -> None"))
       .def("unload_model", &Server::unload_model,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("register_model_repository", &Server::register_model_repository,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("unregister_model_repository",
            &Server::unregister_model_repository,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("poll_model_repository", &Server::poll_model_repository,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def("metrics", &Server::metrics,
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<tsb::GilRelease>())
       .def_static("reap_stopped", &Server::reap_stopped, "timeout_s"_a,
-                  nb::call_guard<nb::gil_scoped_release>())
+                  nb::call_guard<tsb::GilRelease>())
       .def_static("background_inflight", &Server::background_inflight,
-                  nb::call_guard<nb::gil_scoped_release>());
+                  nb::call_guard<tsb::GilRelease>());
   m.def("end_child_at_exit", &end_child_at_exit,
         "In a child of fork(): end with _exit() once Python finalized, when "
         "the parent had created a server (see cpp/fork.h).");

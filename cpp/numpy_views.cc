@@ -28,25 +28,34 @@ struct Api {
   SetBaseObject set_base_object;
 };
 
-// The table of the NumPy that is imported (2.x moved it to numpy._core).
+// The table of the NumPy that is imported (2.x moved it to numpy._core),
+// fetched at its first use. Not a function-local static: its set-up runs
+// Python (the import; on NumPy 1.x a Python shim), which can let the GIL go,
+// and a second thread waiting on a static's guard while holding the GIL
+// would then keep the first from ever taking it back (a deadlock seen on
+// the first concurrent requests). Set under the GIL: two threads may both
+// build it; the first stored wins, and a failed import is tried again.
+const Api* g_api = nullptr;
+
 const Api& api() {
-  static const Api table = [] {
-    nb::object module;
-    try {
-      module = nb::module_::import_("numpy._core._multiarray_umath");
-    } catch (nb::python_error&) {
-      module = nb::module_::import_("numpy.core._multiarray_umath");
-    }
-    nb::object capsule = module.attr("_ARRAY_API");
-    void** slots =
-        static_cast<void**>(PyCapsule_GetPointer(capsule.ptr(), nullptr));
-    if (slots == nullptr) throw nb::python_error();
-    return Api{static_cast<PyTypeObject*>(slots[kArrayTypeSlot]),
-               reinterpret_cast<DescrFromType>(slots[kDescrFromTypeSlot]),
-               reinterpret_cast<NewFromDescr>(slots[kNewFromDescrSlot]),
-               reinterpret_cast<SetBaseObject>(slots[kSetBaseObjectSlot])};
-  }();
-  return table;
+  if (g_api != nullptr) return *g_api;
+  nb::object module;
+  try {
+    module = nb::module_::import_("numpy._core._multiarray_umath");
+  } catch (nb::python_error&) {
+    module = nb::module_::import_("numpy.core._multiarray_umath");
+  }
+  nb::object capsule = module.attr("_ARRAY_API");
+  void** slots =
+      static_cast<void**>(PyCapsule_GetPointer(capsule.ptr(), nullptr));
+  if (slots == nullptr) throw nb::python_error();
+  if (g_api == nullptr) {  // never freed: used until the process ends
+    g_api = new Api{static_cast<PyTypeObject*>(slots[kArrayTypeSlot]),
+                    reinterpret_cast<DescrFromType>(slots[kDescrFromTypeSlot]),
+                    reinterpret_cast<NewFromDescr>(slots[kNewFromDescrSlot]),
+                    reinterpret_cast<SetBaseObject>(slots[kSetBaseObjectSlot])};
+  }
+  return *g_api;
 }
 
 // NPY_TYPES numbers (64-bit integers as NPY_LONG: numpy.int64 on LP64
@@ -74,25 +83,55 @@ int type_number(nb::dlpack::dtype dtype) {
                            .c_str());
 }
 
+// The dimensions as NumPy takes them.
+struct Dims {
+  Py_ssize_t values[32];
+  Dims(size_t ndim, const size_t* shape) {
+    if (ndim > 32) throw nb::value_error("more than 32 dimensions");
+    for (size_t i = 0; i < ndim; ++i) {
+      values[i] = static_cast<Py_ssize_t>(shape[i]);
+    }
+  }
+};
+
+PyObject* descr_of(const Api& numpy, nb::dlpack::dtype dtype) {
+  PyObject* descr = numpy.descr_from_type(type_number(dtype));
+  if (descr == nullptr) throw nb::python_error();
+  return descr;
+}
+
 }  // namespace
+
+nb::object numpy_array(size_t ndim, const size_t* shape,
+                       nb::dlpack::dtype dtype, uint8_t** data) {
+  const Api& numpy = api();
+  Dims dims(ndim, shape);
+  // Steals the descriptor; no data: NumPy allocates (writable, C order).
+  PyObject* array = numpy.new_from_descr(numpy.array_type, descr_of(numpy, dtype),
+                                         static_cast<int>(ndim), dims.values,
+                                         nullptr, nullptr, 0, nullptr);
+  if (array == nullptr) throw nb::python_error();
+  // PyArray_DATA: the field after the object header (PyArrayObject_fields,
+  // the same in NumPy 1.x and 2.x).
+  *data = *reinterpret_cast<uint8_t**>(reinterpret_cast<char*>(array) +
+                                       sizeof(PyObject));
+  return nb::steal(array);
+}
 
 nb::object numpy_view(const void* data, size_t ndim, const size_t* shape,
                       nb::dlpack::dtype dtype, nb::handle owner) {
   const Api& numpy = api();
-  Py_ssize_t dims[32];
-  if (ndim > 32) throw nb::value_error("more than 32 dimensions");
-  for (size_t i = 0; i < ndim; ++i) dims[i] = static_cast<Py_ssize_t>(shape[i]);
+  Dims dims(ndim, shape);
   // Empty arrays too get a pointer of ours: with none NumPy would
   // allocate (and make the array writeable).
   static const uint64_t empty = 0;
   if (data == nullptr) data = &empty;
   const size_t item = dtype.bits / 8;
   const bool aligned = reinterpret_cast<uintptr_t>(data) % item == 0;
-  PyObject* descr = numpy.descr_from_type(type_number(dtype));
-  if (descr == nullptr) throw nb::python_error();
+  PyObject* descr = descr_of(numpy, dtype);
   // Steals `descr`; no WRITEABLE flag: read-only.
   PyObject* array = numpy.new_from_descr(
-      numpy.array_type, descr, static_cast<int>(ndim), dims, nullptr,
+      numpy.array_type, descr, static_cast<int>(ndim), dims.values, nullptr,
       const_cast<void*>(data), kCContiguous | (aligned ? kAligned : 0),
       nullptr);
   if (array == nullptr) throw nb::python_error();

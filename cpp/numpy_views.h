@@ -1,4 +1,4 @@
-// Read-only NumPy arrays over memory we hold, made with NumPy's own C API:
+// Read-only NumPy arrays over memory we hold (and new arrays NumPy owns), made with NumPy's own C API:
 // its function table, the `_ARRAY_API` capsule of the NumPy module in use
 // (1.x or 2.x), fetched at run time (the build has no NumPy headers). One
 // call instead of a buffer-protocol round trip through numpy.asarray; the
@@ -19,5 +19,10 @@ namespace tsb {
 nanobind::object numpy_view(const void* data, size_t ndim, const size_t* shape,
                             nanobind::dlpack::dtype dtype,
                             nanobind::handle owner);
+
+// A new C-contiguous, writable array of `dtype` and `shape` whose memory
+// NumPy owns; `*data` is set to its first byte. Needs the GIL.
+nanobind::object numpy_array(size_t ndim, const size_t* shape,
+                             nanobind::dlpack::dtype dtype, uint8_t** data);
 
 }  // namespace tsb

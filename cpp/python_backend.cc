@@ -4,6 +4,8 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
+#include <cxxabi.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -28,11 +30,16 @@ struct InstanceState {
   std::string model_name;
   // Inputs in GPU memory stay there (FORCE_CPU_ONLY_INPUT_TENSORS "no").
   bool device_inputs = false;
+  // Numeric inputs in host memory are read-only views of the request's
+  // memory (ZERO_COPY_INPUTS "yes"), else private copies.
+  bool zero_copy_inputs = false;
   // pb_utils.InferenceRequest, when execute() takes the requests as such
   // (None: it takes the BackendRequest objects), and the model's name.
   nb::object request_type;
   nb::object model_name_object;
   nb::object execute;  // runner.execute, looked up once
+  // Decoupled: requests (and their senders) are the model's past execute().
+  bool decoupled = false;
   // The final responses of the batches run since they were last sent (one
   // batch at a time: the core's thread or the worker runs them), sent once
   // the GIL is let go.
@@ -58,6 +65,8 @@ TRITONSERVER_Error* guarded(const char* what, Body body) noexcept {
   try {
     body();
     return nullptr;
+  } catch (abi::__forced_unwind&) {  // finalization ended this thread
+    park_forever();
   } catch (TritonException& e) {
     return make_error(e.code(), e.what());
   } catch (nb::python_error& e) {
@@ -196,7 +205,8 @@ TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
     nb::object runner = nb::borrow(result[0]);
     auto* state = new InstanceState{
         runner, model_name, nb::cast<bool>(runner.attr("device_inputs")),
-        runner.attr("request_type"), nb::str(model_name), runner.attr("execute")};
+        nb::cast<bool>(runner.attr("zero_copy_inputs")), runner.attr("request_type"),
+        nb::str(model_name), runner.attr("execute")};
     TRITONSERVER_Error* err =
         api.TRITONBACKEND_ModelInstanceSetState(instance, state);
     if (err != nullptr) {
@@ -204,6 +214,7 @@ TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
       delete state;
       check(err);
     }
+    state->decoupled = nb::cast<bool>(runner.attr("decoupled"));
     if (nb::cast<bool>(state->runner.attr("hand_off"))) {
       state->worker = std::make_unique<InstanceWorker>(
           [instance, state](InstanceWorker::Batch& batch) {
@@ -235,12 +246,27 @@ TRITONSERVER_Error* instance_finalize(TRITONBACKEND_ModelInstance* instance) {
     std::unique_ptr<InstanceState> state(state_of(instance));
     if (state == nullptr) return;
     if (state->worker) {
-      nb::gil_scoped_release release;
+      GilRelease release;
       state->worker->stop();  // runs what it was handed first
     }
     // The runtime logs the model's own finalize() errors.
     state->runner.attr("finalize")();
   });
+}
+
+// Answers `request` with an error and releases it, without Python.
+void fail_natively(TRITONBACKEND_Request* request, TRITONSERVER_Error_Code code,
+                   const std::string& message) noexcept {
+  const TritonApi& api = triton();
+  TRITONBACKEND_Response* response = nullptr;
+  if (api.TRITONBACKEND_ResponseNew(&response, request) == nullptr) {
+    TRITONSERVER_Error* why = make_error(code, message.c_str());
+    ignore_error(api.TRITONBACKEND_ResponseSend(
+        response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, why));
+    ignore_error(why);
+  }
+  ignore_error(
+      api.TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL));
 }
 
 void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
@@ -259,7 +285,8 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
       handles.push_back(nb::cast(
           new BackendRequest(requests[i],
                              std::make_shared<ResponseState>(state->model_name),
-                             &state->outbox, state->device_inputs),
+                             &state->outbox, state->device_inputs,
+                             state->zero_copy_inputs),
           nb::rv_policy::take_ownership));
       batch.append(handles.back());
       if (wrap) {
@@ -268,6 +295,9 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
       }
     }
     state->execute(batch, wrap ? nb::object(wrapped) : nb::none());
+  } catch (abi::__forced_unwind&) {
+    // Finalization ended this thread inside the model's code (thread_state.h).
+    park_forever();
   } catch (std::exception& e) {
     // The runtime answers the model's own failures; this is a fault of
     // the runtime itself (or no memory for the request objects).
@@ -282,16 +312,7 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
         } catch (...) {
         }
       } else {  // never wrapped: answered and released here
-        TRITONBACKEND_Response* response = nullptr;
-        if (api.TRITONBACKEND_ResponseNew(&response, requests[i]) == nullptr) {
-          TRITONSERVER_Error* why =
-              make_error(TRITONSERVER_ERROR_INTERNAL, message.c_str());
-          ignore_error(api.TRITONBACKEND_ResponseSend(
-              response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, why));
-          ignore_error(why);
-        }
-        ignore_error(api.TRITONBACKEND_RequestRelease(
-            requests[i], TRITONSERVER_REQUEST_RELEASE_ALL));
+        fail_natively(requests[i], TRITONSERVER_ERROR_INTERNAL, message);
       }
     }
   }
@@ -302,10 +323,19 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
     // (and answered, if nothing did) through the outbox, once the GIL is
     // let go. One the model still holds (an input view, the request object)
     // acts at once from now on, whenever it goes.
-    if (Py_REFCNT(handle.ptr()) != 1) request->detach_outbox();
+    const bool kept = Py_REFCNT(handle.ptr()) != 1;
+    if (kept) request->detach_outbox();
     TRITONSERVER_Error* report = api.TRITONBACKEND_ModelInstanceReportStatistics(
         instance, request->raw(), request->succeeded(), start, start, end, end);
     if (report != nullptr) api.ErrorDelete(report);
+    // A request a non-decoupled model keeps (not for input views of its
+    // memory) is released now: kept, it would hold up the model's unload.
+    if (kept && !state->decoupled && !state->zero_copy_inputs) {
+      try {
+        request->release_after_execute();
+      } catch (...) {  // answered already; released in any case
+      }
+    }
   }
   TRITONSERVER_Error* report =
       api.TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, count,
@@ -328,6 +358,14 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
                                        "in-process python model: no state");
   }
   if (state->worker && state->worker->offer(requests, count)) return nullptr;
+  if (!python_usable()) {  // the program is exiting: no Python from here on
+    for (uint32_t i = 0; i < count; ++i) {
+      fail_natively(requests[i], TRITONSERVER_ERROR_UNAVAILABLE,
+                    "model '" + state->model_name +
+                        "': not run, the Python program is exiting");
+    }
+    return nullptr;
+  }
   {
     ThreadGil gil;
     run_batch(instance, state, requests, count);

@@ -57,10 +57,20 @@ TRITONSERVER_Error* load_table() {
   return nullptr;
 }
 
+// Python can no longer be entered from the core's threads (the program is
+// exiting: CPython would end a thread that takes the GIL now).
+TRITONSERVER_Error* exiting() {
+  return TRITONSERVER_ErrorNew(
+      kUnavailable,
+      "the in-process python backend cannot run python models: the Python "
+      "program is exiting");
+}
+
 }  // namespace
 
 TSB_EXPORT TRITONSERVER_Error* TRITONBACKEND_Initialize(
     TRITONBACKEND_Backend*) {
+  if (!tsb::python_usable()) return exiting();
   tsb::ThreadGil gil;
   return load_table();
 }
@@ -71,25 +81,31 @@ TSB_EXPORT TRITONSERVER_Error* TRITONBACKEND_Finalize(TRITONBACKEND_Backend*) {
 
 TSB_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(
     TRITONBACKEND_Model* model) {
+  if (!tsb::python_usable()) return exiting();
   tsb::ThreadGil gil;
   if (TRITONSERVER_Error* err = load_table()) return err;
   return table->model_initialize(model);
 }
 
+// The finalizers leave what they would free to the process's end when
+// Python can no longer be entered.
 TSB_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(
     TRITONBACKEND_Model* model) {
+  if (!tsb::python_usable()) return nullptr;
   tsb::ThreadGil gil;
   return table->model_finalize(model);
 }
 
 TSB_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(
     TRITONBACKEND_ModelInstance* instance) {
+  if (!tsb::python_usable()) return exiting();
   tsb::ThreadGil gil;
   return table->instance_initialize(instance);
 }
 
 TSB_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(
     TRITONBACKEND_ModelInstance* instance) {
+  if (!tsb::python_usable()) return nullptr;
   tsb::ThreadGil gil;
   return table->instance_finalize(instance);
 }

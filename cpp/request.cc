@@ -306,7 +306,7 @@ void Request::submit_from_python(
       // the submission needs while it waits for the GIL: then it is let go.
       submit();
     } else {
-      nb::gil_scoped_release release;
+      GilRelease release;
       submit();
     }
   } catch (...) {
@@ -350,7 +350,7 @@ ResponsePtr Request::next_from_python(double timeout_s) {
     const bool last = left >= 0 && left <= kSliceS;
     ResponsePtr p;
     {
-      nb::gil_scoped_release release;
+      GilRelease release;
       p = next(last ? left : kSliceS, first);  // one poll per wait
     }
     if (p || last) {

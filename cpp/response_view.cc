@@ -9,6 +9,7 @@
 #include "api_types.h"
 #include "errors.h"
 #include "type_slots.h"
+#include "thread_state.h"
 
 namespace nb = nanobind;
 
@@ -35,7 +36,7 @@ nb::dict parameters_dict(const ResponseData& data) {
 BufferHandle::~BufferHandle() {
   if (ref && ref->memory_type != TRITONSERVER_MEMORY_CPU &&
       ref->refs.load(std::memory_order_acquire) == 1) {
-    nb::gil_scoped_release release;
+    GilRelease release;
     ref = BufferRef();
   }
 }
@@ -60,7 +61,7 @@ nb::object copy_buffer(uintptr_t src, size_t size, int src_type,
                        int memory_type, int64_t memory_type_id) {
   BufferRef copy;
   {
-    nb::gil_scoped_release release;
+    GilRelease release;
     copy = buffer_copy(reinterpret_cast<const void*>(src), size,
                        static_cast<TRITONSERVER_MemoryType>(src_type),
                        static_cast<TRITONSERVER_MemoryType>(memory_type),
@@ -213,7 +214,7 @@ nb::object response_to_python(ResponsePtr response) {
 nb::object dispatch_pop_from_python(double timeout_s) {
   std::pair<uint64_t, ResponsePtr> item;
   {
-    nb::gil_scoped_release release;
+    GilRelease release;
     item = dispatch_pop(timeout_s);
   }
   if (!item.second) return nb::none();

@@ -18,6 +18,7 @@
 #include "parameter_list.h"
 #include "request.h"
 #include "triton_library.h"
+#include "thread_state.h"
 
 namespace tsb {
 namespace {
@@ -147,7 +148,7 @@ class GilReleasedIfHeld {
       : saved_(holds_gil() ? PyEval_SaveThread() : nullptr) {}
   ~GilReleasedIfHeld() {
     if (saved_ == nullptr) return;
-    PyEval_RestoreThread(saved_);
+    restore_thread(saved_);
     try {
       drain_deferred();  // the inputs of the requests stop() discarded
     } catch (...) {
@@ -284,7 +285,7 @@ StopInProgress Server::begin_stop() {
 StopInProgress Server::begin_stop_from_python() {
   std::optional<StopInProgress> stopping;
   {
-    nanobind::gil_scoped_release release;
+    GilRelease release;
     stopping.emplace(begin_stop());
   }
   drain_deferred();
@@ -466,7 +467,7 @@ void Server::load_model_from_python(const std::string& name,
     }
     params.push_back(std::move(p));
   }
-  nb::gil_scoped_release release;
+  GilRelease release;
   load_model(name, params);
 }
 

@@ -1,6 +1,8 @@
 #include "thread_state.h"
 
+#include <cxxabi.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <atomic>
 
@@ -30,14 +32,38 @@ std::atomic<bool> g_python_under_core_locks{false};
 
 }  // namespace
 
-ThreadGil::ThreadGil() noexcept {
-  if (!t_kept.made) {
-    t_kept.made = true;
-    // The kept count; if it took the GIL, let it go: the Ensure below takes
-    // it again like every later acquisition on this thread.
-    if (PyGILState_Ensure() == PyGILState_UNLOCKED) PyEval_SaveThread();
+void park_forever() noexcept {
+  for (;;) pause();
+}
+
+void restore_thread(PyThreadState* state) noexcept {
+  try {
+    PyEval_RestoreThread(state);
+  } catch (abi::__forced_unwind&) {  // finalization ended this thread
+    park_forever();
   }
-  state_ = PyGILState_Ensure();
+}
+
+GilAcquire::GilAcquire() noexcept {
+  try {
+    state_ = PyGILState_Ensure();
+  } catch (abi::__forced_unwind&) {
+    park_forever();
+  }
+}
+
+ThreadGil::ThreadGil() noexcept {
+  try {
+    if (!t_kept.made) {
+      t_kept.made = true;
+      // The kept count; if it took the GIL, let it go: the Ensure below
+      // takes it again like every later acquisition on this thread.
+      if (PyGILState_Ensure() == PyGILState_UNLOCKED) PyEval_SaveThread();
+    }
+    state_ = PyGILState_Ensure();
+  } catch (abi::__forced_unwind&) {
+    park_forever();
+  }
 }
 
 ThreadGil::~ThreadGil() { PyGILState_Release(state_); }

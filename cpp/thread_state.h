@@ -18,8 +18,50 @@
 
 namespace tsb {
 
+// Finalization and threads other than the one that finalizes: CPython
+// 3.10-3.13 end a thread that takes the GIL once finalization has begun
+// with pthread_exit, whose unwinding through frames that cannot unwind (the
+// package's noexcept functions, nanobind's dispatch, the core's own) ends
+// the process in std::terminate (SIGABRT, "terminate called without an
+// active exception"). Every place where such a thread takes the GIL back
+// catches that unwinding and parks the thread instead, for good, as
+// CPython 3.14 does itself: the process then ends around it.
+[[noreturn]] void park_forever() noexcept;
+
+// Takes the GIL back with `state` (PyEval_RestoreThread), or parks this
+// thread if finalization ended it.
+void restore_thread(PyThreadState* state) noexcept;
+
+// Lets the GIL go for its scope, and takes it back by restore_thread: the
+// package's gil_scoped_release (for nb::call_guard too).
+class GilRelease {
+ public:
+  GilRelease() noexcept : saved_(PyEval_SaveThread()) {}
+  ~GilRelease() { restore_thread(saved_); }
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  PyThreadState* saved_;
+};
+
+// Holds the GIL for its scope on a thread Python started (it has its own
+// thread state): PyGILState_Ensure, parking if finalization ended the
+// thread.
+class GilAcquire {
+ public:
+  GilAcquire() noexcept;
+  ~GilAcquire() { PyGILState_Release(state_); }
+  GilAcquire(const GilAcquire&) = delete;
+  GilAcquire& operator=(const GilAcquire&) = delete;
+
+ private:
+  PyGILState_STATE state_;
+};
+
 // Holds the GIL for its scope, with this thread's persistent thread state.
-// Nests, and works on a thread that already holds the GIL.
+// Nests, and works on a thread that already holds the GIL. Parks the
+// thread if finalization ended it (park_forever).
 class ThreadGil {
  public:
   ThreadGil() noexcept;

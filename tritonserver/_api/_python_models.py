@@ -39,9 +39,12 @@ class PythonModels:
 
 
 def backend_library() -> str:
-    """The package's in-process python backend library."""
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_backend",
-                        "libtriton_python.so")
+    """The package's in-process python backend library, installed beside
+    the extension (in an editable install too, where the Python files are
+    the source tree's)."""
+    from .. import _native
+
+    return os.path.join(os.path.dirname(os.path.abspath(_native.__file__)), "_backend", "libtriton_python.so")
 
 
 def _numpy_major_here() -> Optional[int]:

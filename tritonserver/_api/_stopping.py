@@ -36,8 +36,13 @@ SLICE_S = 0.1
 # to finish is not worth a line).
 ANNOUNCE_AFTER_S = 0.5
 # How long interpreter exit waits for the stops that outlived their
-# exit_timeout (the core gives up exit_timeout + 30 s after the stop).
+# exit_timeout, at most (the core gives up CORE_GRACE_S after their
+# exit_timeout: then they end).
 BACKGROUND_WAIT_S = 60.0
+CORE_GRACE_S = 30.0
+# When the last stop left running in the background ends at the latest (the
+# core gives up on it), in time.monotonic(); None: no such stop.
+_background_ends_by: Optional[float] = None
 
 
 def stop(server: _native.Server, exit_timeout: float, announced: bool, interrupted: bool) -> None:
@@ -46,8 +51,10 @@ def stop(server: _native.Server, exit_timeout: float, announced: bool, interrupt
     expired" with the stop left running in the background). `announced`:
     say what is waited for, and end the process on a Ctrl-C; `interrupted`:
     a Ctrl-C came before (the hint says "again")."""
-    deadline = time.monotonic() + exit_timeout
-    announce_at = time.monotonic() + ANNOUNCE_AFTER_S if announced else None
+    global _background_ends_by
+    begun = time.monotonic()
+    deadline = begun + exit_timeout
+    announce_at = begun + ANNOUNCE_AFTER_S if announced else None
     stopping: Optional[_native.StopInProgress] = None
     try:
         # (A Ctrl-C before `stopping` is set drops the native object, which
@@ -69,6 +76,10 @@ def stop(server: _native.Server, exit_timeout: float, announced: bool, interrupt
         if announced:
             exit_now()
         raise
+    # Past the deadline finish() leaves the stop running in the background,
+    # where the core gives up on it CORE_GRACE_S later.
+    ends_by = deadline + CORE_GRACE_S
+    _background_ends_by = max(_background_ends_by or ends_by, ends_by)
     stopping.finish()
 
 
@@ -78,6 +89,8 @@ def wait_for_background_stops(interrupted: bool) -> None:
     process tears down; announced, and ended by a Ctrl-C, as above."""
     start = time.monotonic()
     deadline = start + BACKGROUND_WAIT_S
+    # What the wait is said to take: until the core gives up, if sooner.
+    said_deadline = min(deadline, _background_ends_by or deadline)
     announce_at: Optional[float] = start + ANNOUNCE_AFTER_S
     try:
         while _native.Server.reap_stopped(SLICE_S):
@@ -88,7 +101,7 @@ def wait_for_background_stops(interrupted: bool) -> None:
                 announce_at = None
                 inflight = _native.Server.background_inflight()
                 waited_for = f", with {_requests(inflight)}" if inflight else ""
-                _say(f"waiting up to {_seconds(deadline - now)} for the server to finish stopping{waited_for} "
+                _say(f"waiting up to {_seconds(max(0.0, said_deadline - now))} for the server to finish stopping{waited_for} "
                      f"(exiting while it stops could crash){_hint(interrupted)}")
     except KeyboardInterrupt:
         exit_now()
