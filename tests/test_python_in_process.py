@@ -15,7 +15,7 @@ import pytest
 
 import tritonserver
 from common import (MODELS, ROOT, address, as_numpy, call_with_deadline, dedicated_server, hooks, make_options,
-                    refused, single)
+                    python_model_repository, refused, single)
 
 
 def test_add_sub(inproc):
@@ -110,19 +110,21 @@ def test_inputs_reach_the_model_without_a_copy_and_a_kept_one_stays_valid(inproc
 
 
 def test_input_views_are_read_only_and_their_dlpack_exports_copies(backend_directory, tmp_path):
-    """An input's array is read-only (the request's memory: the client's
-    array); to_dlpack() (the README's way into torch) and the __dlpack__
-    protocol still work: a legacy capsule cannot say "read-only", so it
-    holds a copy (a consumer such as torch may write into what it got)."""
-    _model_repository(
+    """With ZERO_COPY_INPUTS "yes" an input's array is read-only (the
+    request's memory: the client's array); to_dlpack() (the README's way
+    into torch) and the __dlpack__ protocol still work: a legacy capsule
+    cannot say "read-only", so it holds a copy (a consumer such as torch may
+    write into what it got)."""
+    zero_copy = 'parameters { key: "ZERO_COPY_INPUTS" value: { string_value: "yes" } }\n'
+    python_model_repository(
         tmp_path, "writes_input",
         "import triton_python_backend_utils as pb_utils\n"
         "class TritonPythonModel:\n"
         "    def execute(self, requests):\n"
         "        for r in requests:\n"
         "            pb_utils.get_input_tensor_by_name(r, 'INPUT0').as_numpy()[0] = 7\n"
-        "        return []\n")
-    repo = _model_repository(
+        "        return []\n", extra_config=zero_copy)
+    repo = python_model_repository(
         tmp_path, "dlpack_input",
         "import numpy as np\n"
         "import triton_python_backend_utils as pb_utils\n"
@@ -143,7 +145,7 @@ def test_input_views_are_read_only_and_their_dlpack_exports_copies(backend_direc
         "            apart = taken.ctypes.data != tensor.as_numpy().ctypes.data\n"
         "            responses.append(pb_utils.InferenceResponse([\n"
         "                pb_utils.Tensor('OUTPUT0', taken + seen), pb_utils.Tensor('OUTPUT1', np.array([apart], np.float32))]))\n"
-        "        return responses\n")
+        "        return responses\n", extra_config=zero_copy)
     server = tritonserver.Server(make_options(backend_directory, server_id="inproc-ro", python_models="in-process",
                                               model_repository=str(repo), log_error=False))
     server.start(wait_until_ready=True, timeout=60)
@@ -214,7 +216,7 @@ def test_decoupled_cancellation_reaches_the_model(inproc):
 def test_stub_only_parameter_is_refused_at_load(backend_directory, tmp_path):
     # A server of its own: on the 2.51 core a failed reload of a loaded
     # model leaves stop() to hit exit_timeout (with the stub too).
-    repo = _model_repository(
+    repo = python_model_repository(
         tmp_path, "env_path", (MODELS / "add_sub" / "1" / "model.py").read_text(),
         extra_config='parameters { key: "EXECUTION_ENV_PATH" value { string_value: "/tmp/env.tar.gz" } }\n')
     server = tritonserver.Server(make_options(backend_directory, server_id="inproc-env", python_models="in-process",
@@ -249,7 +251,7 @@ def test_bls_error_of_the_called_model_reaches_the_caller(inproc):
 
 def test_unload_calls_finalize_and_a_reload_imports_again(backend_directory, tmp_path):
     marker = tmp_path / "finalized.txt"
-    repo = _model_repository(
+    repo = python_model_repository(
         tmp_path, "lifecycle",
         "import triton_python_backend_utils as pb_utils\n"
         "class TritonPythonModel:\n"
@@ -291,7 +293,7 @@ def test_main_module_reports_the_mode():
 
 
 def test_model_metrics_and_logger(backend_directory, tmp_path, caplog):
-    repo = _model_repository(
+    repo = python_model_repository(
         tmp_path, "counts",
         "import triton_python_backend_utils as pb_utils\n"
         "class TritonPythonModel:\n"
@@ -329,19 +331,6 @@ def test_backend_library_links_neither_python_nor_the_core():
     assert not [n for n in needed if n.startswith(("libpython", "libtritonserver", "libcuda", "libcudart"))], needed
 
 
-def _model_repository(tmp_path, name: str, source: str, decoupled: bool = False, extra_config: str = ""):
-    """A repository with one add_sub-shaped python model `name` running
-    `source` (its model.py), its config extended by `extra_config`."""
-    repo = tmp_path / "repo"
-    (repo / name / "1").mkdir(parents=True)
-    config = (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', f'"{name}"') + extra_config
-    if decoupled:
-        config += "model_transaction_policy { decoupled: true }\n"
-    (repo / name / "config.pbtxt").write_text(config)
-    (repo / name / "1" / "model.py").write_text(source)
-    return repo
-
-
 @pytest.mark.parametrize("case, source, decoupled, message", [
     ("dropped_sender",
      "class TritonPythonModel:\n"
@@ -368,7 +357,7 @@ def _model_repository(tmp_path, name: str, source: str, decoupled: bool = False,
 ])
 def test_a_request_left_unanswered_gets_an_error_not_a_hang(backend_directory, tmp_path, case, source, decoupled,
                                                              message):
-    repo = _model_repository(tmp_path, case, source, decoupled)
+    repo = python_model_repository(tmp_path, case, source, decoupled)
     server = tritonserver.Server(make_options(backend_directory, server_id=f"inproc-{case}",
                                               python_models="in-process", model_repository=str(repo),
                                               log_error=False))
@@ -396,7 +385,7 @@ def test_async_execute_and_async_bls(backend_directory, tmp_path):
         "                requested_output_names=['OUTPUT0', 'OUTPUT1']).async_exec()\n"
         "            responses.append(pb_utils.InferenceResponse(answer.output_tensors()))\n"
         "        return responses\n")
-    repo = _model_repository(tmp_path, "async_bls", source)
+    repo = python_model_repository(tmp_path, "async_bls", source)
     shutil.copytree(MODELS / "add_sub", repo / "add_sub")
     server = tritonserver.Server(make_options(backend_directory, server_id="inproc-async", python_models="in-process",
                                               model_repository=str(repo), log_error=False))
@@ -413,11 +402,9 @@ def test_async_execute_and_async_bls(backend_directory, tmp_path):
         server.stop()
 
 
-def test_outputs_that_are_views_or_not_bytes(backend_directory, tmp_path):
+def test_outputs_that_are_views(backend_directory, tmp_path):
     """Outputs are read in place from the model's arrays: a strided or
-    reversed view is sent with its values in order (copied once), and an
-    output whose data has no bytes (an object array declared FP32) is an
-    error response naming it; the model keeps serving."""
+    reversed view is sent with its values in order (copied once)."""
     views = (
         "import numpy as np\n"
         "import triton_python_backend_utils as pb_utils\n"
@@ -430,16 +417,7 @@ def test_outputs_that_are_views_or_not_bytes(backend_directory, tmp_path):
         "            out.append(pb_utils.InferenceResponse([pb_utils.Tensor('OUTPUT0', a[::-1]),\n"
         "                                                   pb_utils.Tensor('OUTPUT1', wide[::2])]))\n"
         "        return out\n")
-    no_bytes = (
-        "import numpy as np\n"
-        "import triton_python_backend_utils as pb_utils\n"
-        "class TritonPythonModel:\n"
-        "    def execute(self, requests):\n"
-        "        bad = np.array([object()] * 4, dtype=object)\n"
-        "        return [pb_utils.InferenceResponse([pb_utils.Tensor('OUTPUT0', bad, pb_utils.numpy_to_triton_type(\n"
-        "                   np.float32))]) for r in requests]\n")
-    repo = _model_repository(tmp_path, "views", views)
-    _model_repository(tmp_path, "no_bytes", no_bytes)
+    repo = python_model_repository(tmp_path, "views", views)
     server = tritonserver.Server(make_options(backend_directory, server_id="inproc-output-views",
                                               python_models="in-process", model_repository=str(repo),
                                               log_error=False))
@@ -451,11 +429,6 @@ def test_outputs_that_are_views_or_not_bytes(backend_directory, tmp_path):
             outputs = single(model.infer(inputs={"INPUT0": a, "INPUT1": a})).outputs
             numpy.testing.assert_array_equal(as_numpy(outputs["OUTPUT0"]), a[::-1])
             numpy.testing.assert_array_equal(as_numpy(outputs["OUTPUT1"]), a)
-        broken = server.load("no_bytes")
-        with refused(tritonserver.InternalError, match="output 'OUTPUT0': its data has no bytes to send"):
-            single(broken.infer(inputs={"INPUT0": a, "INPUT1": a}))
-        numpy.testing.assert_array_equal(
-            as_numpy(single(model.infer(inputs={"INPUT0": a, "INPUT1": a})).outputs["OUTPUT0"]), a[::-1])
     finally:
         server.stop()
 
@@ -484,7 +457,7 @@ def test_a_backlog_runs_on_the_instances_own_thread_and_a_lone_request_on_the_co
     either way; unloading with a backlog runs it first and ends the thread.
     A model of two instances never hands off (the core spreads requests
     over the instances that are free)."""
-    repo = _model_repository(tmp_path, "probe", _THREAD_PROBE)
+    repo = python_model_repository(tmp_path, "probe", _THREAD_PROBE)
     (repo / "probe2" / "1").mkdir(parents=True)
     (repo / "probe2" / "config.pbtxt").write_text(
         (repo / "probe" / "config.pbtxt").read_text().replace('"probe"', '"probe2"').replace("count: 1", "count: 2"))
@@ -576,7 +549,7 @@ def test_each_kind_of_response_is_sent_by_its_own_rules(backend_directory, tmp_p
         "            else:\n"
         "                out.append(pb_utils.InferenceResponse(tensors))\n"
         "        return out\n")
-    repo = _model_repository(tmp_path, "kinds", source)
+    repo = python_model_repository(tmp_path, "kinds", source)
     with dedicated_server(backend_directory, "inproc-response-kinds", ["kinds"], python_models="in-process",
                           model_repository=str(repo)) as server:
         model = server.model("kinds")

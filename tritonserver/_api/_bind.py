@@ -252,6 +252,14 @@ def bind(server: "Server", model_name: str, fn: Callable[..., Any], *, inputs: S
             raise TypeError(f"bind('{model_name}'): config must be a dict of model-config fields")
         _merge(model_config, config)
         model_config["parameters"][BINDING_PARAMETER] = {"string_value": token}
+        ragged = [entry.get("name") for entry in model_config.get("input", ())
+                  if isinstance(entry, Mapping) and entry.get("allow_ragged_batch")]
+        if ragged:
+            raise ValueError(f"bind('{model_name}'): input(s) {ragged} have allow_ragged_batch, which a bound "
+                             "callable cannot take: it gets each input as one array, the batch's requests "
+                             "joined on axis 0, and requests of different shapes do not join; leave "
+                             "allow_ragged_batch out (Triton still batches requests of one shape together; "
+                             "max_batch_size=0 makes one call per request)")
         cpu_only = model_config["parameters"].get("FORCE_CPU_ONLY_INPUT_TENSORS", {})
         if max_batch_size > 0 and str(cpu_only.get("string_value", "yes")).strip().lower() == "no":
             raise ValueError(f"bind('{model_name}'): inputs left in GPU memory (FORCE_CPU_ONLY_INPUT_TENSORS "

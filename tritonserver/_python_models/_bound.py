@@ -276,12 +276,14 @@ def _declared_dtype(b: Binding, spec: TensorSpec, value: Any, expected: numpy.dt
                 raise _CallError(str(e), pb_utils.TritonError.INVALID_ARG) from None
         else:
             array = numpy.from_dlpack(value)  # torch CPU tensors and the like: no copy
-    else:
+    elif expected == _OBJECT:
         try:
             array = numpy.asarray(value, dtype=expected)
         except (TypeError, ValueError) as e:
             raise _CallError(f"model '{b.model_name}': output '{spec.name}' cannot be read as {expected} ({e})",
                              pb_utils.TritonError.INVALID_ARG) from None
+    else:
+        array = _exact_array(b, spec, value, expected)
     if expected == _OBJECT:
         if array.dtype.kind not in "OSU":
             raise _CallError(f"model '{b.model_name}': output '{spec.name}' is declared BYTES but the callable "
@@ -292,6 +294,47 @@ def _declared_dtype(b: Binding, spec: TensorSpec, value: Any, expected: numpy.dt
         raise _CallError(f"model '{b.model_name}': output '{spec.name}' is declared {expected} but the callable "
                          f"returned {array.dtype} (convert it, e.g. array.astype(numpy.{expected}))")
     return array
+
+
+# The kinds of values (NumPy dtype kinds) a numeric output of each kind
+# takes from a list or scalar: bools and integers into integers, any of
+# those into floats (rounded as floats round); values are then checked to
+# survive the conversion (no wrap-around, no overflow to infinity).
+_KINDS_TAKEN = {"b": "b", "i": "biu", "u": "biu", "f": "biuf"}
+_KIND_NAMES = {"b": "bools", "i": "integers", "u": "integers", "f": "floats", "c": "complex numbers",
+               "U": "str", "S": "bytes", "O": "Python objects"}
+
+
+def _exact_array(b: Binding, spec: TensorSpec, value: Any, expected: numpy.dtype[Any]) -> Any:
+    """A numeric output given as a list, scalar or the like (not an array)
+    as an array of `expected`, when its values convert to it exactly; else
+    _CallError naming the output, the declared type and the values' kind
+    (the same values as an ndarray of their own dtype are refused too)."""
+    try:
+        values = numpy.asarray(value)
+    except (TypeError, ValueError) as e:
+        raise _CallError(f"model '{b.model_name}': output '{spec.name}' cannot be read as {expected} ({e})",
+                         pb_utils.TritonError.INVALID_ARG) from None
+    if values.dtype == expected:
+        return values
+    if values.size == 0:  # no values to change
+        return values.astype(expected)
+    kind = f"{_KIND_NAMES.get(values.dtype.kind, 'values')} ({values.dtype})"
+    if values.dtype.kind in _KINDS_TAKEN[expected.kind]:
+        with numpy.errstate(over="ignore", invalid="ignore"):
+            converted = values.astype(expected)
+        if expected.kind == "f":
+            exact = bool(numpy.array_equal(numpy.isinf(converted), numpy.isinf(values)))
+        else:
+            exact = bool(numpy.array_equal(converted, values))
+        if exact:
+            return converted
+        kind += f" outside the range of {expected}"
+    hint = f"numpy.rint(values).astype(numpy.{expected})" if values.dtype.kind == "f" else \
+        f"numpy.asarray(values, dtype=numpy.{expected}) where that is meant"
+    raise _CallError(f"model '{b.model_name}': output '{spec.name}' is declared {expected} but the callable "
+                     f"returned a {type(value).__name__} holding {kind}, which {expected} cannot hold exactly "
+                     f"(return values that fit, or an array of {expected} converted as meant, e.g. {hint})")
 
 
 def _error(b: Binding, error: BaseException) -> pb_utils.TritonError:

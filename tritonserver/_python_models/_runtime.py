@@ -7,12 +7,10 @@ error comes back as a message, an execute error as error responses."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import inspect
 import json
 import logging
 import os
-import re
 import sys
 import threading
 import traceback
@@ -23,6 +21,7 @@ from .. import _native
 from .._api import _errors
 from . import _bls, pb_utils
 from ._awaiting import run_to_end
+from ._model_imports import ModelImports
 
 _log = logging.getLogger("tritonserver.models")
 _INTERNAL = pb_utils.TritonError.INTERNAL
@@ -69,7 +68,8 @@ def auto_complete(args: dict[str, str]) -> tuple[Optional[str], Optional[Failure
         config = json.loads(args["model_config"])
         path, folder = _model_file(name, config, args)
         sys.modules["triton_python_backend_utils"] = pb_utils
-        module = _import_model(path, f"{name}_{args['model_version']}_auto_complete", folder)
+        imports, module = _import_model(name, path, f"{name}_{args['model_version']}_auto_complete",
+                                        folder, args["model_repository"])
         try:
             model_class = getattr(module, "TritonPythonModel", None)
             complete = getattr(model_class, "auto_complete_config", None)
@@ -82,7 +82,7 @@ def auto_complete(args: dict[str, str]) -> tuple[Optional[str], Optional[Failure
                               f"given, not {type(result).__name__}")
             return json.dumps(result.as_dict()), None
         finally:
-            sys.modules.pop(module.__name__, None)
+            imports.close()
     except LoadError as e:
         return None, (e.code, str(e))
     except Exception as e:
@@ -107,6 +107,13 @@ def _describe(error: BaseException) -> str:
         text = str(error)
     else:
         text = f"{type(error).__name__}: {error}"
+    if isinstance(error, (ValueError, RuntimeError)) and "only works in main thread" in str(error):
+        # signal.signal(), signal.set_wakeup_fd(), loop.add_signal_handler():
+        # fine on the stub's main thread, never on the core's threads.
+        text += ("\n\nThis python model runs in-process, on the Triton core's threads (model.py's import, "
+                 "initialize() and execute() alike), and only the main thread may install signal handlers: "
+                 "install the handler in the host program, or run the model with the stub: "
+                 "Options(python_models=\"stub\")")
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename != __file__]
     if not frames:
         return text
@@ -132,6 +139,11 @@ class Instance:
         # says so, as with the stub; by default they are copied to the host.
         cpu_only = config.get("parameters", {}).get("FORCE_CPU_ONLY_INPUT_TENSORS", {}).get("string_value", "yes")
         self.device_inputs = str(cpu_only).strip().lower() == "no"
+        # Numeric inputs in host memory are private, writable copies, as the
+        # stub gives them; ZERO_COPY_INPUTS "yes" makes them read-only views
+        # of the request's memory (the client's array, no copy).
+        zero_copy = config.get("parameters", {}).get("ZERO_COPY_INPUTS", {}).get("string_value", "no")
+        self.zero_copy_inputs = str(zero_copy).strip().lower() == "yes"
         # Whether the core's thread may hand batches to a worker thread
         # (cpp/instance_worker.h): one instance and no batcher, so that the
         # core's scheduling does not depend on execute taking its time.
@@ -141,17 +153,22 @@ class Instance:
         path, folder = _model_file(self.name, config, args)
         # model.py imports triton_python_backend_utils: ours, in-process.
         sys.modules["triton_python_backend_utils"] = pb_utils
-        self.module = _import_model(path, f"{self.name}_{args['model_version']}_{args['model_instance_name']}",
-                                    folder)
-        model_class = getattr(self.module, "TritonPythonModel", None)
-        if model_class is None:
-            raise LoadError(f"model '{self.name}': {path} defines no class TritonPythonModel")
-        self.model = model_class()
+        self._imports, self.module = _import_model(
+            self.name, path, f"{self.name}_{args['model_version']}_{args['model_instance_name']}", folder,
+            args["model_repository"])
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        if hasattr(self.model, "initialize"):
-            result = self.model.initialize(args)
-            if inspect.isawaitable(result):
-                run_to_end(self._event_loop(), result)
+        try:  # a model that fails to start leaves none of its modules behind
+            model_class = getattr(self.module, "TritonPythonModel", None)
+            if model_class is None:
+                raise LoadError(f"model '{self.name}': {path} defines no class TritonPythonModel")
+            self.model = model_class()
+            if hasattr(self.model, "initialize"):
+                result = self.model.initialize(args)
+                if inspect.isawaitable(result):
+                    run_to_end(self._event_loop(), result)
+        except BaseException:
+            self._imports.close()
+            raise
         self._execute = self.model.execute
         # The package's own bound-function models may take the native
         # requests directly (_bound.py); other models get each as a
@@ -208,6 +225,21 @@ class Instance:
                     _INTERNAL, f"model '{self.name}': execute() must return a list of one InferenceResponse per "
                     f"request ({len(natives)}), not {got}")
             return
+        # A response returned for a request its sender answered already: the
+        # stub's error, for every request of the batch (as the stub's
+        # execute fails), never a response dropped or sent twice.
+        twice = [i for i, (request, response) in enumerate(zip(requests, result))
+                 if response is not None and request._responses_sent()]
+        if twice:
+            message = (f"Failed to process the request(s) for model '{self.instance_name}', message: Unable to send "
+                       "response. Non-decoupled model cannot send more than one response. (model "
+                       f"'{self.name}': execute() returned a response for request(s) {twice} of the batch, which "
+                       "had one sent through the response sender; a non-decoupled model gives each request one "
+                       "response: put None in the returned list for a request answered through its sender)")
+            _log.error("%s", message)  # as the stub logs it: a request answered already gets no error response
+            for native in natives:
+                native.fail_if_unanswered(_INTERNAL, message)
+            return
         # Sent natively where they are plain InferenceResponse objects; the
         # rest (errors, other types, sends that fail) here, as they were.
         for index in _native.send_final_responses(natives, result, _RESPONSE, _OUTPUT_SPEC):
@@ -230,27 +262,24 @@ class Instance:
         except Exception:
             _log.exception("model '%s': finalize() failed", self.name)
         finally:
-            sys.modules.pop(self.module.__name__, None)
+            self._imports.close()
             if self._loop is not None:
                 self._loop.close()
                 self._loop = None
 
 
-def _import_model(path: str, key: str, folder: str) -> ModuleType:
-    """Import model.py as a module of its own (one per instance, as each
-    stub process had its own); its folder goes on sys.path for the files
-    next to it, as with the stub."""
-    name = "_triton_model_" + re.sub(r"\W", "_", key)
-    if folder not in sys.path:
-        sys.path.append(folder)
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise LoadError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+def _import_model(model: str, path: str, key: str, folder: str, model_folder: str) -> tuple[ModelImports, ModuleType]:
+    """(its imports, the module): model.py imported in a private package of
+    its own (one per instance, as each stub process had its own), whose
+    helpers are found in its version `folder`, then in `model_folder`, as
+    with the stub (_model_imports.py); the caller closes the imports."""
+    imports = ModelImports(key, [folder, model_folder])
     try:
-        spec.loader.exec_module(module)
+        module = imports.import_model(path)
     except BaseException:
-        sys.modules.pop(name, None)
+        imports.close()
         raise
-    return module
+    if module is None:
+        imports.close()
+        raise LoadError(f"model '{model}': cannot import {path}")
+    return imports, module

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import struct
+from collections.abc import Mapping
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -202,7 +203,12 @@ class Tensor:
     _array: Union[Array, DeviceArray]
     _triton_dtype: int
 
-    def __init__(self, name: str, data: Any, dtype: Optional[int] = None) -> None:
+    def __init__(self, name: str, data: Any, dtype: Any = None) -> None:
+        """`data`: a NumPy array (or what ``numpy.asarray`` takes), whose
+        dtype is the tensor's data type. `dtype` is refused (TypeError), as
+        the python backend's Tensor(name, array) refuses a third argument: a
+        data type other than the array's would send its bytes as another
+        type."""
         if type(data) is np.ndarray and dtype is None and type(name) is str:  # the common case: no checks to do
             known = _TRITON_BY_NUMPY.get(data.dtype)
             if known is not None:
@@ -210,14 +216,18 @@ class Tensor:
                 return
         if not isinstance(name, str):
             raise TritonModelException(f"Tensor name must be a str, not {type(name).__name__}")
+        if dtype is not None:
+            raise TypeError(
+                f"Tensor '{name}': Tensor(name, array) takes no data type (the python backend's Tensor takes two "
+                f"arguments, as here): the tensor's data type is its array's, and {dtype!r} would send the array's "
+                "bytes as another type; convert the array instead, e.g. "
+                "array.astype(pb_utils.triton_to_numpy_type(data_type))")
         if isinstance(data, DeviceArray):
             self._name, self._array, self._triton_dtype = name, data, data.triton_dtype
             return
         array = data if isinstance(data, np.ndarray) else np.asarray(data)
-        if dtype is not None:
-            triton_dtype: Optional[int] = dtype
-        else:  # an array's own dtype first: no call
-            triton_dtype = _TRITON_BY_NUMPY.get(array.dtype) or numpy_to_triton_type(array.dtype)
+        # An array's own dtype first: no call.
+        triton_dtype = _TRITON_BY_NUMPY.get(array.dtype) or numpy_to_triton_type(array.dtype)
         if triton_dtype is None:
             raise TritonModelException(
                 f"Tensor '{name}': NumPy dtype {array.dtype} has no Triton data type "
@@ -283,7 +293,10 @@ class Tensor:
     def from_dlpack(name: str, capsule: Any) -> "Tensor":
         """A tensor of a DLPack object or capsule, no copy: in host memory
         a NumPy array, in GPU memory (CuPy, torch CUDA tensors) kept there
-        until the response is sent."""
+        until the response is sent. A NumPy array is taken as it is (numpy<2
+        cannot export a read-only one through DLPack)."""
+        if isinstance(capsule, np.ndarray):
+            return Tensor(name, capsule)
         if is_on_device(capsule):
             try:
                 return Tensor(name, DeviceArray.of_dlpack(capsule, f"Tensor '{name}'"))
@@ -357,12 +370,16 @@ def _input_value(name: str, found: tuple[int, tuple[int, ...], Union[Array, tupl
 
 
 class ResponseSender:
-    """Sends the responses of one request (decoupled models)."""
+    """Sends the responses of one request (decoupled models; a
+    non-decoupled model may send its one response this way). `_sent` counts
+    the responses it sent (the runtime checks a non-decoupled model's
+    returned list against it)."""
 
-    __slots__ = ("_native",)
+    __slots__ = ("_native", "_sent")
 
     def __init__(self, native: "_native.ResponseSender") -> None:
         self._native = native
+        self._sent = 0
 
     def send(self, response: Optional["InferenceResponse"] = None, flags: int = 0) -> None:
         """Send `response` (optional with flags) and/or the flags, e.g.
@@ -373,6 +390,7 @@ class ResponseSender:
             self._native.send_flags(flags)
             return
         _send(self._native, response, flags)
+        self._sent += 1
 
     def is_cancelled(self) -> bool:
         """Whether the client cancelled the request."""
@@ -392,8 +410,10 @@ class InferenceRequest:
     """A request given to execute(); also, built by a model with
     ``model_name=``, a request to another model (``exec()``)."""
 
+    # _sender: the ResponseSender, once made (unset until then: the backend
+    # makes these objects with _native and _model_name only).
     __slots__ = ("_native", "_request_id", "_correlation_id", "_inputs", "_requested", "_model_name",
-                 "_model_version", "_flags", "_timeout", "_parameters")
+                 "_model_version", "_flags", "_timeout", "_parameters", "_sender")
 
     def __init__(self, request_id: str = "", correlation_id: Union[int, str] = 0,
                  inputs: Optional[list[Tensor]] = None, requested_output_names: Optional[list[str]] = None,
@@ -453,10 +473,19 @@ class InferenceRequest:
         return self._native.is_cancelled()
 
     def get_response_sender(self) -> ResponseSender:
-        """The response sender of this request (the same one each call)."""
-        if self._native is None:
-            raise TritonModelException("get_response_sender() is for requests given to execute()")
-        return ResponseSender(self._native.response_sender())
+        """The response sender of this request (the same one each call; it
+        lives as long as the request, as the stub's does)."""
+        sender: Optional[ResponseSender] = getattr(self, "_sender", None)
+        if sender is None:
+            if self._native is None:
+                raise TritonModelException("get_response_sender() is for requests given to execute()")
+            sender = self._sender = ResponseSender(self._native.response_sender())
+        return sender
+
+    def _responses_sent(self) -> int:
+        """How many responses were sent through this request's sender."""
+        sender: Optional[ResponseSender] = getattr(self, "_sender", None)
+        return 0 if sender is None else sender._sent
 
     def exec(self, decoupled: bool = False) -> Any:
         """Run this request on a model of the same server (BLS): its
@@ -485,7 +514,9 @@ class InferenceRequest:
 
 
 class InferenceResponse:
-    """A model's response: output tensors, or an error."""
+    """A model's response: output tensors, or an error; `parameters` (a
+    dict of str keys and bool, int or str values, or its JSON text) are
+    checked here (TritonModelException), before anything is sent."""
 
     __slots__ = ("_outputs", "_error", "_parameters")
     _parameters: dict[str, Any]
@@ -499,12 +530,7 @@ class InferenceResponse:
             if type(tensor) is not Tensor and not isinstance(tensor, Tensor):
                 raise TritonModelException(f"output_tensors must hold Tensor objects, not {type(tensor).__name__}")
         self._error = error
-        if parameters is None:
-            self._parameters = {}
-            return
-        if isinstance(parameters, str):
-            parameters = json.loads(parameters) if parameters else {}
-        self._parameters = dict(parameters or {})
+        self._parameters = {} if parameters is None else _response_parameters(parameters)
 
     def output_tensors(self) -> list[Tensor]:
         """The output tensors."""
@@ -521,6 +547,37 @@ class InferenceResponse:
     def parameters(self) -> str:
         """The response parameters as a JSON object string."""
         return json.dumps(self._parameters)
+
+
+_INT64_RANGE = range(-2**63, 2**63)
+
+
+def _response_parameters(parameters: Any) -> dict[str, Any]:
+    """A response's parameters (a dict, or its JSON text) checked as the
+    python backend checks them (its wording: str keys; bool, int or str
+    values), and for what a Triton response parameter cannot hold (an int
+    outside int64, a NUL in a key or a str value): TritonModelException."""
+    if isinstance(parameters, str):
+        parameters = json.loads(parameters) if parameters else {}
+    if not isinstance(parameters, Mapping):
+        raise TritonModelException(f"Expect parameters to have type dict, found type {type(parameters)}")
+    for key, value in parameters.items():
+        if not isinstance(key, str):
+            raise TritonModelException(f"Expect parameters keys to have type str, found type {type(key)}")
+        if not isinstance(value, (bool, int, str)):
+            raise TritonModelException(
+                f"Expect parameters values to have type bool/int/str, found type {type(value)}")
+        nul_in = "name" if "\0" in key else "value" if isinstance(value, str) and "\0" in value else None
+        if nul_in is not None:
+            raise TritonModelException(
+                f"response parameter {key!r}: its {nul_in} holds a NUL character, which a Triton response "
+                "parameter cannot carry (its strings end at the first NUL); leave it out, or encode it "
+                "(e.g. base64)")
+        if isinstance(value, int) and value not in _INT64_RANGE:
+            raise TritonModelException(
+                f"response parameter {key!r}: {value} is outside the range of a Triton int parameter (int64, "
+                "-2**63 to 2**63 - 1); send it as a str")
+    return dict(parameters)
 
 
 class Logger:
