@@ -241,8 +241,9 @@ class Tensor:
         return self._name
 
     def as_numpy(self) -> Array:
-        """The data as a NumPy array (an input's is a read-only view of the
-        request's memory: no copy). A tensor in GPU memory has none: read it
+        """The data as a NumPy array (an input's is a private, writable copy,
+        or with the model config's ZERO_COPY_INPUTS "yes" a read-only view
+        of the request's memory). A tensor in GPU memory has none: read it
         with to_dlpack()."""
         array = self._array
         if isinstance(array, DeviceArray):
@@ -266,8 +267,8 @@ class Tensor:
 
     def to_dlpack(self) -> Any:
         """A DLPack capsule of the data (not for BYTES tensors): no copy,
-        except of an input in host memory, which is read-only (the request's
-        memory) and which a DLPack capsule cannot mark so."""
+        except of a read-only input view (ZERO_COPY_INPUTS), which a DLPack
+        capsule cannot mark so."""
         if self._triton_dtype == _BYTES:
             raise TritonModelException(f"Tensor '{self._name}': a BYTES tensor has no DLPack form")
         return self.__dlpack__()
@@ -351,7 +352,7 @@ def _input_value(name: str, found: tuple[int, tuple[int, ...], Union[Array, tupl
                  owner: Any) -> Union[Array, DeviceArray]:
     """An input's value from what the native input() gives, `found`
     (datatype, shape, data): a numeric array in host memory as it is (a
-    read-only view: no copy), BYTES decoded from their raw bytes, data left
+    private copy, or a read-only view with ZERO_COPY_INPUTS), BYTES decoded from their raw bytes, data left
     in GPU memory as a DeviceArray that `owner` (the request) keeps valid."""
     datatype, shape, data = found
     if isinstance(data, tuple):  # in GPU memory (FORCE_CPU_ONLY_INPUT_TENSORS "no")
