@@ -4,6 +4,7 @@
 
 #include "deferred_release.h"
 #include "fork.h"
+#include "thread_state.h"
 #include "server.h"
 #include "spin_wait.h"
 
@@ -20,6 +21,7 @@ void after_fork_in_child() {
   fork_after_fork_in_child();
   spin_wait_after_fork_in_child();
   deferred_release_after_fork_in_child();
+  state_maker_after_fork_in_child();
   server_after_fork_in_child();
 }
 

@@ -404,9 +404,16 @@ NB_MODULE(_native, m) {
       .def("set_value", &Metric::set_value, "value"_a);
 
   // --- python models in-process (python_backend.cc) ----------------------
-  // The capsule the backend library (python_backend_shim.cc) imports.
-  m.attr("_python_backend_table") = nb::capsule(
-      python_backend_table(), TSB_PYTHON_BACKEND_CAPSULE);
+  m.def("attach_python_backend", &attach_python_backend, "library"_a,
+        "Hands the extension's function table to the in-process python backend library at `library`; "
+        "'' when done, else why not.");
+  m.def("claim_state_maker_start", &claim_state_maker_start,
+        "True once per needed start of the state maker thread (see run_state_maker).");
+  m.def("run_state_maker", &run_state_maker,
+        "The state maker's body (a threading.Thread): makes, holding the GIL, the thread states "
+        "the core's threads keep; returns after stop_state_maker().");
+  m.def("stop_state_maker", &stop_state_maker,
+        "At interpreter exit: ends run_state_maker (the caller then joins its thread).");
   nb::class_<BackendRequest>(m, "BackendRequest")
       .def("input",
            [](nb::handle_t<BackendRequest> self, const std::string& name) {

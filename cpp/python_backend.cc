@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 
 #include <cxxabi.h>
+#include <dlfcn.h>
 
 #include <chrono>
 #include <memory>
@@ -152,7 +153,7 @@ void auto_complete(TRITONBACKEND_Model* model) {
   check(err, "setting the config auto_complete_config() made");
 }
 
-TRITONSERVER_Error* model_initialize(TRITONBACKEND_Model* model) {
+TRITONSERVER_Error* model_initialize_with_gil(TRITONBACKEND_Model* model) {
   return guarded("in-process python backend", [&] {
     std::string missing = missing_backend_functions();
     if (!missing.empty()) {
@@ -165,9 +166,8 @@ TRITONSERVER_Error* model_initialize(TRITONBACKEND_Model* model) {
   });
 }
 
-TRITONSERVER_Error* model_finalize(TRITONBACKEND_Model*) { return nullptr; }
 
-TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
+TRITONSERVER_Error* instance_initialize_with_gil(TRITONBACKEND_ModelInstance* instance) {
   return guarded("in-process python model initialization", [&] {
     const TritonApi& api = triton();
     TRITONBACKEND_Model* model = nullptr;
@@ -241,7 +241,7 @@ InstanceState* state_of(TRITONBACKEND_ModelInstance* instance) {
   return static_cast<InstanceState*>(state);
 }
 
-TRITONSERVER_Error* instance_finalize(TRITONBACKEND_ModelInstance* instance) {
+TRITONSERVER_Error* instance_finalize_with_gil(TRITONBACKEND_ModelInstance* instance) {
   return guarded("in-process python model finalize", [&] {
     std::unique_ptr<InstanceState> state(state_of(instance));
     if (state == nullptr) return;
@@ -376,6 +376,36 @@ TRITONSERVER_Error* instance_execute(TRITONBACKEND_ModelInstance* instance,
   return nullptr;
 }
 
+// The entry points but execute: on the core's threads, without the GIL.
+// Once the program is exiting no Python is entered (CPython would end a
+// thread that takes the GIL now): loads fail, finalizers leave what they
+// would free to the process's end.
+TRITONSERVER_Error* exiting() {
+  return make_error(TRITONSERVER_ERROR_UNAVAILABLE,
+                    "the in-process python backend cannot run python models: "
+                    "the Python program is exiting");
+}
+
+TRITONSERVER_Error* model_initialize(TRITONBACKEND_Model* model) {
+  if (!python_usable()) return exiting();
+  ThreadGil gil;
+  return model_initialize_with_gil(model);
+}
+
+TRITONSERVER_Error* model_finalize(TRITONBACKEND_Model*) { return nullptr; }
+
+TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
+  if (!python_usable()) return exiting();
+  ThreadGil gil;
+  return instance_initialize_with_gil(instance);
+}
+
+TRITONSERVER_Error* instance_finalize(TRITONBACKEND_ModelInstance* instance) {
+  if (!python_usable()) return nullptr;
+  ThreadGil gil;
+  return instance_finalize_with_gil(instance);
+}
+
 const PythonBackendTable kTable = {
     kPythonBackendTableVersion, model_initialize,  model_finalize,
     instance_initialize,        instance_finalize, instance_execute,
@@ -383,6 +413,23 @@ const PythonBackendTable kTable = {
 
 }  // namespace
 
-const PythonBackendTable* python_backend_table() { return &kTable; }
+std::string attach_python_backend(const std::string& library) {
+  // Kept loaded for good: the core's dlopen() of the same file (through
+  // the backend folder's link) finds this copy, table attached.
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return "the in-process python backend library " + library +
+           " cannot be loaded: " + (why != nullptr ? why : "unknown reason");
+  }
+  using Attach = int (*)(const PythonBackendTable*);
+  auto attach = reinterpret_cast<Attach>(dlsym(handle, "tsb_python_backend_attach"));
+  if (attach == nullptr || attach(&kTable) != 0) {
+    return "the in-process python backend library " + library +
+           " and tritonserver._native come from different builds of the "
+           "tritonserver package: reinstall it";
+  }
+  return "";
+}
 
 }  // namespace tsb

@@ -6,11 +6,16 @@
 // objects (backend_request.h).
 #pragma once
 
+#include <string>
+
 #include "python_backend_table.h"
 
 namespace tsb {
 
-// The table published as the capsule TSB_PYTHON_BACKEND_CAPSULE.
-const PythonBackendTable* python_backend_table();
+// Hands this extension's table to the backend library at `library` (the
+// package's libtriton_python.so), loading it for good. "" when done, else
+// why not. Needs the core loaded (the library takes TRITONSERVER_ErrorNew
+// from it).
+std::string attach_python_backend(const std::string& library);
 
 }  // namespace tsb

@@ -1,17 +1,16 @@
 // The GIL for native threads (threads Python did not start) that run Python:
-// each keeps one Python thread state for its whole life, made at its first
-// acquisition and deleted when the thread ends, instead of a new one per
-// PyGILState_Ensure. Making a thread state allocates through the raw
-// allocator without the GIL: under an allocator hook (tracemalloc, memory
-// profilers) that races with the hook being removed (tracemalloc.stop()
-// frees buffers a waiting hook then uses: SIGSEGV), so it happens once per
-// thread, not once per call. For the core's threads, which the package
-// cannot start from Python: the log callback, and the entry points of the
-// in-process python backend library (cpp/python_backend_shim.cc: the core's
-// model-instance threads). A thread the package starts itself is started
-// by Python instead (deferred_release.h);
-// nanobind's gil_scoped_acquire inside such a scope finds the same thread
-// state.
+// each keeps one Python thread state for its whole life, instead of a new
+// one per PyGILState_Ensure, made for it by the state maker (below), a
+// thread Python started, while that holds the GIL. Making a thread state
+// allocates through the raw allocator; without the GIL, under an allocator
+// hook (tracemalloc, memory profilers), that races with the hook being
+// removed (tracemalloc.stop() frees buffers a waiting hook then uses:
+// SIGSEGV), and every model load brings new core threads. For the core's
+// threads, which the package cannot start from Python: the log callback,
+// and the in-process python backend (python_backend.cc: the core's model
+// threads). A thread the package starts itself is started by Python
+// instead (deferred_release.h); nanobind's gil_scoped_acquire inside such
+// a scope finds the same thread state.
 #pragma once
 
 #include <Python.h>
@@ -72,6 +71,20 @@ class ThreadGil {
  private:
   PyGILState_STATE state_;
 };
+
+// The state maker: a thread that Python starts (threading.Thread, before
+// a server starts: tritonserver._api._server) and that makes, holding the
+// GIL, the thread state each native thread keeps (ThreadGil), so that no
+// native thread makes one without the GIL (see ThreadGil). Without it
+// (not started yet, or stopped at exit) a native thread makes its own.
+// claim_state_maker_start() is true once per needed start;
+// run_state_maker() is its body (called with the GIL held), returning
+// after stop_state_maker() (at interpreter exit, GIL held). After fork()
+// the child has none until it is started again.
+bool claim_state_maker_start() noexcept;
+void run_state_maker();
+void stop_state_maker() noexcept;
+void state_maker_after_fork_in_child() noexcept;
 
 // Once the core's threads may run Python while they hold the core's locks
 // (a log callback is installed: the core logs under its locks), a thread

@@ -16,7 +16,7 @@ import signal
 
 import pytest
 
-from common import run_script
+from common import MODELS, run_script
 
 ROUNDS = 300
 
@@ -75,3 +75,56 @@ def test_tracemalloc_stop_while_inputs_are_released(case, delivery, backend_dire
     assert rc != -signal.SIGSEGV, f"SIGSEGV (the tracemalloc race) with {name}, {delivery}:\n{err[-3000:]}"
     assert rc == 0, f"exit status {rc} with {name}, {delivery}:\n{err[-3000:]}"
     assert f"rounds {ROUNDS}" in out
+
+
+# Model churn: every load brings new core threads (the instances' own, the
+# model deleter's) whose first Python entry needs a thread state; made
+# there without the GIL, one raced tracemalloc.stop() on another thread
+# (5 of 5 runs crashed within 60 cycles). The state maker makes them under
+# the GIL (cpp/thread_state.h).
+CHURN_CYCLES = 300
+CHURN_SCRIPT = """
+import pathlib, threading, tracemalloc
+import numpy, tritonserver
+from common import make_options
+
+server = tritonserver.Server(make_options({backends!r}, server_id="churn", python_models="in-process",
+                                          model_repository={repo!r}, log_error=False))
+server.start(wait_until_ready=True, timeout=60)
+done = threading.Event()
+
+def flip():
+    while not done.is_set():
+        tracemalloc.start()
+        kept = [bytes(100) for _ in range(50)]
+        tracemalloc.stop()
+
+flipper = threading.Thread(target=flip)
+flipper.start()
+a = numpy.ones(4, numpy.float32)
+try:
+    for _ in range({cycles}):
+        model = server.load("add_sub_4")
+        for response in model.infer(inputs={{"INPUT0": a, "INPUT1": a}}):
+            assert response.error is None, response.error
+        server.unload("add_sub_4", wait_until_unloaded=True)
+finally:
+    done.set()
+    flipper.join()
+server.stop()
+print("cycles", {cycles})
+"""
+
+
+def test_tracemalloc_stop_while_models_load_and_unload(backend_directory, tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "add_sub_4" / "1").mkdir(parents=True)
+    config = (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"add_sub_4"')
+    assert "count: 1" in config
+    (repo / "add_sub_4" / "config.pbtxt").write_text(config.replace("count: 1", "count: 4"))
+    (repo / "add_sub_4" / "1" / "model.py").write_text((MODELS / "add_sub" / "1" / "model.py").read_text())
+    code = CHURN_SCRIPT.format(backends=backend_directory, repo=str(repo), cycles=CHURN_CYCLES)
+    rc, out, err = run_script(code, tmp_path, timeout=600, env={"PYTHONFAULTHANDLER": "1"})
+    assert rc != -signal.SIGSEGV, f"SIGSEGV (the tracemalloc race) under model churn:\n{err[-3000:]}"
+    assert rc == 0, f"exit status {rc}:\n{err[-3000:]}"
+    assert f"cycles {CHURN_CYCLES}" in out

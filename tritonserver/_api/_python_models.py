@@ -114,6 +114,13 @@ def package_backend_directory(base: Optional[str], in_process: bool) -> str:
         raise UnavailableError(
             f"the in-process python backend library {library} is missing from this tritonserver install: "
             "reinstall the package (pip install --force-reinstall tritonserver-binding)")
+    # The library forwards to this extension's table: handed to it now,
+    # before the core can load it (the core is loaded: build_core_options).
+    from .. import _native
+
+    problem = _native.attach_python_backend(library)
+    if problem:
+        raise UnavailableError(problem)
     key = f"{zlib.crc32(library.encode()):08x}"
     ours = {}
     for backend in ("python", BOUND_BACKEND):

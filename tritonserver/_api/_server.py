@@ -120,6 +120,7 @@ class Server:
             self._starting = True
         try:
             core_options, self._python_models = build_core_options(self.options)
+            _start_state_maker()  # before the core's threads run python models
             self._server = _native.Server(core_options)
             self._stopped = False
             self._registered_repositories = []
@@ -550,6 +551,20 @@ def _start_releaser() -> None:
 _releaser: Optional[threading.Thread] = None
 
 
+def _start_state_maker() -> None:
+    """The thread that makes, holding the GIL, the Python thread states the
+    core's threads keep to run python models and the log callback (none of
+    them makes one without the GIL: cpp/thread_state.h). Once per process
+    (again in a child of fork())."""
+    global _state_maker
+    if _native.claim_state_maker_start():
+        _state_maker = threading.Thread(target=_native.run_state_maker, name="tsb-states", daemon=True)
+        _state_maker.start()
+
+
+_state_maker: Optional[threading.Thread] = None
+
+
 def _stop_releaser() -> None:
     """At exit, after the servers stopped: the releaser ends and its thread
     is joined while the interpreter is whole (a daemon thread taking the GIL
@@ -557,6 +572,9 @@ def _stop_releaser() -> None:
     _native.stop_releaser()
     if _releaser is not None and _releaser.is_alive():
         _releaser.join(5.0)
+    _native.stop_state_maker()
+    if _state_maker is not None and _state_maker.is_alive():
+        _state_maker.join(5.0)
 
 
 @atexit.register
