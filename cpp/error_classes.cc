@@ -4,12 +4,14 @@
 // errors.cc, which has no Python in it (the C API floor benchmark links
 // that one).
 #include <Python.h>
+#include <cxxabi.h>
 #include <nanobind/nanobind.h>
 
 #include <new>
 
 #include "api_types.h"
 #include "errors.h"
+#include "thread_state.h"
 
 namespace nb = nanobind;
 
@@ -34,6 +36,10 @@ void translate_exception(const std::exception_ptr& exception, void*) {
 void set_error_from_current_exception() noexcept {
   try {
     throw;
+  } catch (abi::__forced_unwind&) {
+    // Finalization ended this thread inside Python a type slot called: not
+    // an error to raise, and never to swallow (thread_state.h).
+    park_forever();
   } catch (nb::python_error& e) {
     e.restore();
   } catch (const TritonException&) {

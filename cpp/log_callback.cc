@@ -1,5 +1,7 @@
 #include "log_callback.h"
 
+#include <cxxabi.h>
+
 #include <mutex>
 
 #include "errors.h"
@@ -28,6 +30,8 @@ void on_log(TRITONSERVER_LogLevel level, const char* filename, const int line,
   try {
     fn(static_cast<int>(level), filename ? filename : "", line,
        msg ? msg : "");
+  } catch (abi::__forced_unwind&) {  // finalization ended this thread
+    park_forever();
   } catch (nb::python_error& e) {
     e.discard_as_unraisable("tritonserver log callback");
   } catch (...) {
