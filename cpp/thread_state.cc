@@ -6,7 +6,6 @@
 
 #include <pthread.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,15 +16,20 @@
 namespace tsb {
 namespace {
 
+// A native thread's request for a thread state, on its own stack.
+struct StateRequest {
+  PyThreadState* state = nullptr;  // nullptr: the maker stopped first
+  bool answered = false;
+};
+
 // The state maker: a thread Python started (run_state_maker) that makes
 // thread states for native threads while it holds the GIL. Requests wait
-// on `made`; the maker answers each (nullptr once it stops).
+// on `made` until answered.
 struct StateMaker {
   std::mutex mutex;
   std::condition_variable wake;  // a request, or stop
-  std::condition_variable made;  // a request answered, or the maker ended
-  std::deque<PyThreadState**> requests;  // where to put each made state
-  std::deque<PyThreadState**> answered;
+  std::condition_variable made;  // a request answered, or the maker runs
+  std::deque<StateRequest*> requests;
   bool starting = false;
   bool running = false;
   bool stopping = false;
@@ -45,16 +49,11 @@ PyThreadState* made_thread_state() noexcept {
     m->made.wait_for(lock, std::chrono::seconds(5),
                      [m] { return m->running || !m->starting; });
     if (!m->running || m->stopping) return nullptr;
-    PyThreadState* state = nullptr;
-    PyThreadState** slot = &state;
-    m->requests.push_back(slot);
+    StateRequest request;
+    m->requests.push_back(&request);
     m->wake.notify_one();
-    m->made.wait(lock, [&] {
-      return std::find(m->answered.begin(), m->answered.end(), slot) !=
-             m->answered.end();
-    });
-    m->answered.erase(std::find(m->answered.begin(), m->answered.end(), slot));
-    return state;
+    m->made.wait(lock, [&] { return request.answered; });
+    return request.state;
   } catch (...) {  // no memory for the request
     return nullptr;
   }
@@ -165,18 +164,20 @@ void run_state_maker() {
   for (;;) {
     m->wake.wait(lock, [m] { return m->stopping || !m->requests.empty(); });
     if (m->stopping) break;
-    std::deque<PyThreadState**> batch;
+    std::deque<StateRequest*> batch;
     batch.swap(m->requests);
     lock.unlock();
     {
       GilAcquire gil;
-      for (PyThreadState** slot : batch) *slot = PyThreadState_New(interpreter);
+      for (StateRequest* request : batch) {
+        request->state = PyThreadState_New(interpreter);
+      }
     }
     lock.lock();
-    for (PyThreadState** slot : batch) m->answered.push_back(slot);
+    for (StateRequest* request : batch) request->answered = true;
     m->made.notify_all();
   }
-  for (PyThreadState** slot : m->requests) m->answered.push_back(slot);  // nullptr
+  for (StateRequest* request : m->requests) request->answered = true;  // none
   m->requests.clear();
   m->running = false;
   m->made.notify_all();

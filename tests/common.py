@@ -280,12 +280,16 @@ def streaming_inputs(count: int, delay_ms: int = 0) -> dict:
     return inputs
 
 
-def python_model_repository(tmp_path, name: str, source: str, decoupled: bool = False, extra_config: str = ""):
+def python_model_repository(tmp_path, name: str, source: str, decoupled: bool = False, extra_config: str = "",
+                            instances: int = 1):
     """A repository with one add_sub-shaped python model `name` running
-    `source` (its model.py), its config extended by `extra_config`."""
+    `source` (its model.py) on `instances` instances, its config extended
+    by `extra_config`."""
     repo = tmp_path / "repo"
     (repo / name / "1").mkdir(parents=True)
-    config = (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', f'"{name}"') + extra_config
+    config = (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', f'"{name}"')
+    assert "count: 1 }" in config, "add_sub's config changed: its instance count is set here"
+    config = config.replace("count: 1 }", f"count: {instances} }}") + extra_config
     if decoupled:
         config += "model_transaction_policy { decoupled: true }\n"
     (repo / name / "config.pbtxt").write_text(config)

@@ -19,7 +19,7 @@ import signal
 import numpy
 
 import tritonserver
-from common import call_with_deadline, make_options, python_model_repository, refused, run_script, single
+from common import call_with_deadline, dedicated_server, python_model_repository, refused, run_script, single
 
 # A model `m` (add_sub's inputs and outputs) running `source`; a request is
 # sent from a daemon thread, and the program exits once the model has it.
@@ -116,18 +116,13 @@ def test_a_request_kept_past_execute_is_released_and_says_so(backend_directory, 
         "                error=pb_utils.TritonError(error) if error else None))\n"
         "        return responses\n")
     repo = python_model_repository(tmp_path, "m", source)
-    server = tritonserver.Server(make_options(backend_directory, server_id="kept-request",
-                                              python_models="in-process", model_repository=str(repo),
-                                              log_error=False, exit_timeout=20))
-    server.start(wait_until_ready=True, timeout=60)
-    try:
-        model = server.load("m")
+    with dedicated_server(backend_directory, "kept-request", ["m"], exit_timeout=20, python_models="in-process",
+                          model_repository=str(repo)) as server:
+        model = server.model("m")
         a = numpy.ones(4, numpy.float32)
         single(model.infer(inputs={"INPUT0": a, "INPUT1": a}))
         with refused(tritonserver.TritonError, match="model 'm': this request was released when execute"):
             single(model.infer(inputs={"INPUT0": a, "INPUT1": a}))
         # The model still keeps a request: the unload does not wait for it.
         call_with_deadline(lambda: server.unload("m", wait_until_unloaded=True), 10)
-    finally:
-        call_with_deadline(server.stop, 30)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 
-from common import MODELS, run_script
+from common import MODELS, python_model_repository, run_script
 
 ROUNDS = 50
 PARALLEL = 4  # interpreters at a time
@@ -23,10 +23,10 @@ PARALLEL = 4  # interpreters at a time
 # Two bound functions and a 4-instance python model, then 32 requests to
 # each at once from asyncio, before any request ran.
 SCRIPT = """
-import asyncio, pathlib, shutil
+import asyncio, pathlib
 import numpy, tritonserver
 from tritonserver import TensorSpec
-from common import MODELS, make_options
+from common import make_options
 
 repo = pathlib.Path({repo!r})
 server = tritonserver.Server(make_options({backends!r}, server_id="first-use", model_repository=str(repo),
@@ -59,13 +59,8 @@ print("answered")
 
 
 def test_first_concurrent_requests_of_a_process_do_not_deadlock(backend_directory, tmp_path):
-    repo = tmp_path / "repo"
-    (repo / "add_sub_4" / "1").mkdir(parents=True)
-    config = (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"add_sub_4"')
-    assert "count: 1" in config
-    config = config.replace("count: 1", "count: 4")
-    (repo / "add_sub_4" / "config.pbtxt").write_text(config)
-    (repo / "add_sub_4" / "1" / "model.py").write_text((MODELS / "add_sub" / "1" / "model.py").read_text())
+    repo = python_model_repository(tmp_path, "add_sub_4", (MODELS / "add_sub" / "1" / "model.py").read_text(),
+                                   instances=4)
     code = SCRIPT.format(backends=backend_directory, repo=str(repo))
 
     def one_round(index: int) -> tuple[int, int, str, str]:

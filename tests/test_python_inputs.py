@@ -6,12 +6,14 @@ model's config makes it a read-only view of the request's memory instead
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy
 import pytest
 
 import tritonserver
 from tritonserver import TensorSpec
-from common import address, as_numpy, make_options, python_model_repository, single
+from common import address, as_numpy, dedicated_server, python_model_repository, single
 
 ZERO_COPY = 'parameters { key: "ZERO_COPY_INPUTS" value: { string_value: "yes" } }\n'
 
@@ -36,25 +38,21 @@ SOURCE = (
 
 
 @pytest.fixture
-def server_with(backend_directory, tmp_path):
-    servers = []
+def model_with(backend_directory, tmp_path):
+    """model_with(extra_config): the model `inputs` running SOURCE, loaded
+    in-process in a server of its own."""
+    with contextlib.ExitStack() as servers:
+        def start(extra_config: str = "") -> tritonserver.Model:
+            repo = python_model_repository(tmp_path, "inputs", SOURCE, extra_config=extra_config)
+            server = servers.enter_context(dedicated_server(
+                backend_directory, "inputs", ["inputs"], python_models="in-process", model_repository=str(repo)))
+            return server.model("inputs")
 
-    def start(extra_config: str = "") -> tritonserver.Server:
-        repo = python_model_repository(tmp_path, "inputs", SOURCE, extra_config=extra_config)
-        server = tritonserver.Server(make_options(backend_directory, server_id="inputs", python_models="in-process",
-                                                  model_repository=str(repo), log_error=False))
-        server.start(wait_until_ready=True, timeout=60)
-        servers.append(server)
-        server.load("inputs")
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+        yield start
 
 
-def test_a_model_gets_a_private_writable_input_and_the_clients_array_is_untouched(server_with):
-    model = server_with().model("inputs")
+def test_a_model_gets_a_private_writable_input_and_the_clients_array_is_untouched(model_with):
+    model = model_with()
     a = numpy.full(4, 8, numpy.float32)
     frozen = numpy.frombuffer(bytes(numpy.full(4, 8, numpy.float32).data), numpy.float32)  # immutable bytes
     for data in (a, frozen):
@@ -65,8 +63,8 @@ def test_a_model_gets_a_private_writable_input_and_the_clients_array_is_untouche
         assert data.tolist() == [8, 8, 8, 8]  # the client's memory is as it sent it
 
 
-def test_zero_copy_inputs_are_read_only_views_of_the_clients_memory(server_with):
-    model = server_with(ZERO_COPY).model("inputs")
+def test_zero_copy_inputs_are_read_only_views_of_the_clients_memory(model_with):
+    model = model_with(ZERO_COPY)
     a = numpy.arange(1024, dtype=numpy.float32)
     response = single(model.infer(inputs={"INPUT0": a, "INPUT1": a}))
     where = as_numpy(response.outputs["OUTPUT1"]).astype(numpy.float64)
@@ -80,14 +78,11 @@ def test_zero_copy_inputs_are_read_only_views_of_the_clients_memory(server_with)
 def test_a_bound_function_may_write_its_inputs_alone_or_batched(backend_directory, tmp_path, batched):
     """One rule whatever the load: a lone request's input is writable, as a
     batch joined from several is (it was read-only alone)."""
-    server = tritonserver.Server(make_options(backend_directory, server_id="bind-inputs",
-                                              model_repository=str(tmp_path), log_error=False))
-    server.start(wait_until_ready=True, timeout=60)
-    try:
-        def double(X):
-            X *= 2
-            return {"Y": X}
+    def double(X):
+        X *= 2
+        return {"Y": X}
 
+    with dedicated_server(backend_directory, "bind-inputs", [], model_repository=str(tmp_path)) as server:
         spec = [TensorSpec("X", numpy.float32, (4,))]
         model = server.bind("double", double, inputs=spec, outputs=[TensorSpec("Y", numpy.float32, (4,))],
                             max_batch_size=8 if batched else 0)
@@ -95,5 +90,3 @@ def test_a_bound_function_may_write_its_inputs_alone_or_batched(backend_director
         response = single(model.infer(inputs={"X": a}))
         assert as_numpy(response.outputs["Y"]).ravel().tolist() == [0, 2, 4, 6]
         assert a.ravel().tolist() == [0, 1, 2, 3]
-    finally:
-        server.stop()

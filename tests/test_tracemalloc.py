@@ -16,7 +16,7 @@ import signal
 
 import pytest
 
-from common import MODELS, run_script
+from common import MODELS, python_model_repository, run_script
 
 ROUNDS = 300
 
@@ -117,12 +117,8 @@ print("cycles", {cycles})
 
 
 def test_tracemalloc_stop_while_models_load_and_unload(backend_directory, tmp_path):
-    repo = tmp_path / "repo"
-    (repo / "add_sub_4" / "1").mkdir(parents=True)
-    config = (MODELS / "add_sub" / "config.pbtxt").read_text().replace('"add_sub"', '"add_sub_4"')
-    assert "count: 1" in config
-    (repo / "add_sub_4" / "config.pbtxt").write_text(config.replace("count: 1", "count: 4"))
-    (repo / "add_sub_4" / "1" / "model.py").write_text((MODELS / "add_sub" / "1" / "model.py").read_text())
+    repo = python_model_repository(tmp_path, "add_sub_4", (MODELS / "add_sub" / "1" / "model.py").read_text(),
+                                   instances=4)
     code = CHURN_SCRIPT.format(backends=backend_directory, repo=str(repo), cycles=CHURN_CYCLES)
     rc, out, err = run_script(code, tmp_path, timeout=600, env={"PYTHONFAULTHANDLER": "1"})
     assert rc != -signal.SIGSEGV, f"SIGSEGV (the tracemalloc race) under model churn:\n{err[-3000:]}"

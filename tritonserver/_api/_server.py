@@ -543,9 +543,7 @@ def _start_releaser() -> None:
     state with the GIL held (cpp/deferred_release.h). Once per process
     (again in a child of fork())."""
     global _releaser
-    if _native.claim_releaser_start():
-        _releaser = threading.Thread(target=_native.run_releaser, name="tsb-releaser", daemon=True)
-        _releaser.start()
+    _releaser = _start_native_thread(_native.claim_releaser_start, _native.run_releaser, "tsb-releaser") or _releaser
 
 
 _releaser: Optional[threading.Thread] = None
@@ -557,12 +555,22 @@ def _start_state_maker() -> None:
     them makes one without the GIL: cpp/thread_state.h). Once per process
     (again in a child of fork())."""
     global _state_maker
-    if _native.claim_state_maker_start():
-        _state_maker = threading.Thread(target=_native.run_state_maker, name="tsb-states", daemon=True)
-        _state_maker.start()
+    _state_maker = _start_native_thread(_native.claim_state_maker_start, _native.run_state_maker,
+                                        "tsb-states") or _state_maker
 
 
 _state_maker: Optional[threading.Thread] = None
+
+
+def _start_native_thread(claim: Callable[[], bool], body: Callable[[], None],
+                         name: str) -> Optional[threading.Thread]:
+    """A daemon thread running the native `body`, started when `claim()`
+    says one is needed (None otherwise)."""
+    if not claim():
+        return None
+    thread = threading.Thread(target=body, name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 def _stop_releaser() -> None:

@@ -277,11 +277,7 @@ def _declared_dtype(b: Binding, spec: TensorSpec, value: Any, expected: numpy.dt
         else:
             array = numpy.from_dlpack(value)  # torch CPU tensors and the like: no copy
     elif expected == _OBJECT:
-        try:
-            array = numpy.asarray(value, dtype=expected)
-        except (TypeError, ValueError) as e:
-            raise _CallError(f"model '{b.model_name}': output '{spec.name}' cannot be read as {expected} ({e})",
-                             pb_utils.TritonError.INVALID_ARG) from None
+        array = _read_array(b, spec, value, expected, expected)
     else:
         array = _exact_array(b, spec, value, expected)
     if expected == _OBJECT:
@@ -305,16 +301,23 @@ _KIND_NAMES = {"b": "bools", "i": "integers", "u": "integers", "f": "floats", "c
                "U": "str", "S": "bytes", "O": "Python objects"}
 
 
+def _read_array(b: Binding, spec: TensorSpec, value: Any, dtype: Optional[numpy.dtype[Any]],
+                expected: numpy.dtype[Any]) -> Any:
+    """numpy.asarray(value, dtype), or _CallError saying the output cannot
+    be read as `expected`."""
+    try:
+        return numpy.asarray(value, dtype=dtype)
+    except (TypeError, ValueError) as e:
+        raise _CallError(f"model '{b.model_name}': output '{spec.name}' cannot be read as {expected} ({e})",
+                         pb_utils.TritonError.INVALID_ARG) from None
+
+
 def _exact_array(b: Binding, spec: TensorSpec, value: Any, expected: numpy.dtype[Any]) -> Any:
     """A numeric output given as a list, scalar or the like (not an array)
     as an array of `expected`, when its values convert to it exactly; else
     _CallError naming the output, the declared type and the values' kind
     (the same values as an ndarray of their own dtype are refused too)."""
-    try:
-        values = numpy.asarray(value)
-    except (TypeError, ValueError) as e:
-        raise _CallError(f"model '{b.model_name}': output '{spec.name}' cannot be read as {expected} ({e})",
-                         pb_utils.TritonError.INVALID_ARG) from None
+    values = _read_array(b, spec, value, None, expected)
     if values.dtype == expected:
         return values
     if values.size == 0:  # no values to change

@@ -99,6 +99,12 @@ def _model_file(name: str, config: dict[str, Any], args: dict[str, str]) -> tupl
     return path, folder
 
 
+def _parameter(config: dict[str, Any], key: str, default: str) -> str:
+    """The model config's string parameter `key`, stripped and lower-case."""
+    value = config.get("parameters", {}).get(key, {}).get("string_value", default)
+    return str(value).strip().lower()
+
+
 def _describe(error: BaseException) -> str:
     """A model's exception as a response or load error message, as the stub
     words it: "Type: message", then where it was raised ("At:", innermost
@@ -137,13 +143,11 @@ class Instance:
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         # Inputs in GPU memory reach the model there only when the config
         # says so, as with the stub; by default they are copied to the host.
-        cpu_only = config.get("parameters", {}).get("FORCE_CPU_ONLY_INPUT_TENSORS", {}).get("string_value", "yes")
-        self.device_inputs = str(cpu_only).strip().lower() == "no"
+        self.device_inputs = _parameter(config, "FORCE_CPU_ONLY_INPUT_TENSORS", "yes") == "no"
         # Numeric inputs in host memory are private, writable copies, as the
         # stub gives them; ZERO_COPY_INPUTS "yes" makes them read-only views
         # of the request's memory (the client's array, no copy).
-        zero_copy = config.get("parameters", {}).get("ZERO_COPY_INPUTS", {}).get("string_value", "no")
-        self.zero_copy_inputs = str(zero_copy).strip().lower() == "yes"
+        self.zero_copy_inputs = _parameter(config, "ZERO_COPY_INPUTS", "no") == "yes"
         # Whether the core's thread may hand batches to a worker thread
         # (cpp/instance_worker.h): one instance and no batcher, so that the
         # core's scheduling does not depend on execute taking its time.

@@ -352,8 +352,9 @@ def _input_value(name: str, found: tuple[int, tuple[int, ...], Union[Array, tupl
                  owner: Any) -> Union[Array, DeviceArray]:
     """An input's value from what the native input() gives, `found`
     (datatype, shape, data): a numeric array in host memory as it is (a
-    private copy, or a read-only view with ZERO_COPY_INPUTS), BYTES decoded from their raw bytes, data left
-    in GPU memory as a DeviceArray that `owner` (the request) keeps valid."""
+    private copy, or a read-only view with ZERO_COPY_INPUTS), BYTES decoded
+    from their raw bytes, data left in GPU memory as a DeviceArray that
+    `owner` (the request) keeps valid."""
     datatype, shape, data = found
     if isinstance(data, tuple):  # in GPU memory (FORCE_CPU_ONLY_INPUT_TENSORS "no")
         return input_on_device(datatype, shape, data, owner)
