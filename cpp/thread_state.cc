@@ -87,6 +87,16 @@ void give_back(PyThreadState* state) noexcept {
   PyThreadState_Delete(state);
 }
 
+// PyGILState_Ensure, or parks this thread if finalization ended it (the
+// unwinding must not cross this noexcept frame, nor its callers').
+PyGILState_STATE ensure_or_park() noexcept {
+  try {
+    return PyGILState_Ensure();
+  } catch (abi::__forced_unwind&) {
+    park_forever();
+  }
+}
+
 // This thread's own thread state for its life: one made under the GIL by
 // the state maker when it runs (making one here, without the GIL, would
 // allocate through the raw allocator, which under tracemalloc races with
@@ -105,7 +115,7 @@ struct KeptState {
       restore_thread(state);  // the GIL
       if (PyGILState_GetThisThreadState() == state) {
         adopted = state;
-        PyGILState_Ensure();  // the kept count (the GIL is held: LOCKED)
+        ensure_or_park();  // the kept count (the GIL is held: LOCKED)
         PyEval_SaveThread();
         return;
       }
@@ -115,7 +125,7 @@ struct KeptState {
     }
     // The kept count; if it took the GIL, let it go: the caller's Ensure
     // takes it again like every later acquisition on this thread.
-    if (PyGILState_Ensure() == PyGILState_UNLOCKED) PyEval_SaveThread();
+    if (ensure_or_park() == PyGILState_UNLOCKED) PyEval_SaveThread();
   }
 
   void forget() noexcept {
@@ -127,7 +137,7 @@ struct KeptState {
       adopted = nullptr;
       return;
     }
-    PyGILState_STATE state = PyGILState_Ensure();  // the GIL, same state
+    PyGILState_STATE state = ensure_or_park();  // the GIL, same state
     PyGILState_Release(PyGILState_LOCKED);  // that count; the GIL stays
     PyGILState_Release(state);  // the kept count: the state is deleted
   }
@@ -211,21 +221,11 @@ void restore_thread(PyThreadState* state) noexcept {
   }
 }
 
-GilAcquire::GilAcquire() noexcept {
-  try {
-    state_ = PyGILState_Ensure();
-  } catch (abi::__forced_unwind&) {
-    park_forever();
-  }
-}
+GilAcquire::GilAcquire() noexcept : state_(ensure_or_park()) {}
 
 ThreadGil::ThreadGil() noexcept {
-  try {
-    if (!t_kept.made) t_kept.make();
-    state_ = PyGILState_Ensure();
-  } catch (abi::__forced_unwind&) {
-    park_forever();
-  }
+  if (!t_kept.made) t_kept.make();
+  state_ = ensure_or_park();
 }
 
 ThreadGil::~ThreadGil() { PyGILState_Release(state_); }
