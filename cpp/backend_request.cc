@@ -307,13 +307,17 @@ TRITONBACKEND_Request* BackendRequest::live() const {
 
 void BackendRequest::release_after_execute() {
   if (request_ == nullptr) return;
-  if (!sender_made_ && !state_->final_sent) {
+  if (!rescheduled() && !sender_made_ && !state_->final_sent) {
     fail_if_unanswered(TRITONSERVER_ERROR_INTERNAL,
                        "model '" + state_->model_name +
                            "': execute() gave no response for this request");
   }
   TRITONBACKEND_Request* request = request_;
   request_ = nullptr;
+  if (rescheduled()) {
+    release_rescheduled(request);
+    return;
+  }
   if (outbox_ != nullptr) {
     outbox_->release(request);
     outbox_ = nullptr;
@@ -324,9 +328,47 @@ void BackendRequest::release_after_execute() {
       request, TRITONSERVER_REQUEST_RELEASE_ALL));
 }
 
+void BackendRequest::set_release_flags(uint32_t flags) {
+  live();
+  if (flags != TRITONSERVER_REQUEST_RELEASE_ALL &&
+      flags != TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) {
+    raise(TRITONSERVER_ERROR_INVALID_ARG,
+          "model '" + state_->model_name + "': set_release_flags(" +
+              std::to_string(flags) +
+              "): the flags are TRITONSERVER_REQUEST_RELEASE_ALL (1) or "
+              "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE (2)");
+  }
+  state_->rescheduled = flags == TRITONSERVER_REQUEST_RELEASE_RESCHEDULE;
+}
+
+void BackendRequest::release_rescheduled(TRITONBACKEND_Request* request) noexcept {
+  const TritonApi& api = triton();
+  GilRelease release;  // the core's locks (the scheduler enqueues it)
+  TRITONSERVER_Error* refused = api.TRITONBACKEND_RequestRelease(
+      request, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE);
+  if (refused == nullptr) return;
+  try {
+    const std::string why = api.ErrorMessage(refused);
+    std::string message =
+        "model '" + state_->model_name + "': the request cannot be rescheduled: " + why;
+    if (why.find("not configured") != std::string::npos) {
+      message += " (a model reschedules requests only with sequence_batching { "
+                 "iterative_sequence: true } in its config.pbtxt)";
+    }
+    api.ErrorDelete(refused);
+    fail_natively(request, TRITONSERVER_ERROR_INVALID_ARG, message);
+  } catch (...) {  // no memory for the message
+    fail_natively(request, TRITONSERVER_ERROR_INTERNAL, "");
+  }
+}
+
 BackendRequest::~BackendRequest() {
   const TritonApi& api = triton();
   if (request_ == nullptr) return;  // released when execute() returned
+  if (rescheduled()) {
+    release_rescheduled(request_);
+    return;
+  }
   if (!sender_made_ && !state_->final_sent) {
     try {
       fail_if_unanswered(TRITONSERVER_ERROR_INTERNAL,
@@ -597,7 +639,7 @@ nb::list send_final_responses(nb::handle natives, nb::handle responses,
   const size_t count = nb::len(natives);
   for (size_t i = 0; i < count; ++i) {
     BackendRequest& request = nb::cast<BackendRequest&>(natives[i]);
-    if (request.final_sent()) continue;
+    if (request.final_sent() || request.rescheduled()) continue;
     nb::object response = responses[i];
     if (Py_TYPE(response.ptr()) != reinterpret_cast<PyTypeObject*>(response_type.ptr())) {
       left.append(i);
@@ -628,6 +670,7 @@ nb::list send_final_responses(nb::handle natives, nb::handle responses,
 
 void BackendRequest::fail_if_unanswered(int code, const std::string& message) {
   if (state_->final_sent) return;
+  state_->rescheduled = false;  // answered: not rescheduled
   if (auto sender = sender_.lock()) {
     sender->send(Outputs(), ErrorSpec({code, message}),
                  TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
@@ -656,7 +699,7 @@ std::shared_ptr<ResponseSender> BackendRequest::response_sender() {
 
 ResponseSender::~ResponseSender() {
   const TritonApi& api = triton();
-  if (!state_->final_sent) {
+  if (!state_->final_sent && !state_->rescheduled) {
     try {
       send(Outputs(), ErrorSpec({TRITONSERVER_ERROR_INTERNAL,
                           "model '" + state_->model_name +
@@ -694,6 +737,20 @@ void ResponseSender::send_flags(uint32_t flags) {
 bool ResponseSender::is_cancelled() const {
   return ask_cancelled(triton().TRITONBACKEND_ResponseFactoryIsCancelled,
                        factory_, "TRITONBACKEND_ResponseFactoryIsCancelled");
+}
+
+void fail_natively(TRITONBACKEND_Request* request, TRITONSERVER_Error_Code code,
+                   const std::string& message) noexcept {
+  const TritonApi& api = triton();
+  TRITONBACKEND_Response* response = nullptr;
+  if (api.TRITONBACKEND_ResponseNew(&response, request) == nullptr) {
+    TRITONSERVER_Error* why = make_error(code, message.c_str());
+    ignore_error(api.TRITONBACKEND_ResponseSend(
+        response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, why));
+    ignore_error(why);
+  }
+  ignore_error(
+      api.TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL));
 }
 
 }  // namespace tsb

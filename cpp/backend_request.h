@@ -83,6 +83,9 @@ struct ResponseState {
   std::unordered_set<std::string> requested;
   std::atomic<bool> final_sent{false};
   std::atomic<bool> failed{false};
+  // Released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE: execute() gets
+  // the request again, so its sender may go without the final flag.
+  std::atomic<bool> rescheduled{false};
 };
 
 class ResponseSender;
@@ -120,6 +123,12 @@ class BackendRequest {
   // and so its unload and the server's stop. Every later use raises
   // UnavailableError naming the model.
   void release_after_execute();
+  // The release flags execute() set (pb_utils set_release_flags):
+  // TRITONSERVER_REQUEST_RELEASE_ALL, or _RESCHEDULE to have the core give
+  // this request to execute() again (iterative sequence batching); any
+  // other value raises InvalidArgumentError.
+  void set_release_flags(uint32_t flags);
+  bool rescheduled() const { return state_->rescheduled.load(); }
 
   // (TRITONSERVER_DataType, shape, NumPy array) of the input `name`, or
   // None when the request has no such input: the array is of the input's
@@ -167,6 +176,10 @@ class BackendRequest {
   void read_requested_outputs();
   // request_, or UnavailableError once release_after_execute() ran.
   TRITONBACKEND_Request* live() const;
+  // Hands `request` back to the core for rescheduling, without the GIL; if
+  // the core refuses (the model's config does not allow it), the request
+  // gets an error response naming the cause and is released for good.
+  void release_rescheduled(TRITONBACKEND_Request* request) noexcept;
   TRITONBACKEND_Request* request_;
   std::shared_ptr<ResponseState> state_;
   std::weak_ptr<ResponseSender> sender_;
@@ -175,6 +188,11 @@ class BackendRequest {
   const bool device_inputs_;
   const bool zero_copy_inputs_;
 };
+
+// Answers `request` with an error response (`code`, `message`) and
+// releases it, without Python (no GIL needed).
+void fail_natively(TRITONBACKEND_Request* request, TRITONSERVER_Error_Code code,
+                   const std::string& message) noexcept;
 
 // A pb_utils InferenceRequest (`request_type`) of the BackendRequest
 // `native`, for execute(): its _native and _model_name set, no __init__.

@@ -254,21 +254,6 @@ TRITONSERVER_Error* instance_finalize_with_gil(TRITONBACKEND_ModelInstance* inst
   });
 }
 
-// Answers `request` with an error and releases it, without Python.
-void fail_natively(TRITONBACKEND_Request* request, TRITONSERVER_Error_Code code,
-                   const std::string& message) noexcept {
-  const TritonApi& api = triton();
-  TRITONBACKEND_Response* response = nullptr;
-  if (api.TRITONBACKEND_ResponseNew(&response, request) == nullptr) {
-    TRITONSERVER_Error* why = make_error(code, message.c_str());
-    ignore_error(api.TRITONBACKEND_ResponseSend(
-        response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, why));
-    ignore_error(why);
-  }
-  ignore_error(
-      api.TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL));
-}
-
 void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
                TRITONBACKEND_Request** requests, uint32_t count) noexcept {
   const TritonApi& api = triton();
@@ -330,7 +315,9 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
     if (report != nullptr) api.ErrorDelete(report);
     // A request a non-decoupled model keeps (not for input views of its
     // memory) is released now: kept, it would hold up the model's unload.
-    if (kept && !state->decoupled && !state->zero_copy_inputs) {
+    // A rescheduled request goes back to the core now, kept or not.
+    if (request->rescheduled() ||
+        (kept && !state->decoupled && !state->zero_copy_inputs)) {
       try {
         request->release_after_execute();
       } catch (...) {  // answered already; released in any case

@@ -72,6 +72,7 @@ enum TRITONSERVER_LogLevel : int {
   TRITONSERVER_LOG_VERBOSE = 3,
 };
 constexpr uint32_t TRITONSERVER_REQUEST_RELEASE_ALL = 1;
+constexpr uint32_t TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2;
 
 // Types whose values only pass through from Python (tritonserver._api._enums
 // declares them).

@@ -220,8 +220,8 @@ class Instance:
                         _INTERNAL, f"model '{self.name}': a decoupled model's execute() must return None, "
                         f"not {type(result).__name__} (send responses with request.get_response_sender())")
             return
-        if result is None and all(native.final_sent for native in natives):
-            return  # answered through response senders
+        if result is None and all(native.final_sent or native.rescheduled for native in natives):
+            return  # answered through response senders, or rescheduled
         if not isinstance(result, (list, tuple)) or len(result) != len(natives):
             got = f"{len(result)} responses" if isinstance(result, (list, tuple)) else type(result).__name__
             for native in natives:
@@ -229,6 +229,16 @@ class Instance:
                     _INTERNAL, f"model '{self.name}': execute() must return a list of one InferenceResponse per "
                     f"request ({len(natives)}), not {got}")
             return
+        # A response for a rescheduled request: the stub's error (and words),
+        # for the whole batch; none of them is rescheduled then.
+        for native, response in zip(natives, result):
+            if response is not None and native.rescheduled:
+                message = (f"Failed to process the request(s) for model '{self.instance_name}', message: Expected a "
+                           "None object in the execute function return list for reschduled request, found type "
+                           f"'{type(response)}'.")
+                for each in natives:
+                    each.fail_if_unanswered(_INTERNAL, message)
+                return
         # A response returned for a request its sender answered already: the
         # stub's error, for every request of the batch (as the stub's
         # execute fails), never a response dropped or sent twice.

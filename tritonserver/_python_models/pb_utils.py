@@ -474,6 +474,17 @@ class InferenceRequest:
             return False
         return self._native.is_cancelled()
 
+    def set_release_flags(self, flags: int) -> None:
+        """How the request is released when execute() returns:
+        TRITONSERVER_REQUEST_RELEASE_ALL (the default), or
+        TRITONSERVER_REQUEST_RELEASE_RESCHEDULE to have execute() given it
+        again in a later batch (a model with ``sequence_batching {
+        iterative_sequence: true }``; a non-decoupled model puts None in
+        its returned list for it)."""
+        if self._native is None:
+            raise TritonModelException("set_release_flags() is for requests given to execute()")
+        self._native.set_release_flags(flags)
+
     def get_response_sender(self) -> ResponseSender:
         """The response sender of this request (the same one each call; it
         lives as long as the request, as the stub's does)."""
