@@ -43,12 +43,33 @@ std::optional<nb::dlpack::dtype> array_dtype(TRITONSERVER_DataType datatype) {
   }
 }
 
+// Says once per output (a warning through the runtime's logger) that the
+// model returned it as another type than its config declares: the client
+// would get that type while the model's metadata says the declared one.
+// The response is sent as it is, as with the stub.
+void check_declared_types(const ResponseState& state, const Outputs& outputs) {
+  if (!state.declared) return;
+  DeclaredOutputs& declared = *state.declared;
+  for (const Outputs::Output& output : outputs.items()) {
+    auto found = declared.types.find(output.name);
+    if (found == declared.types.end() || found->second == output.datatype ||
+        declared.warned.count(output.name) != 0) {
+      continue;
+    }
+    declared.warned.insert(output.name);
+    nb::module_::import_("tritonserver._python_models._runtime")
+        .attr("warn_output_type")(state.model_name, output.name, found->second,
+                                  output.datatype);
+  }
+}
+
 // Fills `response` with the parameters and outputs (deleting it on
 // failure).
 void fill(TRITONBACKEND_Response* response, ResponseState& state,
           const Outputs& outputs, const nb::dict& parameters) {
   const TritonApi& api = triton();
   try {
+    check_declared_types(state, outputs);
     for (auto [key, value] : parameters) {
       std::string name = nb::cast<std::string>(key);
       if (nb::isinstance<nb::bool_>(value)) {

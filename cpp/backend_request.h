@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -76,9 +77,20 @@ using ErrorSpec = std::optional<std::pair<int, std::string>>;
 // the first response: a response carries only those, as with the stub),
 // whether a final response went out, and whether any response carried an
 // error (for the statistics).
+// The data types an in-process model's config declares for its outputs
+// (TRITONSERVER_DataType numbers by name), and the outputs found returned
+// as another type (said once each). Used with the GIL held.
+struct DeclaredOutputs {
+  std::unordered_map<std::string, int> types;
+  std::unordered_set<std::string> warned;
+};
+
 struct ResponseState {
-  explicit ResponseState(std::string model) : model_name(std::move(model)) {}
+  explicit ResponseState(std::string model,
+                         std::shared_ptr<DeclaredOutputs> outputs = nullptr)
+      : model_name(std::move(model)), declared(std::move(outputs)) {}
   const std::string model_name;
+  const std::shared_ptr<DeclaredOutputs> declared;  // null: not checked
   bool requested_known = false;
   std::unordered_set<std::string> requested;
   std::atomic<bool> final_sent{false};

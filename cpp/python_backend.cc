@@ -47,6 +47,8 @@ struct InstanceState {
   ResponseOutbox outbox;
   // Null when every batch runs on the core's thread (instance_worker.h).
   std::unique_ptr<InstanceWorker> worker;
+  // The outputs' declared types, checked in every response.
+  std::shared_ptr<DeclaredOutputs> declared_outputs;
 };
 
 void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
@@ -215,6 +217,11 @@ TRITONSERVER_Error* instance_initialize_with_gil(TRITONBACKEND_ModelInstance* in
       check(err);
     }
     state->decoupled = nb::cast<bool>(runner.attr("decoupled"));
+    state->declared_outputs = std::make_shared<DeclaredOutputs>();
+    for (auto [name, datatype] : nb::cast<nb::dict>(runner.attr("declared_outputs"))) {
+      state->declared_outputs->types.emplace(nb::cast<std::string>(name),
+                                             nb::cast<int>(datatype));
+    }
     if (nb::cast<bool>(state->runner.attr("hand_off"))) {
       state->worker = std::make_unique<InstanceWorker>(
           [instance, state](InstanceWorker::Batch& batch) {
@@ -269,7 +276,8 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
     for (uint32_t i = 0; i < count; ++i) {
       handles.push_back(nb::cast(
           new BackendRequest(requests[i],
-                             std::make_shared<ResponseState>(state->model_name),
+                             std::make_shared<ResponseState>(state->model_name,
+                                                             state->declared_outputs),
                              &state->outbox, state->device_inputs,
                              state->zero_copy_inputs),
           nb::rv_policy::take_ownership));

@@ -330,3 +330,33 @@ def test_bind_refuses_allow_ragged_batch(bind_server):
         bind_server.bind("ragged", lambda X: {"Y": X}, inputs=[TensorSpec("X", numpy.float32, (-1,))],
                          outputs=[TensorSpec("Y", numpy.float32, (-1,))], max_batch_size=8, config=config)
     assert ("ragged", 1) not in bind_server.models()
+
+
+# -- an output returned as another type than the config declares --------------------------------
+
+def test_an_output_of_another_type_than_declared_is_said_once_naming_both(backend_directory, tmp_path, caplog):
+    """OUTPUT0 (declared TYPE_FP32) returned as FP64: sent as it is, as the
+    stub sends it, and said once (a warning naming the model, the output and
+    both types), however many responses carry it."""
+    source = (
+        "import numpy as np\n"
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        out = []\n"
+        "        for r in requests:\n"
+        "            x = pb_utils.get_input_tensor_by_name(r, 'INPUT0').as_numpy()\n"
+        "            out.append(pb_utils.InferenceResponse([pb_utils.Tensor('OUTPUT0', x.astype(np.float64)),\n"
+        "                                                   pb_utils.Tensor('OUTPUT1', x)]))\n"
+        "        return out\n")
+    caplog.set_level("WARNING", logger="tritonserver.models")
+    with _serve(backend_directory, tmp_path, "widened", source) as server:
+        model = server.model("widened")
+        for _ in range(3):
+            response = call_with_deadline(lambda: single(model.infer(inputs=_FP32_INPUTS)), 60)
+            assert response.outputs["OUTPUT0"].data_type == tritonserver.DataType.FP64
+            assert response.outputs["OUTPUT1"].data_type == tritonserver.DataType.FP32
+    said = [r.getMessage() for r in caplog.records if "declared" in r.getMessage()]
+    assert len(said) == 1, said
+    assert re.search(r"model 'widened': output 'OUTPUT0' is declared TYPE_FP32 in its config, but execute\(\) "
+                     r"returned FP64", said[0]), said[0]

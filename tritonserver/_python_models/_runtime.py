@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from .. import _native
 from .._api import _errors
+from .._api._enums import DataType
 from . import _bls, pb_utils
 from ._awaiting import run_to_end
 from ._model_imports import ModelImports
@@ -148,6 +149,10 @@ class Instance:
         # stub gives them; ZERO_COPY_INPUTS "yes" makes them read-only views
         # of the request's memory (the client's array, no copy).
         self.zero_copy_inputs = _parameter(config, "ZERO_COPY_INPUTS", "no") == "yes"
+        # The outputs' declared types (TRITONSERVER_DataType numbers): a
+        # response returning another is said once per output
+        # (warn_output_type).
+        self.declared_outputs = _declared_types(config.get("output", []))
         # Whether the core's thread may hand batches to a worker thread
         # (cpp/instance_worker.h): one instance and no batcher, so that the
         # core's scheduling does not depend on execute taking its time.
@@ -280,6 +285,28 @@ class Instance:
             if self._loop is not None:
                 self._loop.close()
                 self._loop = None
+
+
+def _declared_types(outputs: list[dict[str, Any]]) -> dict[str, int]:
+    """{name: TRITONSERVER_DataType number} of the config's `outputs` whose
+    data_type has a NumPy type (BF16 has none)."""
+    declared = {}
+    for output in outputs:
+        numpy_type = pb_utils.triton_string_to_numpy(output.get("data_type", ""))
+        number = None if numpy_type is None else pb_utils.numpy_to_triton_type(numpy_type)
+        if number is not None:
+            declared[output["name"]] = number
+    return declared
+
+
+def warn_output_type(model: str, output: str, declared: int, returned: int) -> None:
+    """Says (once per output: the backend asks once) that `model` returned
+    `output` as another type than its config declares."""
+    declared_name, returned_name = DataType(declared).name, DataType(returned).name
+    _log.warning("model '%s': output '%s' is declared TYPE_%s in its config, but execute() returned %s: clients get "
+                 "%s while the model's metadata says %s; return %s (e.g. array.astype(...)) or declare TYPE_%s "
+                 "(said once per output)", model, output, declared_name.replace("BYTES", "STRING"), returned_name,
+                 returned_name, declared_name, declared_name, returned_name.replace("BYTES", "STRING"))
 
 
 def _import_model(model: str, path: str, key: str, folder: str, model_folder: str) -> tuple[ModelImports, ModuleType]:
