@@ -61,6 +61,11 @@ CASES = {  # name -> (model.py, decoupled)
         "class TritonPythonModel:\n"
         "    def execute(self, requests):\n" + STARTED +
         "        self.kept = [(r, r.get_response_sender()) for r in requests]\n", True),
+    "decoupled_async_execute_awaits_forever": (
+        "import asyncio\n"
+        "class TritonPythonModel:\n"
+        "    async def execute(self, requests):\n" + STARTED +
+        "        await asyncio.Event().wait()\n", True),
     "one_instance_calls_itself": (
         "import triton_python_backend_utils as pb_utils\n"
         "class TritonPythonModel:\n"
@@ -84,6 +89,7 @@ def test_exit_while_model_code_runs_or_kept_objects_remain_is_silent(backend_dir
         assert rc != -signal.SIGABRT and "terminate called" not in err, f"{case}: aborted at exit:\n{err[-2000:]}"
         assert rc == 0, f"{case}: exit status {rc}:\n{err[-2000:]}"
         assert "exiting" in out
+        assert "Task was destroyed" not in err, f"{case}: {err[-2000:]}"  # a background coroutine
         # The announced waits state the real bounds: exit_timeout, then what
         # is left of the core's 30 s after it (not a fixed 60 s).
         for said in re.findall(r"waiting up to (\d+) s for the server", err):

@@ -1,5 +1,6 @@
-"""Running a model's coroutine to its end on the instance's event loop
-without leaving a reference cycle behind.
+"""Running a model's coroutines: to their end without leaving a reference
+cycle behind, and, for decoupled models, on an event loop of their own
+thread (`BackgroundLoop`), as the stub runs them.
 
 ``loop.run_until_complete`` re-raises a coroutine's exception from the Task
 that holds it, and the exception's traceback leads back to that Task (the
@@ -14,7 +15,8 @@ with neither the result nor the exception, and the error is raised afresh."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable
+import threading
+from typing import Any, Awaitable, Callable
 
 
 async def _settle(awaitable: Awaitable[Any], outcome: list[Any]) -> None:
@@ -29,11 +31,93 @@ def run_to_end(loop: asyncio.AbstractEventLoop, awaitable: Awaitable[Any]) -> An
     """The result of `awaitable` run on `loop`, or its exception raised."""
     outcome: list[Any] = [None, None]
     loop.run_until_complete(_settle(awaitable, outcome))
+    return _result_of(outcome)
+
+
+def _result_of(outcome: list[Any]) -> Any:
+    """The result `_settle` put aside, or its exception raised afresh."""
     result, error = outcome
-    del outcome
+    outcome.clear()
     if error is None:
         return result
     try:
         raise error
     finally:
         error = None  # this frame no longer holds the exception that holds it
+
+
+class BackgroundLoop:
+    """An event loop run forever on a thread of its own: where a decoupled
+    model's coroutines run, as the stub runs them. Its async execute() is
+    started there and the core's thread returns at once, so requests run
+    concurrently (each awaiting its own I/O); initialize() and finalize()
+    run there too, so that asyncio objects they make serve execute().
+
+    `name` names the thread; `on_start` is called first on it (per-thread
+    state the model's calls need)."""
+
+    def __init__(self, name: str, on_start: Callable[[], None]) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._tasks: set[asyncio.Task[None]] = set()
+        started = threading.Event()
+
+        def run() -> None:
+            on_start()
+            asyncio.set_event_loop(self.loop)
+            self.loop.call_soon(started.set)
+            self.loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
+        self._thread.start()
+        started.wait()
+
+    def run_to_end(self, awaitable: Awaitable[Any]) -> Any:
+        """The result of `awaitable` run on the loop (the caller waits, the
+        GIL released), or its exception raised."""
+        outcome: list[Any] = [None, None]
+        asyncio.run_coroutine_threadsafe(_settle(awaitable, outcome), self.loop).result()
+        return _result_of(outcome)
+
+    def start(self, awaitable: Awaitable[Any], on_error: Callable[[BaseException], None]) -> None:
+        """Start `awaitable` on the loop and return; `on_error` is called
+        there with its exception, or with CancelledError when the loop is
+        closed before it ends."""
+        self.loop.call_soon_threadsafe(self._spawn, awaitable, on_error)
+
+    def _spawn(self, awaitable: Awaitable[Any], on_error: Callable[[BaseException], None]) -> None:
+        # Kept here until done: a Task only awaited by its own frames is
+        # otherwise garbage, collected mid-await ("Task was destroyed but
+        # it is pending!").
+        task = self.loop.create_task(_background(awaitable, on_error))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Cancel what still runs (each cancelled call is told, through its
+        `on_error`), stop the loop and end its thread (waits at most
+        `timeout` seconds for each)."""
+        if self.loop.is_closed():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(_cancel(self._tasks), self.loop).result(timeout)
+        except Exception:
+            pass  # a call that ignores its cancellation is left to end on its own
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+async def _background(awaitable: Awaitable[Any], on_error: Callable[[BaseException], None]) -> None:
+    try:
+        await awaitable
+    except (Exception, asyncio.CancelledError) as e:
+        on_error(e)
+    del awaitable, on_error  # the frame, kept by a traceback, holds neither
+
+
+async def _cancel(running: set[asyncio.Task[None]]) -> None:
+    tasks = list(running)  # each leaves the set when done
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

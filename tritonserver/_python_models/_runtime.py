@@ -20,8 +20,8 @@ from typing import Any, Optional
 from .. import _native
 from .._api import _errors
 from .._api._enums import DataType
-from . import _bls, pb_utils
-from ._awaiting import run_to_end
+from . import _awaiting, _bls, pb_utils
+from ._awaiting import BackgroundLoop, run_to_end
 from ._model_imports import ModelImports
 
 _log = logging.getLogger("tritonserver.models")
@@ -106,10 +106,13 @@ def _parameter(config: dict[str, Any], key: str, default: str) -> str:
     return str(value).strip().lower()
 
 
+_OWN_FILES = {__file__, _awaiting.__file__}
+
+
 def _describe(error: BaseException) -> str:
     """A model's exception as a response or load error message, as the stub
     words it: "Type: message", then where it was raised ("At:", innermost
-    frame first, this module's frames left out)."""
+    frame first, the runtime's own frames left out)."""
     if isinstance(error, (pb_utils.TritonModelException, pb_utils.TritonError)):
         text = str(error)
     else:
@@ -121,7 +124,7 @@ def _describe(error: BaseException) -> str:
                  "initialize() and execute() alike), and only the main thread may install signal handlers: "
                  "install the handler in the host program, or run the model with the stub: "
                  "Options(python_models=\"stub\")")
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename != __file__]
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename not in _OWN_FILES]
     if not frames:
         return text
     return text + "\n\nAt:\n" + "".join(f"  {f.filename}({f.lineno}): {f.name}\n" for f in reversed(frames))
@@ -166,6 +169,7 @@ class Instance:
             self.name, path, f"{self.name}_{args['model_version']}_{args['model_instance_name']}", folder,
             args["model_repository"])
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._background: Optional[BackgroundLoop] = None
         try:  # a model that fails to start leaves none of its modules behind
             model_class = getattr(self.module, "TritonPythonModel", None)
             if model_class is None:
@@ -174,7 +178,7 @@ class Instance:
             if hasattr(self.model, "initialize"):
                 result = self.model.initialize(args)
                 if inspect.isawaitable(result):
-                    run_to_end(self._event_loop(), result)
+                    self._run_to_end(result)
         except BaseException:
             self._imports.close()
             raise
@@ -185,11 +189,49 @@ class Instance:
         self._execute_natives = getattr(self.model, "_tritonserver_execute_natives", None)
         self.request_type = pb_utils.InferenceRequest if self._execute_natives is None else None
 
-    def _event_loop(self) -> asyncio.AbstractEventLoop:
-        """This instance's event loop, for async initialize/execute/finalize."""
+    def _run_to_end(self, awaitable: Any) -> Any:
+        """The result of the model's coroutine (async initialize, execute or
+        finalize), run to its end: a non-decoupled model's on an event loop
+        of this instance run by the calling thread; a decoupled model's on
+        its background loop, where its async execute() runs."""
+        if self.decoupled:
+            return self._background_loop().run_to_end(awaitable)
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
-        return self._loop
+        return run_to_end(self._loop, awaitable)
+
+    def _background_loop(self) -> BackgroundLoop:
+        """The decoupled model's background loop, started at first use."""
+        if self._background is None:
+            address = self.server_address
+
+            def on_start() -> None:
+                _bls.current.server_address = address
+
+            self._background = BackgroundLoop(f"tritonserver model {self.instance_name} asyncio", on_start)
+        return self._background
+
+    def _start_in_background(self, awaitable: Any, natives: list[_native.BackendRequest]) -> None:
+        """Start a decoupled model's async execute() and return at once, as
+        the stub does: the core hands the instance its next requests while
+        these await. If it fails, the error is logged and each of its
+        requests left without a final response gets it."""
+        instance_name = self.instance_name
+
+        def on_error(error: BaseException) -> None:
+            if isinstance(error, asyncio.CancelledError):
+                message = (f"model '{instance_name}' was unloaded while its async execute() still ran for this "
+                           "request")
+                code = pb_utils.TritonError.UNAVAILABLE
+            else:
+                message = (f"Failed to process the request(s) for model '{instance_name}', message: "
+                           f"{_describe(error)}")
+                code = error.code() if isinstance(error, pb_utils.TritonError) else _INTERNAL
+                _log.error("%s", message)
+            for native in natives:
+                native.fail_if_unanswered(code, message)
+
+        self._background_loop().start(awaitable, on_error)
 
     def start_worker(self, run: Any) -> None:
         """Start the instance's worker thread, whose body is `run` (native:
@@ -211,7 +253,10 @@ class Instance:
         try:
             result = self._execute(requests)
             if not isinstance(result, list) and inspect.isawaitable(result):
-                result = run_to_end(self._event_loop(), result)
+                if self.decoupled:
+                    self._start_in_background(result, natives)
+                    return
+                result = self._run_to_end(result)
         except Exception as e:
             message = f"Failed to process the request(s) for model '{self.instance_name}', message: {_describe(e)}"
             code = e.code() if isinstance(e, pb_utils.TritonError) else _INTERNAL
@@ -277,7 +322,7 @@ class Instance:
             if hasattr(self.model, "finalize"):
                 result = self.model.finalize()
                 if inspect.isawaitable(result):
-                    run_to_end(self._event_loop(), result)
+                    self._run_to_end(result)
         except Exception:
             _log.exception("model '%s': finalize() failed", self.name)
         finally:
@@ -285,6 +330,9 @@ class Instance:
             if self._loop is not None:
                 self._loop.close()
                 self._loop = None
+            if self._background is not None:
+                self._background.close()
+                self._background = None
 
 
 def _declared_types(outputs: list[dict[str, Any]]) -> dict[str, int]:
