@@ -6,13 +6,14 @@ instead of one after another."""
 from __future__ import annotations
 
 import logging
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy
 import pytest
 
 import tritonserver
-from common import call_with_deadline, dedicated_server, python_model_repository, refused, wait_for
+from common import MODELS, call_with_deadline, dedicated_server, python_model_repository, refused, wait_for
 
 # Each request waits until all four have reached execute(): run one after
 # another, the first would wait alone, so it gives up after WAIT seconds
@@ -71,6 +72,22 @@ class TritonPythonModel:
         return None
 """
 
+# BLS from the background loop: each request awaits add_sub on its inputs.
+CALLING = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        for request in requests:
+            inputs = [pb_utils.get_input_tensor_by_name(request, n) for n in ("INPUT0", "INPUT1")]
+            answer = await pb_utils.InferenceRequest(model_name="add_sub", inputs=inputs,
+                                                     requested_output_names=["OUTPUT0", "OUTPUT1"]).async_exec()
+            request.get_response_sender().send(pb_utils.InferenceResponse(answer.output_tensors()),
+                                               flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+"""
+
 # The stub's behaviour is the reference: the same model runs there too.
 MODES = ["in-process", pytest.param("stub", marks=pytest.mark.python_stub)]
 
@@ -114,3 +131,18 @@ def test_a_failing_async_execute_answers_its_requests_and_the_model_keeps_servin
         (response,) = call_with_deadline(lambda: _request(model, 5), 60)
         assert response.error is None
         numpy.testing.assert_array_equal(numpy.from_dlpack(response.outputs["OUTPUT0"]), numpy.full(3, 5.0))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_async_bls_from_a_decoupled_model(backend_directory, tmp_path, mode):
+    repo = python_model_repository(tmp_path, "calling", CALLING, decoupled=True)
+    shutil.copytree(MODELS / "add_sub", repo / "add_sub")
+    with dedicated_server(backend_directory, f"async-decoupled-bls-{mode}", ["add_sub", "calling"],
+                          python_models=mode, model_repository=str(repo)) as server:
+        model = server.model("calling")
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(lambda v: call_with_deadline(lambda: _request(model, v), 60), range(8)))
+        for value, responses in enumerate(results):
+            (answered,) = [r for r in responses if r.outputs]
+            numpy.testing.assert_array_equal(numpy.from_dlpack(answered.outputs["OUTPUT0"]),
+                                             numpy.full(3, 2 * value, numpy.float32))
