@@ -13,21 +13,7 @@ import numpy
 import pytest
 
 import tritonserver
-from common import MODELS, as_numpy, dedicated_server, make_options, refused, single, wait_for
-
-
-def copy_model(name: str, destination, new_name: str | None = None):
-    """Copy config.pbtxt and 1/ (model.py for python models) of a test model."""
-    target = destination / (new_name or name)
-    (target / "1").mkdir(parents=True)
-    config = (MODELS / name / "config.pbtxt").read_text()
-    if new_name is not None:
-        config = config.replace(f'name: "{name}"', f'name: "{new_name}"')
-    (target / "config.pbtxt").write_text(config)
-    if (MODELS / name / "1" / "model.py").is_file():
-        shutil.copy(MODELS / name / "1" / "model.py", target / "1" / "model.py")
-    return target
-
+from common import MODELS, as_numpy, copy_model, dedicated_server, make_options, refused, single, wait_for
 
 
 @pytest.fixture(scope="module")
