@@ -355,17 +355,14 @@ def _file_errors(path: str, offset: int) -> list[str]:
             data = f.read()
     except OSError:
         return []
-    found: list[str] = []
-    pending: Optional[_Line] = None
-    for text in data.decode("utf-8", "replace").split("\n") + [""]:
-        parsed = parse_line(text) if text else None
-        if parsed is None and text and pending is not None:
-            pending = (*pending[:4], f"{pending[4]}\n{text}")
-            continue
-        if pending is not None and pending[0] == ERROR and pending[4] not in _benign:
-            found.append(pending[4])
-        pending = parsed
-    return found
+    lines: list[_Line] = []
+    for text in data.decode("utf-8", "replace").removesuffix("\n").split("\n"):
+        parsed = parse_line(text)
+        if parsed is not None:
+            lines.append(parsed)
+        elif lines:  # a multi-line message goes on
+            lines[-1] = (*lines[-1][:4], f"{lines[-1][4]}\n{text}")
+    return [line[4] for line in lines if line[0] == ERROR and line[4] not in _benign]
 
 
 def core_log_pipe() -> Optional[str]:
