@@ -22,6 +22,11 @@ class TritonException : public std::runtime_error {
   TRITONSERVER_Error_Code code_;
 };
 
+// The core's message of `err`, without the "[request id: <id_unknown>] "
+// the core puts before its errors about a request that has no id (an id the
+// user set is kept). Every core message that reaches Python passes here.
+std::string core_message(const TritonApi& api, TRITONSERVER_Error* err);
+
 // Throws (and deletes `err`) when `err` is not null. `context` is prepended
 // to the core's message when given.
 void check(TRITONSERVER_Error* err, const char* context = nullptr);

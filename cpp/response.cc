@@ -13,7 +13,7 @@ void read_response(const TritonApi& api, TRITONSERVER_InferenceResponse* r,
     // showed one leaked per error response when it was not deleted).
     out->has_error = true;
     out->error_code = api.ErrorCode(err);
-    out->error_message = api.ErrorMessage(err);
+    out->error_message = core_message(api, err);
     api.ErrorDelete(err);
   }
   const char* id = nullptr;

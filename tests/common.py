@@ -9,6 +9,7 @@ import gc
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -295,6 +296,19 @@ def python_model_repository(tmp_path, name: str, source: str, decoupled: bool = 
     (repo / name / "config.pbtxt").write_text(config)
     (repo / name / "1" / "model.py").write_text(source)
     return repo
+
+
+def copy_model(name: str, destination, new_name: str | None = None):
+    """Copy config.pbtxt and 1/ (model.py for python models) of a test model."""
+    target = destination / (new_name or name)
+    (target / "1").mkdir(parents=True)
+    config = (MODELS / name / "config.pbtxt").read_text()
+    if new_name is not None:
+        config = config.replace(f'name: "{name}"', f'name: "{new_name}"')
+    (target / "config.pbtxt").write_text(config)
+    if (MODELS / name / "1" / "model.py").is_file():
+        shutil.copy(MODELS / name / "1" / "model.py", target / "1" / "model.py")
+    return target
 
 
 class refused:

@@ -175,20 +175,26 @@ def test_exit_with_a_running_server_is_clean_and_loses_no_line(broken_repository
     assert not result["stderr"].strip(), result["stderr"][-2000:]
 
 
-def test_no_log_pipe_or_thread_when_every_level_is_off(backend_directory, tmp_path):
-    """With every log level off (the default) the core writes nothing, so no
-    pipe is made and no reader thread starts; turning a level on starts them."""
+def test_every_level_off_logs_nothing_yet_failures_name_the_reason(backend_directory, tmp_path):
+    """With every log level off (the default) no core line reaches logging
+    or stderr; the core still logs its ERROR lines into the package's pipe,
+    so that a failed start names each model and the core's reason."""
     code = f"""
-import threading, tritonserver
-from common import make_options
-def log_threads():
-    return sorted(t.name for t in threading.enumerate() if t.name.startswith("tritonserver-core-log"))
-with tritonserver.Server(make_options({backend_directory!r}, server_id="quiet", log_error=False)):
-    print("off", log_threads())
-with tritonserver.Server(make_options({backend_directory!r}, server_id="loud", log_error=True)):
-    print("on", log_threads())
+import logging, pathlib, tritonserver
+from common import copy_model, make_options
+logging.basicConfig(level=logging.DEBUG)
+repo = pathlib.Path({str(tmp_path)!r}) / "repo"
+broken = copy_model("identity_fp32", repo, "broken")
+(broken / "config.pbtxt").write_text('name: "broken"\\nbackend: "no_such_backend"\\n')
+srv = tritonserver.Server(make_options({backend_directory!r}, server_id="quiet", log_error=False,
+                                       model_repository=str(repo), model_control_mode=tritonserver.ModelControlMode.NONE))
+try:
+    srv.start()
+except tritonserver.InternalError as e:
+    print("refused:", e)
 """
     rc, out, err = run_script(code, tmp_path, timeout=120)
     assert rc == 0, err
-    assert "off []" in out
-    assert "on ['tritonserver-core-log', 'tritonserver-core-log-emit']" in out
+    assert "refused: failed to load all models:\n- model 'broken' version 1: " in out, out
+    assert "no_such_backend" in out, out
+    assert "tritonserver.core" not in err, err

@@ -13,21 +13,7 @@ import numpy
 import pytest
 
 import tritonserver
-from common import MODELS, as_numpy, dedicated_server, make_options, refused, single, wait_for
-
-
-def copy_model(name: str, destination, new_name: str | None = None):
-    """Copy config.pbtxt and 1/ (model.py for python models) of a test model."""
-    target = destination / (new_name or name)
-    (target / "1").mkdir(parents=True)
-    config = (MODELS / name / "config.pbtxt").read_text()
-    if new_name is not None:
-        config = config.replace(f'name: "{name}"', f'name: "{new_name}"')
-    (target / "config.pbtxt").write_text(config)
-    if (MODELS / name / "1" / "model.py").is_file():
-        shutil.copy(MODELS / name / "1" / "model.py", target / "1" / "model.py")
-    return target
-
+from common import MODELS, as_numpy, copy_model, dedicated_server, make_options, refused, single, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +214,7 @@ def test_model_not_loaded_names_the_fix(repo_server):
     # Was: "Request for unknown model: 'echo_all_types' is not found", which
     # did not say that the model is in the repository but not loaded.
     handle = repo_server.model("echo_all_types")
-    fix = r": model 'echo_all_types' is not loaded; load it first with server.load\('echo_all_types'\)"
+    fix = r": model 'echo_all_types' is not loaded; load it with server.load\('echo_all_types'\)"
     with refused(tritonserver.NotFoundError, r"unknown model: 'echo_all_types' is not found" + fix):
         handle.infer(inputs={"INPUT0": numpy.ones(1, dtype=numpy.float32)})
 
@@ -242,8 +228,8 @@ def test_model_not_loaded_names_the_fix(repo_server):
             call()
     with refused(tritonserver.InvalidArgumentError, fix):  # the core's class for statistics
         handle.statistics()
-    with refused(tritonserver.NotFoundError, r"version 7 of model 'echo_all_types' is not loaded; load the model "
-                                             r"with server.load\('echo_all_types'\)"):
+    with refused(tritonserver.NotFoundError, r"version 7 of model 'echo_all_types' is not loaded; load it with "
+                                             r"server.load\('echo_all_types'\) \(its version_policy"):
         repo_server.model("echo_all_types", 7).infer(inputs={"INPUT0": numpy.ones(1, dtype=numpy.float32)})
 
 

@@ -221,10 +221,22 @@ def test_missing_repository_is_an_invalid_argument(backend_directory):
         srv.ready()
 
 
-def test_empty_repository_list_is_an_invalid_argument(backend_directory):
-    srv = own_server(backend_directory, "lifecycle-empty-repo", model_repository=[])
-    with pytest.raises(tritonserver.InvalidArgumentError, match="model-repository"):
-        srv.start()
+def test_no_repository_serves_what_load_adds_in_explicit_mode(backend_directory):
+    # Was: InvalidArgumentError "--model-repository must be specified" (the
+    # core's); now the server starts with an empty repository of the
+    # package's, in EXPLICIT mode (bind() and in-memory loads add models).
+    srv = own_server(backend_directory, "lifecycle-empty-repo", model_repository=[],
+                     model_control_mode=tritonserver.ModelControlMode.NONE)
+    srv.start(wait_until_ready=True, timeout=30)
+    try:
+        assert len(srv.models()) == 0
+        config = {"backend": "python", "max_batch_size": 0,
+                  "input": [{"name": n, "data_type": "TYPE_FP32", "dims": [-1]} for n in ("INPUT0", "INPUT1")],
+                  "output": [{"name": n, "data_type": "TYPE_FP32", "dims": [-1]} for n in ("OUTPUT0", "OUTPUT1")]}
+        source = (MODELS / "add_sub" / "1" / "model.py").read_bytes()
+        assert srv.load("in_memory", {"config": config, "file:1/model.py": source}).ready()
+    finally:
+        srv.stop()
 
 
 def test_failed_start_can_be_retried_with_fixed_options(backend_directory, tmp_path):

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import numpy
 
 from ._datautils import numpy_to_triton_dtype
-from ._enums import DataType
-from ._errors import AlreadyExistsError, InvalidArgumentError, UnsupportedError
+from ._enums import DataType, ModelControlMode
+from ._errors import AlreadyExistsError, InvalidArgumentError, UnavailableError, UnsupportedError
 from ._python_models import BOUND_BACKEND
 
 if TYPE_CHECKING:
@@ -266,7 +266,7 @@ def bind(server: "Server", model_name: str, fn: Callable[..., Any], *, inputs: S
                              "\"no\") cannot be joined into batches; bind with max_batch_size=0, or let inputs "
                              "be copied to the host")
 
-    repository = _repository(server)
+    repository = _repository(server, model_name)
     entry = Binding(model_name, fn, specs["inputs"], specs["outputs"], max_batch_size, decoupled, kind,
                     _wants_context(fn), {s.name: s.numpy_dtype() for s in specs["outputs"]}, repository)
     if any(key[0] == model_name for key in server.models()) and \
@@ -292,8 +292,19 @@ def bind(server: "Server", model_name: str, fn: Callable[..., Any], *, inputs: S
     return model
 
 
-def _repository(server: "Server") -> str:
-    """The server's folder of bound models, made and registered once."""
+def _repository(server: "Server", model_name: str) -> str:
+    """The server's folder of bound models, made and registered once.
+    UnavailableError when the server's mode lets no model be added by name
+    (NONE, POLL): registering a repository and loading need EXPLICIT."""
+    server._started()
+    mode = server._control_mode
+    if mode != ModelControlMode.EXPLICIT:
+        raise UnavailableError(
+            f"bind({model_name!r}): a bound function is loaded into the server by name, which a server with "
+            f"model_control_mode={mode.name} refuses (the core loads only its repository's models, by itself); "
+            "create the server with model_control_mode=ModelControlMode.EXPLICIT (startup_models=['*'] loads "
+            "every repository model at start, as NONE does), or without a model_repository to serve bound "
+            "functions only")
     with _lock:
         folder = _repositories.get(server)
     if folder is None:

@@ -12,14 +12,23 @@ log lines to its child ``"tritonserver.core"``, on every core:
   that function instead, for instance ``python_logging_callback``.
 
 The core's log settings are process-wide: the server started last decides
-where the core's log goes.
+where the core's log goes, and which of its levels reach ``logging``.
+
+The core always logs its ERROR lines (to the pipe when no level is on, and
+those lines then reach no logger): while ``Server.start()`` or
+``Server.load()`` runs, the lines it logs are collected (``core_errors``),
+so that a model that failed to load is named with the core's reason
+whatever the log settings.
 """
 
 from __future__ import annotations
 
 import _thread
+import contextlib
 import os
 import sys
+import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ._enums import LogLevel
@@ -66,7 +75,35 @@ def python_logging_callback(level: LogLevel, filename: str, line: int, message: 
     _emit(_LEVELS.get(level, INFO), filename, line, message, None)
 
 
+# The lowest level of the core's lines that reaches `logging` (None: none),
+# from the log levels of the server started last; and the core's ERROR
+# lines that are no error on this machine (said at DEBUG instead).
+_threshold: Optional[int] = DEBUG
+_benign: frozenset[str] = frozenset()
+# Said by the Triton core at every start where no CUDA driver can be loaded:
+# only its CUDA block manager is missing then, which nothing uses without a
+# GPU.
+NO_CUDA_DRIVER = "CudaDriverHelper has not been initialized."
+
+
+def route_core_lines(threshold: Optional[int], gpu: bool) -> None:
+    """Set which of the core's lines reach `logging` (at start)."""
+    global _threshold, _benign
+    _threshold = threshold
+    _benign = frozenset() if gpu else frozenset((NO_CUDA_DRIVER,))
+
+
+def _level_here(level: int, message: str) -> int:
+    """The level a core line is said at here."""
+    if level == ERROR and message in _benign:
+        return DEBUG
+    return level
+
+
 def _emit(level: int, filename: str, line: int, message: str, pid: Optional[int]) -> None:
+    level = _level_here(level, message)
+    if _threshold is None or level < _threshold:
+        return
     import logging
 
     core_logger = logging.getLogger("tritonserver.core")
@@ -109,11 +146,11 @@ class _CoreLogPipe:
 
     PIPE_SIZE = 1 << 20
     MAX_QUEUED = 100_000  # lines waiting for a stuck handler; later ones are counted, not kept
+    MARKER = b"\0tritonserver-sync "  # a line of ours (no core line starts with NUL)
 
     def __init__(self) -> None:
         import fcntl
         import queue
-        import threading
 
         self._read, self._write = os.pipe()          # both close-on-exec
         self._wake_read, self._wake_write = os.pipe()
@@ -126,6 +163,10 @@ class _CoreLogPipe:
         self.pid = os.getpid()
         self.path = f"/proc/{self.pid}/fd/{self._write}"
         self._pending: Optional[_Line] = None
+        self._sync_lock = threading.Lock()
+        self._sync_cv = threading.Condition(self._sync_lock)
+        self._sync_sent = 0
+        self._sync_read = 0
         self._queue: "queue.SimpleQueue[Optional[_Line]]" = queue.SimpleQueue()
         self._dropped = 0
         self._reader = threading.Thread(target=self._drain, name="tritonserver-core-log", daemon=True)
@@ -162,6 +203,10 @@ class _CoreLogPipe:
         """Queue the complete lines of `data`; return the rest."""
         *lines, rest = data.split(b"\n")
         for raw in lines:
+            if raw.startswith(self.MARKER):  # written by sync(): all before it is read
+                self._complete()
+                self._synced(int(raw[len(self.MARKER):]))
+                continue
             text = raw.decode("utf-8", "replace")
             parsed = parse_line(text)
             if parsed is not None:
@@ -182,6 +227,9 @@ class _CoreLogPipe:
             self._put(pending)
 
     def _put(self, line: _Line) -> None:
+        _collect(line[0], line[4])
+        if _threshold is None or _level_here(line[0], line[4]) < _threshold:
+            return
         if self._queue.qsize() >= self.MAX_QUEUED:
             self._dropped += 1
             return
@@ -199,6 +247,21 @@ class _CoreLogPipe:
             except Exception:  # a failing handler must not stop the draining
                 pass
 
+    def sync(self, timeout: float = 5.0) -> None:
+        """Return once the lines the core wrote before this call are read
+        (collected by core_errors()); at most `timeout` seconds."""
+        with self._sync_lock:
+            self._sync_sent += 1
+            number = self._sync_sent
+        os.write(self._write, self.MARKER + b"%d\n" % number)
+        with self._sync_cv:
+            self._sync_cv.wait_for(lambda: self._sync_read >= number, timeout)
+
+    def _synced(self, number: int) -> None:
+        with self._sync_cv:
+            self._sync_read = max(self._sync_read, number)
+            self._sync_cv.notify_all()
+
     def stop(self) -> None:
         """Drain what is left, hand it to ``logging``, stop both threads and
         close the pipe (the core must no longer write to it)."""
@@ -211,6 +274,95 @@ class _CoreLogPipe:
 
 _pipe_lock = _thread.allocate_lock()
 _pipe: Optional[_CoreLogPipe] = None
+# Where the core's log goes now (the server started last decided): "pipe",
+# "callback", "stderr" (no pipe can be made), or "file:" and the name of
+# the user's log file.
+_destination = "stderr"
+# The lists of core_errors() blocks now running, each receiving the
+# messages of the core's ERROR lines.
+_collecting: list[list[str]] = []
+_collecting_lock = _thread.allocate_lock()
+
+
+def _collect(level: int, message: str) -> None:
+    if level != ERROR or not _collecting or message in _benign:
+        return
+    with _collecting_lock:
+        for messages in _collecting:
+            messages.append(message)
+
+
+def set_destination(destination: str) -> None:
+    """Say where the core's log goes from now on: "pipe", "callback" (a
+    callback made by collecting_callback()), "stderr", or "file:" and a log
+    file's name."""
+    global _destination
+    _destination = destination
+
+
+def collecting_callback(callback: Callable[[int, str, int, str], None],
+                        threshold: Optional[int]) -> Callable[[int, str, int, str], None]:
+    """The core's log callback: collects its ERROR lines for core_errors()
+    and hands the lines of the levels asked for (`threshold`) to
+    `callback` (level, file, line, message)."""
+    def on_line(level: int, filename: str, line: int, message: str) -> None:
+        ours = _LEVELS.get(LogLevel(level), INFO)
+        _collect(ours, message)
+        if threshold is not None and _level_here(ours, message) >= threshold:
+            callback(level, filename, line, message)
+
+    return on_line
+
+
+@contextlib.contextmanager
+def core_errors() -> Iterator[list[str]]:
+    """The messages of the ERROR lines the core logs while the block runs
+    (with those of other threads' calls into the core meanwhile), complete
+    when it ends, even when it raises. Empty where the core writes to a
+    file whose lines cannot be read back, or on stderr."""
+    messages: list[str] = []
+    destination = _destination
+    path = destination[len("file:"):] if destination.startswith("file:") else None
+    offset = 0
+    if path is not None:
+        try:
+            offset = os.path.getsize(path)
+        except OSError:
+            pass
+    with _collecting_lock:
+        _collecting.append(messages)
+    try:
+        yield messages
+    finally:
+        try:
+            if destination == "pipe":
+                with _pipe_lock:
+                    pipe = _pipe
+                if pipe is not None and pipe.pid == os.getpid():
+                    pipe.sync()
+            elif path is not None:
+                messages.extend(_file_errors(path, offset))
+        finally:
+            with _collecting_lock:
+                _collecting.remove(messages)
+
+
+def _file_errors(path: str, offset: int) -> list[str]:
+    """The messages of the ERROR lines in the log file `path` past `offset`."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return []
+    lines: list[_Line] = []
+    for text in data.decode("utf-8", "replace").removesuffix("\n").split("\n"):
+        parsed = parse_line(text)
+        if parsed is not None:
+            lines.append(parsed)
+        elif lines:  # a multi-line message goes on
+            lines[-1] = (*lines[-1][:4], f"{lines[-1][4]}\n{text}")
+    return [line[4] for line in lines if line[0] == ERROR and line[4] not in _benign]
 
 
 def core_log_pipe() -> Optional[str]:
@@ -226,6 +378,11 @@ def core_log_pipe() -> Optional[str]:
             _pipe = _CoreLogPipe()
             package_log(DEBUG, "core log lines go to logging through %s", _pipe.path)
         return _pipe.path
+
+
+def errors_asked_for() -> bool:
+    """Whether the server started last asked for the core's ERROR lines."""
+    return _threshold is not None
 
 
 def stop_core_log_pipe(reset_core: Optional[Callable[[], None]] = None) -> None:

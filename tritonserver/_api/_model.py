@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 from ._enums import ModelBatchFlag, ModelTxnPropertyFlag
 from ._errors import InvalidArgumentError, NotFoundError
 from ._checks import text as _text
-from ._request import InferenceRequest, InferenceRequestKwargs, _model_version, _unknown_model
+from ._request import InferenceRequest, InferenceRequestKwargs, _model_version
 from ._response import AsyncResponseIterator, ResponseIterator, asyncio_waiters
 from ._typing import Unpack
 from ._user_queues import register_user_queue, unregister_user_queue
@@ -187,7 +187,7 @@ class Model:
         try:
             return _json_object(server.model_metadata(self.name, self.version))
         except NotFoundError as e:
-            raise _unknown_model(e, self.name, self.version) from None
+            raise self._server._unknown_model(e, self.name, self.version) from None
 
     def config(self, config_version: int = 1) -> dict[str, Any]:
         """The model configuration, as JSON."""
@@ -195,7 +195,7 @@ class Model:
         try:
             return _json_object(server.model_config(self.name, self.version, config_version))
         except NotFoundError as e:
-            raise _unknown_model(e, self.name, self.version) from None
+            raise self._server._unknown_model(e, self.name, self.version) from None
 
     def statistics(self) -> dict[str, Any]:
         """Inference statistics (``{"model_stats": [...]}``)."""
@@ -205,7 +205,7 @@ class Model:
         except InvalidArgumentError as e:  # the core's class for this case: kept
             if "is not available" not in str(e):
                 raise
-            raise _unknown_model(e, self.name, self.version) from None
+            raise self._server._unknown_model(e, self.name, self.version) from None
 
     def batch_properties(self) -> ModelBatchFlag:
         """Batching properties."""

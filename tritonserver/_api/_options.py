@@ -74,7 +74,11 @@ class Options:
 
     Attributes:
         model_repository: The model repository: a folder holding one folder
-            per model, or a list of such folders. At least one is needed.
+            per model, or a list of such folders. Without one (an empty
+            list, the default) the server serves only the models that
+            ``Server.bind()`` and ``Server.load()`` with in-memory files
+            add, and runs in EXPLICIT mode whatever ``model_control_mode``
+            says.
         server_id: The server's name, reported as ``name`` by
             ``Server.metadata()``.
         model_control_mode: Which models are loaded, and when. ``NONE``: every
@@ -124,10 +128,10 @@ class Options:
         enable_peer_access: If true, the core tries to enable peer access
             between GPUs (direct copies from one to another), where the
             system allows it.
-        log_file: A file the core writes its log to. ``None``: the log lines
-            become records of the ``"tritonserver.core"`` logger, when a
-            level below is on. The core's log settings are the process's,
-            not one server's.
+        log_file: A file the core writes the lines of the levels below to
+            (not opened when every level is off). ``None``: those lines
+            become records of the ``"tritonserver.core"`` logger. The core's
+            log settings are the process's, not one server's.
         log_info: Log the core's INFO lines (also on with ``log_verbose``).
         log_warn: Log the core's WARNING lines (also on with ``log_info``).
         log_error: Log the core's ERROR lines (also on with ``log_warn``).
@@ -336,6 +340,34 @@ def _resolve_directory(value: str, default: str, discovered: Optional[str]) -> s
     return value
 
 
+def control_mode(options: Options) -> ModelControlMode:
+    """The model control mode the core runs in: ``model_control_mode``, or
+    EXPLICIT for a server without a model repository (it serves only what
+    ``Server.load()`` and ``Server.bind()`` add, the only way models come to
+    it; an empty folder of the package's is its repository)."""
+    mode = ModelControlMode(_enum("model_control_mode", ModelControlMode, options.model_control_mode))
+    if isinstance(options.model_repository, (list, tuple)) and not options.model_repository:
+        return ModelControlMode.EXPLICIT
+    return mode
+
+
+_empty_repository_folder: Optional[str] = None
+
+
+def _empty_repository() -> str:
+    """An empty folder, the model repository of servers given none (made
+    once per process, removed at exit; nothing ever writes to it)."""
+    global _empty_repository_folder
+    if _empty_repository_folder is None or not os.path.isdir(_empty_repository_folder):
+        import atexit
+        import shutil
+        import tempfile
+
+        _empty_repository_folder = tempfile.mkdtemp(prefix="tritonserver-no-repository-")
+        atexit.register(shutil.rmtree, _empty_repository_folder, True)
+    return _empty_repository_folder
+
+
 def build_core_options(options: Options) -> tuple["_native.ServerOptions", PythonModels]:
     """Validate `options`, load the Triton core, and make its server
     options; also how python-backend models will run."""
@@ -348,8 +380,8 @@ def build_core_options(options: Options) -> tuple["_native.ServerOptions", Pytho
         raise InvalidArgumentError("Model repository must be specified.")
     repositories = [o.model_repository] if isinstance(o.model_repository, str) else _list(
         "model_repository", o.model_repository)
-    repositories = [_str("model_repository", r) for r in repositories]
-    control_mode = _enum("model_control_mode", ModelControlMode, o.model_control_mode)
+    repositories = [_str("model_repository", r) for r in repositories] or [_empty_repository()]
+    mode = int(control_mode(o))
     startup_models = [_str("startup_models", m) for m in _list("startup_models", o.startup_models)]
     resources = []
     for r in _list("rate_limiter_resources", o.rate_limiter_resources):
@@ -409,7 +441,7 @@ def build_core_options(options: Options) -> tuple["_native.ServerOptions", Pytho
     c.set_server_id(server_id)
     for repository in repositories:
         c.set_model_repository(repository)
-    c.set_model_control_mode(control_mode)
+    c.set_model_control_mode(mode)
     for model in startup_models:
         c.set_startup_model(model)
     c.set_strict_model_config(_bool("strict_model_config", o.strict_model_config))
@@ -433,18 +465,31 @@ def build_core_options(options: Options) -> tuple["_native.ServerOptions", Pytho
     c.set_model_load_retry_count(_uint("model_load_retry_count", o.model_load_retry_count))
     c.set_model_namespacing(_bool("model_namespacing", o.model_namespacing))
     c.set_enable_peer_access(_bool("enable_peer_access", o.enable_peer_access))
-    if o.log_file:
+    # The core always logs its ERROR lines, so that start() and load() can
+    # name the cause of a model that failed to load (_logging.core_errors);
+    # only the levels asked for reach a logger, file or callback.
+    threshold = (_logging.DEBUG if verbose else _logging.INFO if log_info else _logging.WARNING if log_warn
+                 else _logging.ERROR if log_error else None)
+    _logging.route_core_lines(threshold, gpu=_native.cuda_device_count() > 0)
+    core_errors = True
+    if o.log_callback is not None:
+        destination = "callback"
+    elif o.log_file and log_error:
         c.set_log_file(o.log_file)
-    elif o.log_callback is None and log_error:
+        destination = f"file:{o.log_file}"
+    else:
         # The core's log lines become records of the "tritonserver.core"
-        # logger. Only when some level is on: with none (the default) the
-        # core writes nothing, and no pipe or reader thread is made.
+        # logger (a log_file with every level off is not written).
         pipe = _logging.core_log_pipe()
         if pipe is not None:
             c.set_log_file(pipe)
+            destination = "pipe"
+        else:  # stderr: only the lines asked for
+            destination, core_errors = "stderr", log_error
+    _logging.set_destination(destination)
     c.set_log_info(log_info)
     c.set_log_warn(log_warn)
-    c.set_log_error(log_error)
+    c.set_log_error(core_errors)
     c.set_log_format(_enum("log_format", LogFormat, o.log_format))
     c.set_log_verbose(verbose)
     c.set_metrics(_bool("metrics", o.metrics))
@@ -465,5 +510,6 @@ def build_core_options(options: Options) -> tuple["_native.ServerOptions", Pytho
         c.set_backend_config(backend, setting, value)
     if o.log_callback is not None:
         callback = o.log_callback
-        c.set_log_callback(lambda level, file, line, msg: callback(LogLevel(level), file, line, msg))
+        c.set_log_callback(_logging.collecting_callback(
+            lambda level, file, line, msg: callback(LogLevel(level), file, line, msg), threshold))
     return c, python_models

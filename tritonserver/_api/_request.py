@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 
 from .. import _native
 from ._datautils import DeviceOrMemoryType, parse_device_or_memory_type
-from ._errors import InvalidArgumentError, NotFoundError, TritonError
+from ._errors import InvalidArgumentError, NotFoundError
 from ._checks import non_negative_int
 from ._checks import text as _text
 from ._tensor import Tensor
@@ -95,7 +95,7 @@ class InferenceRequest:
         try:
             request = _native.Request(server, model_name, version)
         except NotFoundError as e:
-            raise _unknown_model(e, model_name, version) from None
+            raise model._server._unknown_model(e, model_name, version) from None
         try:
             if (self.request_id is not None or self.flags or self.correlation_id is not None
                     or self.priority or self.timeout):
@@ -182,18 +182,6 @@ def _set_parameters(request: "_native.Request", parameters: dict[str, Any]) -> N
         if type(value) is str:
             _text(f"parameter {key!r}", value)
         getattr(request, setter)(key, value)
-
-
-def _unknown_model(error: TritonError, name: str, version: int) -> TritonError:
-    """The core's "unknown model" error (of its own class), with its cause
-    and the fix."""
-    if version == -1:
-        cause = f"model {name!r} is not loaded; load it first with server.load({name!r})"
-    else:
-        cause = (f"version {version} of model {name!r} is not loaded; load the model with server.load({name!r}) "
-                 "(its version_policy decides which versions are loaded)")
-    return type(error)(f"{error}: {cause}; server.models() lists the repository's models, their versions "
-                       "and states")
 
 
 def _mapping(field: str, value: Any) -> dict[Any, Any]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 from .. import _native
-from . import _bind, _logging, _stopping, _triton_core
+from . import _bind, _logging, _model_failures, _stopping, _triton_core
 from ._enums import MetricFormat, ModelControlMode, ModelIndexFlag
 from ._errors import (
     InternalError,
@@ -26,7 +26,7 @@ from ._errors import (
     UnsupportedError,
 )
 from ._model import Model, _json_object
-from ._options import Options, OptionsKwargs, build_core_options
+from ._options import Options, OptionsKwargs, build_core_options, control_mode
 from ._checks import text as _text
 from ._python_models import PythonModels
 from ._typing import Unpack
@@ -97,6 +97,11 @@ class Server:
         # start() is refused like a second one.
         self._starting = False
         self._start_lock = threading.Lock()
+        # The model control mode the core runs in (EXPLICIT without a
+        # model repository), and the models the core's log said failed to
+        # load (at start, or by the last load() of each).
+        self._control_mode = ModelControlMode.NONE
+        self._load_failures: list[_model_failures.Failure] = []
 
     # -- lifecycle -----------------------------------------------------------
     def start(
@@ -107,9 +112,18 @@ class Server:
     ) -> "Server":
         """Start the server (loads the Triton core on first use); returns self.
 
+        The core loads the models of the repository (NONE and POLL modes)
+        or ``startup_models`` (EXPLICIT) before start() returns. With
+        ``exit_on_error`` (the default) a model that fails to load fails the
+        start: InternalError naming each such model with the core's reason.
+
         With ``wait_until_ready`` it polls ``ready()`` until true or until
         ``timeout`` seconds pass (UnavailableError; the server is stopped
-        again, so start() may be retried).
+        again, so start() may be retried). A model that failed to load at
+        start (``exit_on_error=False``) keeps a server with
+        ``strict_readiness`` from ever becoming ready, as the core does not
+        retry it: then start() raises UnavailableError at once, naming each
+        such model with the core's reason, and stops the server.
         """
         with self._start_lock:
             if self._server is not None or self._starting:
@@ -120,8 +134,17 @@ class Server:
             self._starting = True
         try:
             core_options, self._python_models = build_core_options(self.options)
+            self._control_mode = control_mode(self.options)
             _start_state_maker()  # before the core's threads run python models
-            self._server = _native.Server(core_options)
+            refusal: Optional[TritonError] = None
+            with _logging.core_errors() as logged:
+                try:
+                    self._server = _native.Server(core_options)
+                except TritonError as e:
+                    refusal = e
+            self._load_failures, others = _model_failures.from_log(logged)
+            if refusal is not None:
+                raise self._failed_start(refusal, others) from refusal
             self._stopped = False
             self._registered_repositories = []
         finally:
@@ -137,11 +160,45 @@ class Server:
         if wait_until_ready:
             deadline = None if timeout is None else time.monotonic() + timeout
             while not self.ready():
+                self._refuse_never_ready()
                 if deadline is not None and time.monotonic() >= deadline:
                     self.stop()
                     raise UnavailableError("Timeout before ready")
                 time.sleep(polling_interval)
         return self
+
+    def _failed_start(self, error: TritonError, others: list[str]) -> TritonError:
+        """The core's refusal of a start, with the models that failed to
+        load and the core's reason for each (from its log)."""
+        if "failed to load all models" not in str(error):
+            return error
+        if not self._load_failures and not others:
+            return type(error)(f"{error} (the core logged no reason where the package could read it: with "
+                               "log_error=True its log names each model and why)")
+        return type(error)(
+            f"{error}:\n{_model_failures.describe(self._load_failures, others)}\nFix these models or take them "
+            "out of the model repository; with Options(exit_on_error=False) the server starts with the models "
+            "that load")
+
+    def _refuse_never_ready(self) -> None:
+        """Stop the server and raise UnavailableError when a model failed to
+        load at start (UNAVAILABLE with a reason): the core does not retry
+        it, so a server with strict readiness never becomes ready."""
+        index = json.loads(self._started().model_index(0))
+        failed = _model_failures.from_index(index)
+        if not failed or not self.options.strict_readiness:
+            return
+        self.stop()
+        again = {ModelControlMode.EXPLICIT: " (or start without waiting, and load each with server.load() once "
+                                            "fixed)",
+                 ModelControlMode.POLL: " (or start without waiting, and call server.poll_model_repository() "
+                                        "once they are fixed)"}.get(self._control_mode, "")
+        raise UnavailableError(
+            "start(wait_until_ready=True): the server cannot become ready (strict_readiness: every model loaded "
+            "must be ready) because models failed to load at start, and the core does not retry them:\n"
+            f"{_model_failures.describe(_model_failures.merged(failed, self._load_failures))}\n"
+            f"Fix them and start again{again}; with Options(strict_readiness=False) the server is ready without "
+            "them. The server was stopped.")
 
     def stop(self) -> None:
         """Stop the server: in-flight requests finish (up to
@@ -287,14 +344,24 @@ class Server:
             params[key] = value
         with self._model_control:
             self._wait_while_unloading(model_name)
-            try:
-                self._started().load_model(model_name, params)
-            except TritonError as e:
-                _triton_core.explain_model_load_error(e)
-                self._explain_missing_backend(e, model_name)
-                self._explain_model_control_error(e, "load", model_name)
-                self._explain_unknown_model_error(e, model_name, params)
-                raise
+            refusal: Optional[TritonError] = None
+            with _logging.core_errors() as logged:
+                try:
+                    self._started().load_model(model_name, params)
+                except TritonError as e:
+                    refusal = e
+            failures = [f for f in _model_failures.from_log(logged)[0] if f.model == model_name]
+            self._load_failures = [f for f in self._load_failures if f.model != model_name] + failures
+            if refusal is not None:
+                try:
+                    _triton_core.explain_model_load_error(refusal)
+                    self._explain_missing_backend(refusal, model_name)
+                    self._explain_model_control_error(refusal, "load", model_name)
+                    self._explain_unknown_model_error(refusal, model_name, params)
+                    self._explain_unreadable_model(refusal, model_name, failures)
+                    raise refusal
+                finally:
+                    refusal = None  # no cycle through this frame
         self._refuse_unusable_python_models([model_name])
         return self.model(model_name)
 
@@ -357,7 +424,7 @@ class Server:
         """Raise a refusal of load()/unload() by a server not in EXPLICIT
         mode (the core's "not allowed if polling is enabled", said in NONE
         mode too) again, naming the model, the mode and the fix."""
-        mode = self.options.model_control_mode
+        mode = self._control_mode
         if not isinstance(error, UnavailableError) or mode == ModelControlMode.EXPLICIT:
             return
         try:
@@ -390,6 +457,28 @@ class Server:
             f"Options.backend_directory (docs/cores.md) (the core said: {error})"
         ) from error
 
+    def _explain_unreadable_model(self, error: TritonError, name: str,
+                                  failures: list[_model_failures.Failure]) -> None:
+        """Raise the core's "failed to poll from model repository" for a
+        model whose config could not be read again (same class), with the
+        core's reason from its log."""
+        if "failed to poll" not in str(error) or not failures:
+            return
+        raise type(error)(
+            f"load({name!r}): {'; '.join(str(f) for f in failures)}; fix it and load it again "
+            f"(the core said: {error})") from error
+
+    def _unknown_model(self, error: TritonError, name: str, version: int) -> TritonError:
+        """The core's "unknown model" error for a request or a query about
+        `name`, with the cause and what brings the model in this server's
+        mode (see _model_failures.unknown_model)."""
+        try:
+            index = json.loads(self._started().model_index(0))
+        except TritonError:
+            index = []
+        return _model_failures.unknown_model(error, name, version, self._control_mode, index,
+                                             self._load_failures)
+
     def _explain_unknown_model_error(self, error: TritonError, name: str, params: dict[str, Any]) -> None:
         """Raise the core's "failed to poll from model repository" for a
         name no repository holds as NotFoundError naming the model and the
@@ -401,9 +490,10 @@ class Server:
         given = self.options.model_repository
         repositories = [given] if isinstance(given, str) else list(given or [])
         repositories += self._registered_repositories
+        guess = _model_failures.did_you_mean(name, json.loads(self._started().model_index(0)))
         raise NotFoundError(
             f"load({name!r}): no model named {name!r} is in the model repository "
-            f"({', '.join(repr(r) for r in repositories)}): check the name against server.models(), or add a "
+            f"({', '.join(repr(r) for r in repositories)}){guess}: check the name against server.models(), or add a "
             f"folder {name}/ (config.pbtxt and a version folder such as 1/) to a repository "
             f"(the core said: {error})"
         ) from error
@@ -414,7 +504,9 @@ class Server:
              decoupled: Optional[bool] = None, config: Optional[Mapping[str, Any]] = None) -> Model:
         """Serve the Python callable `fn` as the model `model_name`, in this
         process (not an official API: PyTriton's ``bind`` without its
-        subprocess). Needs ``model_control_mode=EXPLICIT``; runs in-process
+        subprocess). Needs ``model_control_mode=EXPLICIT``, which a server
+        without a ``model_repository`` runs in (``Server()`` serves bound
+        functions only); UnavailableError in another mode. Runs in-process
         whatever ``Options.python_models`` says; see the user guide,
         "Serving a Python function".
 
@@ -610,4 +702,6 @@ def _stop_running_servers() -> None:
 
 
 def _reset_core_log() -> None:
-    _native.ServerOptions().set_log_file("")
+    options = _native.ServerOptions()
+    options.set_log_file("")
+    options.set_log_error(_logging.errors_asked_for())
