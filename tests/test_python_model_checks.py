@@ -15,7 +15,7 @@ import pytest
 import tritonserver
 from tritonserver import TensorSpec
 
-from common import as_numpy, call_with_deadline, dedicated_server, python_model_repository, refused, single
+from common import as_numpy, call_with_deadline, dedicated_server, python_model_repository, refused, single, wait_for
 
 _FP32_INPUTS = {"INPUT0": numpy.zeros(2, numpy.float32), "INPUT1": numpy.zeros(2, numpy.float32)}
 
@@ -245,11 +245,16 @@ def test_a_response_sent_through_the_sender_and_returned_is_the_stubs_error(back
         [answered] = responses(2)
         assert answered.final and answered.error is None and as_numpy(answered.outputs["OUTPUT0"]).tolist() == [3]
         caplog.clear()
+        def logged() -> list[str]:
+            return [r.getMessage() for r in caplog.records if r.name == "tritonserver.models"]
+
         with caplog.at_level("ERROR", logger="tritonserver.models"):
             [answered] = responses(3)
+            # The response went out through the sender before execute()
+            # returned; the error about the returned one is logged after.
+            wait_for(lambda: logged(), 30)
         assert answered.final and answered.error is None and as_numpy(answered.outputs["OUTPUT0"]).tolist() == [4]
-        logged = [r.getMessage() for r in caplog.records if r.name == "tritonserver.models"]
-        assert len(logged) == 1 and re.search(_TWICE, logged[0]), logged
+        assert len(logged()) == 1 and re.search(_TWICE, logged()[0]), logged()
 
 
 # -- 7, 10d: Server.bind ---------------------------------------------------------------------------
