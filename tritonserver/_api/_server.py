@@ -429,7 +429,8 @@ class Server:
         event loop of the model instance's; a generator (or async generator)
         `fn` makes a decoupled model: each yielded dict is one response. A
         parameter named ``context`` receives a ``CallContext`` (request
-        parameters, ids, ``cancelled()``). An exception raised by `fn`
+        parameters, ids, ``cancelled()``); a batch is then split into calls
+        of requests with equal parameters. An exception raised by `fn`
         becomes an error response of that call's requests (a TritonError
         subclass keeps its class); an output that is missing, undeclared, or
         of the wrong dtype or shape is an error response naming it.
