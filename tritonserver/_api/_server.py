@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional, Union
 
 from .. import _native
 from . import _bind, _logging, _stopping, _triton_core
+from ._bind import TensorSpec
 from ._enums import MetricFormat, ModelControlMode, ModelIndexFlag
 from ._errors import (
     InternalError,
@@ -408,8 +409,8 @@ class Server:
             f"(the core said: {error})"
         ) from error
 
-    def bind(self, model_name: str, fn: Callable[..., Any], *, inputs: Sequence[_bind.TensorSpec],
-             outputs: Sequence[_bind.TensorSpec], max_batch_size: int = 0, dynamic_batching: Optional[bool] = None,
+    def bind(self, model_name: str, fn: Callable[..., Any], *, inputs: Sequence[TensorSpec],
+             outputs: Sequence[TensorSpec], max_batch_size: int = 0, dynamic_batching: Optional[bool] = None,
              preferred_batch_sizes: Sequence[int] = (), max_queue_delay_us: int = 0, instances: int = 1,
              decoupled: Optional[bool] = None, config: Optional[Mapping[str, Any]] = None) -> Model:
         """Serve the Python callable `fn` as the model `model_name`, in this
