@@ -14,8 +14,8 @@ import numpy
 import pytest
 
 import tritonserver
-from common import (MODELS, ROOT, address, as_numpy, call_with_deadline, dedicated_server, hooks, make_options,
-                    python_model_repository, refused, single)
+from common import (BY_POINTER_FP32, MODELS, ROOT, address, as_numpy, call_with_deadline, dedicated_server, hooks,
+                    make_options, python_model_repository, refused, single)
 
 
 def test_add_sub(inproc):
@@ -89,7 +89,7 @@ def test_inputs_reach_the_model_without_a_copy_and_a_kept_one_stays_valid(inproc
     """Inputs over 64 KiB (smaller ones are copied when the request is
     built: test_request_inputs.py) reach the model as the client's memory."""
     model = inproc("input_address")
-    large = 20_000  # FP32: 80,000 bytes
+    large = BY_POINTER_FP32
     first = numpy.arange(large, dtype=numpy.float32)
     response = single(model.infer(inputs={"INPUT0": first}))
     # The model's as_numpy() is the client's own memory.

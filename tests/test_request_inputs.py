@@ -14,7 +14,7 @@ import pytest
 
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
-from common import DLPackOnly, address, as_numpy, assert_no_live_buffers, drain_deferred, identity, single
+from common import BY_POINTER_FP32, DLPackOnly, address, as_numpy, assert_no_live_buffers, drain_deferred, identity, single
 
 
 
@@ -104,7 +104,7 @@ def test_identity_contiguous_input_is_passed_by_pointer(model):
 
 
 def test_identity_request_keeps_input_alive_until_released(model):
-    data = numpy.arange(20_000, dtype=numpy.float32)  # over 64 KiB: passed by pointer, not copied
+    data = numpy.arange(BY_POINTER_FP32, dtype=numpy.float32)  # passed by pointer, not copied
     expected = data.copy()
     ref = weakref.ref(data)
     iterator = model("identity_fp32").infer(inputs={"INPUT0": data})
@@ -149,7 +149,7 @@ def test_a_refilled_input_array_does_not_change_requests_in_flight(model, wrap):
     assert asyncio.run(main()) == pytest.approx(values)
 
 
-@pytest.mark.parametrize("elements, copied", [(16, True), (16_384, True), (16_385, False)])
+@pytest.mark.parametrize("elements, copied", [(16, True), (BY_POINTER_FP32 - 1, True), (BY_POINTER_FP32, False)])
 def test_host_inputs_up_to_64_kib_are_copied_and_larger_ones_passed_by_pointer(inproc, elements, copied):
     """The in-process model reads the request's memory where it is
     (input_address): a copy made at build for up to 64 KiB (16,384 FP32),
