@@ -8,34 +8,44 @@ IDENTITY := build/identity/libtriton_identity.so
 
 .PHONY: demo check test build develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-cores test-ray ray-env ray-demo wheel lint docs docs-check gpu-bundle gpu-dryrun
 
-$(VENV)/.ready:
-	@echo "== [1/5] creating $(VENV), a virtual environment for everything below"
+# The base environment: what building and running the package needs, and
+# no more (make demo stops here).
+$(VENV)/.base-ready:
+	@echo "== [1/4] creating $(VENV), a virtual environment for everything below"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	@echo "== [2/5] installing numpy<2 (the 2.51 core's python backend stub needs it), the dependency group test"
-	@echo "         of pyproject.toml (pytest, hypothesis), mypy, and nanobind, scikit-build-core, setuptools-scm,"
-	@echo "         cmake, ninja (to build the extension)"
-	$(PY) -m pip install -q "numpy<2" --group test nanobind scikit-build-core setuptools-scm cmake ninja mypy
-	@echo "== [3/5] installing tritonclient[http]: its HTTP codec checks our KServe routes in the tests"
-	$(PY) -m pip install -q "tritonclient[http]==2.51.0"
-	@echo "         and torch 2.13.0+cpu where this machine has it on disk (no download: PyPI has no +cpu build),"
-	@echo "         for the tests of torch tensors (bind's zero-copy output); without it they skip"
-	$(PY) -m pip install -q "torch==2.13.0+cpu" 2>/dev/null || echo "         (torch 2.13.0+cpu not available here: the torch tests skip)"
-	@echo "== [4/5] installing the Triton core: pyproject.toml's dependency group core (nvidia-pytriton; a 55 MB"
+	@echo "== [2/4] installing numpy<2 (the 2.51 core's python backend stub needs it) and nanobind,"
+	@echo "         scikit-build-core, setuptools-scm, cmake, ninja (to build the extension)"
+	$(PY) -m pip install -q "numpy<2" nanobind scikit-build-core setuptools-scm cmake ninja
+	@echo "== [3/4] installing the Triton core: pyproject.toml's dependency group core (nvidia-pytriton; a 55 MB"
 	@echo "         download, 145 MB installed; glibc >= 2.35), --no-deps: only its libtritonserver and backends"
 	@echo "         are used (pip check lists its Python deps as missing)"
 	$(PY) -m pip install -q --no-deps --group core
 	touch $@
 
+# The test tooling on top of it (make build, check, test, lint, docs).
+$(VENV)/.ready: $(VENV)/.base-ready
+	@echo "== [+] installing the test tooling: the dependency group test of pyproject.toml (pytest, hypothesis)"
+	@echo "         and mypy"
+	$(PY) -m pip install -q --group test mypy
+	@echo "         tritonclient[http]: its HTTP codec checks our KServe routes in the tests"
+	$(PY) -m pip install -q "tritonclient[http]==2.51.0"
+	@echo "         and torch 2.13.0+cpu where this machine has it on disk (no download: PyPI has no +cpu build),"
+	@echo "         for the tests of torch tensors (bind's zero-copy output); without it they skip"
+	$(PY) -m pip install -q "torch==2.13.0+cpu" 2>/dev/null || echo "         (torch 2.13.0+cpu not available here: the torch tests skip)"
+	touch $@
+
 venv: $(VENV)/.ready
 
 # The test build: the extension with its `testing` submodule of test hooks
-# (CMake option TRITONSERVER_TESTING; wheels are built without it).
+# (CMake option TRITONSERVER_TESTING; wheels are built without it). The demo
+# installs the same build, so that a test run after it finds the hooks.
 TESTING := -C cmake.define.TRITONSERVER_TESTING=ON
+INSTALL_PACKAGE := $(PY) -m pip install -q --no-build-isolation $(TESTING) .
 
 build: venv
-	@echo "== [5/5] building and installing this package (the C++ extension, with its test hooks) into $(VENV), and the test backend"
-	$(PY) -m pip install -q --no-build-isolation $(TESTING) .
+	@echo "== [4/4] building and installing this package (the C++ extension, with its test hooks) into $(VENV), and the test backend"
+	$(INSTALL_PACKAGE)
 	$(VENV)/bin/cmake -S tests/backends/identity -B build/identity -G Ninja \
 	  -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 	$(VENV)/bin/cmake --build build/identity
@@ -47,7 +57,11 @@ build: venv
 develop: venv
 	$(PY) -m pip install -q --no-build-isolation --no-deps $(TESTING) -e . -C build-dir=build/editable
 
-demo: build
+# Only what the demo needs: the base environment and the package (no test
+# tooling, no test backend).
+demo: $(VENV)/.base-ready
+	@echo "== [4/4] building and installing this package (the C++ extension) into $(VENV)"
+	$(INSTALL_PACKAGE)
 	@echo "== running examples/demo.py: a server on examples/models, a few requests"
 	$(PY) examples/demo.py
 

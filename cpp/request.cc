@@ -1,6 +1,7 @@
 #include "request.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "deferred_release.h"
 #include "errors.h"
@@ -159,11 +160,21 @@ void Request::add_input_dims(const std::string& name, int datatype,
   check_input(api.InferenceRequestAddInput(
       h, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype), shape,
       ndim));
-  if (byte_size > 0) {
+  if (byte_size == 0) return;
+  const bool host = memory_type == TRITONSERVER_MEMORY_CPU ||
+                    memory_type == TRITONSERVER_MEMORY_CPU_PINNED;
+  if (host && byte_size <= kCopiedInputMaxBytes) {
+    // A private copy: the caller's array may change once this returns.
+    std::unique_ptr<char[]> copy(new char[byte_size]);
+    std::memcpy(copy.get(), reinterpret_cast<const void*>(data_ptr), byte_size);
     check_input(api.InferenceRequestAppendInputData(
-        h, name.c_str(), reinterpret_cast<const void*>(data_ptr), byte_size,
-        static_cast<TRITONSERVER_MemoryType>(memory_type), memory_type_id));
+        h, name.c_str(), copy.get(), byte_size, TRITONSERVER_MEMORY_CPU, 0));
+    state_->input_copies.push_back(std::move(copy));
+    return;
   }
+  check_input(api.InferenceRequestAppendInputData(
+      h, name.c_str(), reinterpret_cast<const void*>(data_ptr), byte_size,
+      static_cast<TRITONSERVER_MemoryType>(memory_type), memory_type_id));
   state_->owners.push_back(std::move(owner));
 }
 

@@ -47,6 +47,9 @@ struct RequestState final : InflightEntry {
   std::atomic<int> pending_callbacks{0};
   std::shared_ptr<InflightRequests> inflight;
   std::vector<nanobind::object> owners;  // input memory owners (build_mutex)
+  // Host inputs of at most kCopiedInputMaxBytes, copied at build: the
+  // caller may refill its array as soon as the request is built (build_mutex).
+  std::vector<std::unique_ptr<char[]>> input_copies;
   // Self references held on Triton's behalf until the release callback and
   // the final response callback.
   std::shared_ptr<RequestState> held_for_release;
@@ -56,6 +59,11 @@ struct RequestState final : InflightEntry {
   // After the final response: Triton's hold for it ends.
   void final_delivered() noexcept override;
 };
+
+// Host inputs up to this size are copied when the request is built; larger
+// ones (and device memory) are handed to Triton by pointer. A copy this
+// small costs nothing measurable per request (benchmarks/NOTES.md).
+constexpr size_t kCopiedInputMaxBytes = 64 * 1024;
 
 class Request {
  public:
@@ -77,7 +85,8 @@ class Request {
   void set_double_parameter(const std::string& key, double v);
 
   // `data_ptr` stays valid as long as `owner` lives; owner is kept until
-  // Triton releases the request.
+  // Triton releases the request. Host memory of at most
+  // kCopiedInputMaxBytes is copied instead (owner is dropped at once).
   void add_input(const std::string& name, int datatype,
                  const std::vector<int64_t>& shape, uintptr_t data_ptr,
                  size_t byte_size, int memory_type, int64_t memory_type_id,

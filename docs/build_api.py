@@ -299,7 +299,6 @@ def render_doc(qualified: str, doc: Doc, types_: dict[str, dict[str, str]],
 # -- what is documented --------------------------------------------------------
 
 def public_names(module: types.ModuleType) -> list[str]:
-    # tritonserver's __all__ is empty, as in the official package.
     names = getattr(module, "__all__", None) or dir(module)
     return sorted(n for n in names if not n.startswith("_") and not inspect.ismodule(getattr(module, n)))
 

@@ -162,6 +162,15 @@ class DLPackOnly:
         return self.array.__dlpack_device__()
 
 
+# Host inputs up to this size are copied when a request is built (cpp/request.h,
+# kCopiedInputMaxBytes); larger ones are passed to Triton by pointer and
+# kept alive until Triton releases the request. Tests of the zero-copy path
+# and of input lifetimes use inputs over it.
+COPIED_INPUT_MAX_BYTES = 64 * 1024
+# FP32 elements of the smallest input passed by pointer.
+BY_POINTER_FP32 = COPIED_INPUT_MAX_BYTES // 4 + 1
+
+
 def address(array) -> int:
     """Address of a NumPy array's first byte."""
     return array.__array_interface__["data"][0]

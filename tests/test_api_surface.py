@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import pydoc
+import re
+import typing
 
 import numpy
 import pytest
@@ -30,8 +33,33 @@ ERROR_SUBCLASSES = [
 def test_official_names_are_exported():
     missing = [name for name in OFFICIAL_EXPORTS if not hasattr(tritonserver, name)]
     assert missing == []
-    assert tritonserver.__all__ == []
     assert isinstance(tritonserver.__version__, str) and tritonserver.__version__
+
+
+def test_help_and_dir_list_the_public_names():
+    """__all__ is every public name (what the API reference documents), so
+    help(tritonserver) shows them; dir() has __version__ too."""
+    public = sorted(name for name in vars(tritonserver) if not name.startswith("_")
+                    and not inspect.ismodule(getattr(tritonserver, name)))
+    assert sorted(tritonserver.__all__) == public
+    assert set(OFFICIAL_EXPORTS) <= set(public) and {"TensorSpec", "CallContext", "load_core"} <= set(public)
+    assert {*public, "__version__"} <= set(dir(tritonserver))
+    shown = pydoc.render_doc(tritonserver, renderer=pydoc.plaintext)
+    assert "embedded in your Python process" in shown
+    for name in ("Server", "TensorSpec", "Options", "InvalidArgumentError", "load_core"):
+        assert re.search(rf"^ *(class )?{name}\b", shown, flags=re.M), name
+
+
+def test_bind_signature_names_the_public_tensor_spec():
+    """Server.bind's signature shows TensorSpec as users import it, not the
+    private module it is defined in."""
+    shown = str(inspect.signature(tritonserver.Server.bind))
+    for name in ("inputs", "outputs"):
+        assert re.search(rf"\b{name}: '?Sequence\[TensorSpec\]", shown), shown
+    assert "_bind" not in shown
+    hints = typing.get_type_hints(tritonserver.Server.bind)
+    assert hints["inputs"] == typing.Sequence[tritonserver.TensorSpec] or \
+        typing.get_args(hints["inputs"]) == (tritonserver.TensorSpec,)
 
 
 # -- errors ------------------------------------------------------------------------

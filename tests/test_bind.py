@@ -190,6 +190,88 @@ def test_the_context_gives_parameters_and_cancellation(bind_server):
     assert single(bind_server.model("bound_context").infer(inputs={"X": _fp32(1, 1, 1, 1)})).error is None
 
 
+def test_concurrent_requests_each_get_their_own_parameters(bind_server):
+    """16 threads, each with its own factor, through a batching function
+    that reads context.parameters[0] (the user guide's example): every
+    response is its own request's X times its own factor, and no call mixes
+    requests of different parameters."""
+    mixed: list[list[float]] = []
+
+    def scale(X, context):
+        factors = [p["factor"] for p in context.parameters]
+        if len(set(factors)) > 1:
+            mixed.append(factors)
+        return {"Y": X * numpy.float32(context.parameters[0]["factor"])}
+
+    model = bind_server.bind("bound_scale_threads", scale, inputs=FP32_4, outputs=[TensorSpec("Y", numpy.float32, (4,))],
+                             max_batch_size=64, max_queue_delay_us=2000)
+    wrong: list[tuple[float, float, float]] = []
+    answered = [0]
+    lock = threading.Lock()
+
+    def client(factor: float) -> None:
+        for i in range(50):
+            x = numpy.full((1, 4), i + 1, numpy.float32)
+            y = as_numpy(single(model.infer(inputs={"X": x}, parameters={"factor": factor})).outputs["Y"])
+            with lock:
+                answered[0] += 1
+                if not numpy.array_equal(y, x * numpy.float32(factor)):
+                    wrong.append((factor, float(x[0, 0]), float(y[0, 0])))
+
+    threads = [threading.Thread(target=client, args=(float(t + 2),)) for t in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    assert answered[0] == 800
+    assert wrong == [], f"{len(wrong)} of 800 responses used another request's factor, e.g. {wrong[:3]}"
+    assert mixed == [], f"calls mixed parameters: {mixed[:3]}"
+
+
+@pytest.mark.parametrize("kind", ["function", "generator"])
+def test_a_batch_of_mixed_parameters_is_split_into_calls_answered_in_order(bind_server, kind):
+    """Requests queued behind a busy instance form one batch of
+    interleaved parameters (A, B, A, B, ...): the callable is called once
+    per distinct parameters, each call batching its requests, and every
+    request gets its own rows (a function's responses in request order, a
+    generator's through each request's sender)."""
+    busy, release = threading.Event(), threading.Event()
+    calls: list[list[str]] = []
+
+    def respond(X, context):
+        if context.parameters[0].get("block"):
+            busy.set()
+            assert release.wait(60)
+        calls.append([p.get("tag", "block") for p in context.parameters])
+        return {"Y": X * numpy.float32(context.parameters[0]["factor"])}
+
+    def stream(X, context):
+        yield respond(X, context)
+
+    name = f"bound_split_{kind}"
+    model = bind_server.bind(name, respond if kind == "function" else stream, inputs=FP32_4,
+                             outputs=[TensorSpec("Y", numpy.float32, (4,))], max_batch_size=64)
+    blocker = model.infer(inputs={"X": _fp32(0, 0, 0, 0).reshape(1, 4)}, parameters={"block": True, "factor": 1.0})
+    assert busy.wait(30)
+    factors = {"A": 3.0, "B": 5.0}
+    tags = ["A", "B"] * 4
+    queued = [model.infer(inputs={"X": numpy.full((1, 4), i + 1, numpy.float32)},
+                          parameters={"tag": tag, "factor": factors[tag]})
+              for i, tag in enumerate(tags)]
+    release.set()
+    assert [r.error for r in blocker if r.outputs] == [None]
+    for i, (tag, iterator) in enumerate(zip(tags, queued)):
+        responses = [r for r in iterator if r.outputs]
+        assert len(responses) == 1 and responses[0].error is None
+        numpy.testing.assert_array_equal(as_numpy(responses[0].outputs["Y"]),
+                                         numpy.full((1, 4), (i + 1) * factors[tag], numpy.float32))
+    assert calls[0] == ["block"]
+    assert all(len(set(call)) == 1 for call in calls), calls
+    assert sorted(tag for call in calls[1:] for tag in call) == sorted(tags)
+    assert max(len(call) for call in calls[1:]) > 1, f"no batching of equal parameters: {calls}"
+
+
 def test_unbind_drains_and_rebind_replaces(bind_server):
     entered, release = threading.Event(), threading.Event()
 

@@ -18,8 +18,8 @@ import pytest
 
 import tritonserver
 from tritonserver import CancelledError, InferenceResponse
-from common import (MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, dedicated_server, fp32, hooks,
-                    run_loops_in_threads, run_script, single, streaming_inputs, until, wait_for)
+from common import (BY_POINTER_FP32, MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, dedicated_server, fp32,
+                    hooks, run_loops_in_threads, run_script, single, streaming_inputs, until, wait_for)
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
 
@@ -234,7 +234,7 @@ def test_identity_queue_keeps_nothing_alive(model, kind):
     # Once the caller has dropped everything, neither the response (its
     # output buffer) nor the request (its inputs) may be kept alive by the
     # machinery that fed the queue.
-    data = numpy.arange(64, dtype=numpy.float32)
+    data = numpy.arange(BY_POINTER_FP32, dtype=numpy.float32)  # held by the request (smaller ones are copied)
     input_ref = weakref.ref(data)
     if kind == "simple_queue":
         response_queue = queue.SimpleQueue()

@@ -17,7 +17,7 @@ import time
 import weakref
 
 import numpy
-from common import hooks
+from common import BY_POINTER_FP32, hooks
 
 RELEASE_BOUND_S = 10.0  # generous: the releaser's grace is 20 ms
 
@@ -70,7 +70,7 @@ def test_async_burst_inputs_released_while_idle(model) -> None:
         refs = []
 
         async def one() -> None:
-            data = numpy.arange(1 << 14, dtype=numpy.float32)
+            data = numpy.arange(BY_POINTER_FP32, dtype=numpy.float32)
             refs.append(weakref.ref(data))
             async for _ in identity.async_infer(inputs={"INPUT0": data}):
                 pass
@@ -109,7 +109,7 @@ def test_releaser_is_not_woken_per_request(model) -> None:
     retry at every release of the GIL by this loop. The bound allows one
     wake-up per 2 ms of the run, and the run is timed."""
     identity = model("identity_fp32")
-    data = numpy.ones(16, dtype=numpy.float32)
+    data = numpy.ones(BY_POINTER_FP32, dtype=numpy.float32)  # smaller inputs are copied: no owner to park
     for _ in range(50):
         list(identity.infer(inputs={"INPUT0": data}))
     wakes = hooks().deferred_release_wakes

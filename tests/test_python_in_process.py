@@ -14,8 +14,8 @@ import numpy
 import pytest
 
 import tritonserver
-from common import (MODELS, ROOT, address, as_numpy, call_with_deadline, dedicated_server, hooks, make_options,
-                    python_model_repository, refused, single)
+from common import (BY_POINTER_FP32, MODELS, ROOT, address, as_numpy, call_with_deadline, dedicated_server, hooks,
+                    make_options, python_model_repository, refused, single)
 
 
 def test_add_sub(inproc):
@@ -86,25 +86,28 @@ def test_request_parameters_reach_the_model(inproc):
 
 
 def test_inputs_reach_the_model_without_a_copy_and_a_kept_one_stays_valid(inproc):
+    """Inputs over 64 KiB (smaller ones are copied when the request is
+    built: test_request_inputs.py) reach the model as the client's memory."""
     model = inproc("input_address")
-    first = numpy.arange(1000, dtype=numpy.float32)
+    large = BY_POINTER_FP32
+    first = numpy.arange(large, dtype=numpy.float32)
     response = single(model.infer(inputs={"INPUT0": first}))
     # The model's as_numpy() is the client's own memory.
     assert int(as_numpy(response.outputs["ADDRESS"])[0]) == address(first)
     for step in range(3):
-        data = numpy.full(500 + step, step, dtype=numpy.float32)
+        data = numpy.full(large + step, step, dtype=numpy.float32)
         response = single(model.infer(inputs={"INPUT0": data}))
         # The previous request's input, kept by the model past its request,
         # still holds that request's values.
-        expected = first if step == 0 else numpy.full(500 + step - 1, step - 1, dtype=numpy.float32)
+        expected = first if step == 0 else numpy.full(large + step - 1, step - 1, dtype=numpy.float32)
         numpy.testing.assert_array_equal(as_numpy(response.outputs["PREVIOUS"]), expected)
     # An input at an address its type is not aligned to is read in place too.
-    odd = numpy.zeros(4 * 64 + 1, numpy.uint8)[1:].view(numpy.float32)
-    odd[:] = numpy.arange(64)
+    odd = numpy.zeros(4 * large + 1, numpy.uint8)[1:].view(numpy.float32)
+    odd[:] = numpy.arange(large)
     response = single(model.infer(inputs={"INPUT0": odd}))
     assert int(as_numpy(response.outputs["ADDRESS"])[0]) == address(odd) and address(odd) % 4 == 1
     response = single(model.infer(inputs={"INPUT0": numpy.ones(2, numpy.float32)}))
-    numpy.testing.assert_array_equal(as_numpy(response.outputs["PREVIOUS"]), numpy.arange(64, dtype=numpy.float32))
+    numpy.testing.assert_array_equal(as_numpy(response.outputs["PREVIOUS"]), numpy.arange(large, dtype=numpy.float32))
     # An empty input makes the model drop what it keeps (else it could not unload).
     single(model.infer(inputs={"INPUT0": numpy.zeros(0, numpy.float32)}))
 

@@ -5,6 +5,7 @@ infer() with the server still serving afterwards."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 
@@ -13,7 +14,7 @@ import pytest
 
 import tritonserver
 from tritonserver import DataType, MemoryType, Tensor
-from common import DLPackOnly, address, as_numpy, assert_no_live_buffers, drain_deferred, identity, single
+from common import BY_POINTER_FP32, DLPackOnly, address, as_numpy, assert_no_live_buffers, drain_deferred, identity, single
 
 
 
@@ -103,7 +104,7 @@ def test_identity_contiguous_input_is_passed_by_pointer(model):
 
 
 def test_identity_request_keeps_input_alive_until_released(model):
-    data = numpy.arange(1000, dtype=numpy.float32)
+    data = numpy.arange(BY_POINTER_FP32, dtype=numpy.float32)  # passed by pointer, not copied
     expected = data.copy()
     ref = weakref.ref(data)
     iterator = model("identity_fp32").infer(inputs={"INPUT0": data})
@@ -122,6 +123,42 @@ def test_identity_request_keeps_input_alive_until_released(model):
 
         time.sleep(0.01)
     assert ref() is None, "the input must be freed once Triton released the request"
+
+
+@pytest.mark.parametrize("wrap", [lambda a: a, DLPackOnly], ids=["ndarray", "dlpack"])
+def test_a_refilled_input_array_does_not_change_requests_in_flight(model, wrap):
+    """A small input is copied when async_infer() builds the request: the
+    caller may refill its array at once. Ten requests of the one-instance
+    `sleep` model, the array refilled before each: the nine queued behind
+    the first each answer their own value (before: all the last one)."""
+    sleep = model("sleep")
+    seconds = numpy.zeros(1, numpy.float32)
+    values = [0.3] + [0.01 * i for i in range(1, 10)]
+
+    async def main() -> list[float]:
+        iterators = []
+        for value in values:
+            seconds[0] = value
+            iterators.append(sleep.async_infer(inputs={"SECONDS": wrap(seconds)}))
+        answered = []
+        for iterator in iterators:
+            async for response in iterator:
+                answered.append(float(as_numpy(response.outputs["OUT"])[0]))
+        return answered
+
+    assert asyncio.run(main()) == pytest.approx(values)
+
+
+@pytest.mark.parametrize("elements, copied", [(16, True), (BY_POINTER_FP32 - 1, True), (BY_POINTER_FP32, False)])
+def test_host_inputs_up_to_64_kib_are_copied_and_larger_ones_passed_by_pointer(inproc, elements, copied):
+    """The in-process model reads the request's memory where it is
+    (input_address): a copy made at build for up to 64 KiB (16,384 FP32),
+    the client's own array beyond."""
+    data = numpy.arange(elements, dtype=numpy.float32)
+    response = single(inproc("input_address").infer(inputs={"INPUT0": data}))
+    seen = int(as_numpy(response.outputs["ADDRESS"])[0])
+    assert (seen != address(data)) is copied
+    single(inproc("input_address").infer(inputs={"INPUT0": numpy.zeros(0, numpy.float32)}))  # drops what it keeps
 
 
 def _churn() -> list:

@@ -1,5 +1,24 @@
 """tritonserver: the Triton Inference Server, embedded in your Python process.
 
+The public API of NVIDIA's official in-process binding, so that code
+written for it runs unchanged:
+
+- ``Server`` (started with ``Options``, or its fields as keywords), its
+  models (``Server.model``, ``load``, ``unload``, ``models``) and
+  metadata, metrics (``Metric``, ``MetricFamily``);
+- ``Model.infer`` (blocking, ``ResponseIterator``) and ``Model.async_infer``
+  (asyncio, ``AsyncResponseIterator``), with ``InferenceRequest``,
+  ``InferenceResponse``, ``Tensor`` and ``MemoryBuffer``;
+- the enums (``DataType``, ``MemoryType``, ``ModelControlMode``, ...) and
+  the errors (``TritonError`` and a subclass per core error code).
+
+Beyond it: ``Server.bind`` serves a Python function as a model
+(``TensorSpec`` declares its tensors, ``CallContext`` tells it about its
+requests), and ``load_core`` picks the Triton core. ``python -m
+tritonserver`` prints the core, backends and CUDA it finds. The user guide
+is docs/user_guide.md; ``help(tritonserver.Server)`` and the others
+describe each name.
+
 Example (from a clone's root: examples/models holds the example models):
     >>> import numpy, tritonserver
     >>> with tritonserver.Server(model_repository="examples/models") as server:
@@ -8,6 +27,7 @@ Example (from a clone's root: examples/models holds the example models):
     ...         print(numpy.from_dlpack(response.outputs["OUTPUT0"]))
     [2. 4.]
 """
+
 
 
 
@@ -126,6 +146,26 @@ def load_core(path: "str | None" = None) -> str:
 _DISTRIBUTION = "tritonserver-binding"
 
 
+# The public names, as help(tritonserver), dir() and the API reference
+# (docs/build_api.py) list them. (NVIDIA's package has an empty __all__,
+# which leaves help() with nothing to show; `from tritonserver import *`
+# now imports these.)
+__all__ = [
+    "AlreadyExistsError", "AsyncResponseIterator", "CallContext", "CancelledError", "DLDeviceType", "DataType",
+    "InferenceRequest", "InferenceResponse", "InstanceGroupKind", "InternalError", "InvalidArgumentError",
+    "LogFormat", "LogLevel", "MemoryBuffer", "MemoryType", "Metric", "MetricFamily", "MetricFormat", "MetricKind",
+    "Model", "ModelBatchFlag", "ModelControlMode", "ModelDictionary", "ModelLoadDeviceLimit",
+    "ModelTxnPropertyFlag", "NotFoundError", "Options", "RateLimitMode", "RateLimiterResource", "ResponseIterator",
+    "Server", "Tensor", "TensorSpec", "TritonError", "UnavailableError", "UnknownError", "UnsupportedError",
+    "load_core", "python_logging_callback",
+]
+
+
+def __dir__() -> list[str]:
+    # __version__ too, which __getattr__ gives on demand.
+    return sorted({*globals(), "__version__"})
+
+
 def __getattr__(name: str) -> str:
     # __version__ on demand: importlib.metadata costs ~25 ms at import.
     if name == "__version__":
@@ -136,5 +176,3 @@ def __getattr__(name: str) -> str:
         except PackageNotFoundError:  # running from a source tree
             return "UNKNOWN"
     raise AttributeError(f"module 'tritonserver' has no attribute {name!r}")
-
-__all__: list[str] = []

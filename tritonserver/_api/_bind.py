@@ -111,7 +111,12 @@ _CONFIG_NAMES = {DataType.BYTES: "STRING"}
 class CallContext:
     """What a bound callable learns about the requests of one call, when it
     takes a ``context`` argument: their ``parameters`` (one dict per request,
-    in batch order), their ``request_ids``, and ``cancelled()``."""
+    in batch order), their ``request_ids``, and ``cancelled()``.
+
+    The requests of one call always have equal parameters: with batching, a
+    batch whose requests differ in their parameters is split into one call
+    per distinct set (requests with equal parameters are still batched), so
+    ``context.parameters[0]`` holds every request's parameters."""
 
     __slots__ = ("_requests",)
 
@@ -120,7 +125,8 @@ class CallContext:
 
     @property
     def parameters(self) -> list[dict[str, Any]]:
-        """Each request's parameters (a dict per request)."""
+        """Each request's parameters (a dict per request, all equal: see
+        the class)."""
         return [json.loads(r.parameters()) for r in self._requests]
 
     @property

@@ -101,8 +101,11 @@ class Model:
             inputs: The input tensors by name: Tensors, NumPy arrays, anything
                 with ``__dlpack__`` (CuPy, PyTorch, JAX; CPU or GPU), lists or
                 Python scalars, and arrays or lists of bytes or str for BYTES
-                inputs. Contiguous memory is passed to Triton without a copy
-                and kept alive until Triton releases the request.
+                inputs. Host inputs of up to 64 KiB are copied here (the
+                caller may refill them once this returns); larger
+                contiguous memory, and GPU memory, is passed to Triton
+                without a copy and kept alive until Triton releases the
+                request: write into it only after the final response.
             parameters: Request parameters by name (str, int, float or bool
                 values), which the model reads.
             output_names: The outputs to compute and return (a list of

@@ -50,9 +50,11 @@ class InferenceRequest:
 
     ``inputs`` values may be Tensors, anything with ``__dlpack__`` (NumPy,
     CuPy, PyTorch; CPU or GPU), NumPy arrays, lists or Python scalars, and
-    lists/arrays of bytes or str for BYTES. Contiguous memory is handed to
-    Triton by pointer; everything Triton reads stays alive until Triton
-    releases the request. ``output_names`` (a deliberate addition) limits
+    lists/arrays of bytes or str for BYTES. Host inputs of up to 64 KiB are
+    copied when the request is built (the caller may refill them at once);
+    larger contiguous memory is handed to Triton by pointer, and everything
+    Triton reads stays alive until Triton releases the request (write into
+    it only after the final response). ``output_names`` (a deliberate addition) limits
     the outputs computed; by default all are returned. Every field but
     ``model`` is a keyword argument of ``Model.infer()``, described there.
     """

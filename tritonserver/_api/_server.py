@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional, Union
 
 from .. import _native
 from . import _bind, _logging, _model_failures, _stopping, _triton_core
+from ._bind import TensorSpec
 from ._enums import MetricFormat, ModelControlMode, ModelIndexFlag
 from ._errors import (
     InternalError,
@@ -498,8 +499,8 @@ class Server:
             f"(the core said: {error})"
         ) from error
 
-    def bind(self, model_name: str, fn: Callable[..., Any], *, inputs: Sequence[_bind.TensorSpec],
-             outputs: Sequence[_bind.TensorSpec], max_batch_size: int = 0, dynamic_batching: Optional[bool] = None,
+    def bind(self, model_name: str, fn: Callable[..., Any], *, inputs: Sequence[TensorSpec],
+             outputs: Sequence[TensorSpec], max_batch_size: int = 0, dynamic_batching: Optional[bool] = None,
              preferred_batch_sizes: Sequence[int] = (), max_queue_delay_us: int = 0, instances: int = 1,
              decoupled: Optional[bool] = None, config: Optional[Mapping[str, Any]] = None) -> Model:
         """Serve the Python callable `fn` as the model `model_name`, in this
@@ -521,7 +522,8 @@ class Server:
         event loop of the model instance's; a generator (or async generator)
         `fn` makes a decoupled model: each yielded dict is one response. A
         parameter named ``context`` receives a ``CallContext`` (request
-        parameters, ids, ``cancelled()``). An exception raised by `fn`
+        parameters, ids, ``cancelled()``); a batch is then split into calls
+        of requests with equal parameters. An exception raised by `fn`
         becomes an error response of that call's requests (a TritonError
         subclass keeps its class); an output that is missing, undeclared, or
         of the wrong dtype or shape is an error response naming it.

@@ -4,7 +4,8 @@ and turns what it returns (or yields) into responses.
 
 With ``max_batch_size > 0`` one call takes every request of the batch
 Triton's scheduler formed, concatenated on axis 0, and its outputs are split
-back by each request's batch size. Outputs are checked against their
+back by each request's batch size; for a callable that takes a ``context``
+the batch is split first into calls of requests with equal parameters. Outputs are checked against their
 declarations (name, dtype, shape) and a mismatch is an error response naming
 the output; the callable's exception is an error response of the requests of
 that call, with the class of a ``tritonserver.TritonError`` it raised.
@@ -75,16 +76,34 @@ class TritonPythonModel:
 
     # -- one call ----------------------------------------------------------------------------
     def execute(self, requests: list[pb_utils.InferenceRequest]) -> Optional[list[pb_utils.InferenceResponse]]:
-        b = self.binding
-        groups = [requests] if b.max_batch_size > 0 else [[r] for r in requests]
-        if b.decoupled:
+        groups = self._calls(requests)
+        if self.binding.decoupled:
             for group in groups:
                 self._stream(group)
             return None
-        responses: list[pb_utils.InferenceResponse] = []
+        if len(groups) == 1:
+            return self._call(groups[0])
+        answered: dict[int, pb_utils.InferenceResponse] = {}
         for group in groups:
-            responses.extend(self._call(group))
-        return responses
+            for request, response in zip(group, self._call(group)):
+                answered[id(request)] = response
+        return [answered[id(r)] for r in requests]  # in the requests' order
+
+    def _calls(self, requests: list[pb_utils.InferenceRequest]) -> list[list[pb_utils.InferenceRequest]]:
+        """The requests of each call: one request a call without batching;
+        with batching the whole batch, split, for a callable that takes a
+        context, into one call per distinct set of request parameters (in
+        order of first appearance), so that every request of a call has the
+        same parameters and ``context.parameters[0]`` is each one's."""
+        b = self.binding
+        if b.max_batch_size == 0:
+            return [[r] for r in requests]
+        if not b.wants_context or len(requests) == 1:
+            return [requests]
+        by_parameters: dict[str, list[pb_utils.InferenceRequest]] = {}
+        for request in requests:
+            by_parameters.setdefault(_parameters_key(request), []).append(request)
+        return list(by_parameters.values())
 
     def _execute_natives(self, natives: list[Any]) -> None:
         """execute() of a plain function on the native requests: each call's
@@ -225,6 +244,12 @@ def _rows(outputs: dict[str, numpy.ndarray[Any, Any]], sizes: list[int]) -> list
         rows.append({name: array[start:start + size] for name, array in outputs.items()})
         start += size
     return rows
+
+
+def _parameters_key(request: pb_utils.InferenceRequest) -> str:
+    """A request's parameters as a key equal for equal parameters (keys in
+    any order; 3 and 3.0 differ, as their types do)."""
+    return json.dumps(json.loads(request.parameters()), sort_keys=True)
 
 
 def _request_input(request: pb_utils.InferenceRequest, name: str) -> Any:
