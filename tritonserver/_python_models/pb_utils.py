@@ -430,16 +430,14 @@ class InferenceTrace:
     __slots__ = ()
 
     def __init__(self) -> None:
-        if type(self) is InferenceTrace and _NO_TRACE is not None:
-            raise TypeError("InferenceTrace: no constructor (take a request's trace with request.trace())")
+        raise TypeError("InferenceTrace: no constructor (take a request's trace with request.trace())")
 
     def get_context(self) -> Optional[str]:
         """The trace context (OpenTelemetry) to propagate: None, no trace."""
         return None
 
 
-_NO_TRACE: Optional[InferenceTrace] = None
-_NO_TRACE = InferenceTrace()
+_NO_TRACE = object.__new__(InferenceTrace)  # (its __init__ refuses)
 
 
 class PreferredMemory:
