@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <initializer_list>
+#include <mutex>
 #include <utility>
 
 #include "cuda_runtime.h"
@@ -171,6 +172,46 @@ bool ask_cancelled(TRITONSERVER_Error* (*query)(Handle*, bool*),
   bool cancelled = false;
   check(query(handle, &cancelled));
   return cancelled;
+}
+
+// Counts a send for the request (ResponseState::sends); the caller holds
+// the state's sends_mutex.
+void count_send(ResponseState& state, uint32_t flags) {
+  ++state.sends;
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) state.closed = true;
+}
+
+// A send of the model's through its response sender, checked and counted
+// as the 2.51 stub's sender does it (ResponseSender::UpdateStateAndCounters
+// in the python backend, its words): a non-decoupled model sends one
+// response, and then may send the final flag alone; nothing goes after the
+// final flag, or after execute() failed.
+void admit_send(ResponseState& state, bool has_response, uint32_t flags) {
+  std::lock_guard<std::mutex> lock(state.sends_mutex);
+  if (!state.decoupled) {
+    if (has_response && state.sends > 0) {
+      raise(TRITONSERVER_ERROR_INVALID_ARG,
+            "Unable to send response. Non-decoupled model cannot send more "
+            "than one response.");
+    }
+    if (!has_response && (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) &&
+        state.sends == 0) {
+      raise(TRITONSERVER_ERROR_INVALID_ARG,
+            "Unable to send response. Non-decoupled model cannot send "
+            "complete final before sending a response.");
+    }
+  }
+  if (state.closed) {
+    raise(TRITONSERVER_ERROR_INVALID_ARG,
+          "Unable to send response. Response sender has been closed.");
+  }
+  count_send(state, flags);
+}
+
+// Closes the request's sender (the runtime answered the request).
+void close_sends(ResponseState& state) {
+  std::lock_guard<std::mutex> lock(state.sends_mutex);
+  state.closed = true;
 }
 
 void check_not_final(const ResponseState& state) {
@@ -598,9 +639,18 @@ void BackendRequest::read_requested_outputs() {
   state_->requested_known = true;
 }
 
+uint32_t BackendRequest::sends() const {
+  std::lock_guard<std::mutex> lock(state_->sends_mutex);
+  return state_->sends;
+}
+
 void BackendRequest::send(const Outputs& outputs, const ErrorSpec& error,
                           uint32_t flags, const nb::dict& parameters) {
   check_not_final(*state_);
+  {
+    std::lock_guard<std::mutex> lock(state_->sends_mutex);
+    count_send(*state_, flags);
+  }
   read_requested_outputs();
   TRITONBACKEND_Response* response = nullptr;
   check(triton().TRITONBACKEND_ResponseNew(&response, live()));
@@ -693,8 +743,7 @@ void BackendRequest::fail_if_unanswered(int code, const std::string& message) {
   if (state_->final_sent) return;
   state_->rescheduled = false;  // answered: not rescheduled
   if (auto sender = sender_.lock()) {
-    sender->send(Outputs(), ErrorSpec({code, message}),
-                 TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
+    sender->send_error(code, message);
   } else {
     send(Outputs(), ErrorSpec({code, message}), TRITONSERVER_RESPONSE_COMPLETE_FINAL,
          nb::dict());
@@ -722,30 +771,39 @@ ResponseSender::~ResponseSender() {
   const TritonApi& api = triton();
   if (!state_->final_sent && !state_->rescheduled) {
     try {
-      send(Outputs(), ErrorSpec({TRITONSERVER_ERROR_INTERNAL,
-                          "model '" + state_->model_name +
-                              "': the response sender was deleted before it "
-                              "sent the final flag "
-                              "(TRITONSERVER_RESPONSE_COMPLETE_FINAL)"}),
-           TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
+      send_error(TRITONSERVER_ERROR_INTERNAL,
+                 "model '" + state_->model_name +
+                     "': the response sender was deleted before it sent the "
+                     "final flag (TRITONSERVER_RESPONSE_COMPLETE_FINAL)");
     } catch (...) {
     }
   }
   ignore_error(api.TRITONBACKEND_ResponseFactoryDelete(factory_));
 }
 
-void ResponseSender::check_open() const { check_not_final(*state_); }
-
 void ResponseSender::send(const Outputs& outputs, const ErrorSpec& error,
                           uint32_t flags, const nb::dict& parameters) {
-  check_open();
+  admit_send(*state_, true, flags);
+  send_response(outputs, error, flags, parameters);
+}
+
+void ResponseSender::send_error(int code, const std::string& message) {
+  close_sends(*state_);
+  check_not_final(*state_);
+  send_response(Outputs(), ErrorSpec({code, message}),
+                TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
+}
+
+void ResponseSender::send_response(const Outputs& outputs,
+                                   const ErrorSpec& error, uint32_t flags,
+                                   const nb::dict& parameters) {
   TRITONBACKEND_Response* response = nullptr;
   check(triton().TRITONBACKEND_ResponseNewFromFactory(&response, factory_));
   fill_and_send(response, *state_, outputs, error, flags, parameters);
 }
 
 void ResponseSender::send_flags(uint32_t flags) {
-  check_open();
+  admit_send(*state_, false, flags);
   TRITONSERVER_Error* err;
   {
     GilRelease release;

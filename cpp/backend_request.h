@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -87,10 +88,21 @@ struct DeclaredOutputs {
 
 struct ResponseState {
   explicit ResponseState(std::string model,
-                         std::shared_ptr<DeclaredOutputs> outputs = nullptr)
-      : model_name(std::move(model)), declared(std::move(outputs)) {}
+                         std::shared_ptr<DeclaredOutputs> outputs = nullptr,
+                         bool is_decoupled = false)
+      : model_name(std::move(model)), declared(std::move(outputs)),
+        decoupled(is_decoupled) {}
   const std::string model_name;
   const std::shared_ptr<DeclaredOutputs> declared;  // null: not checked
+  const bool decoupled;
+  // The sends counted as the stub's response sender counts them (its
+  // UpdateStateAndCounters): every send for the request (through the
+  // sender, or a response execute() returned), and whether the final flag
+  // was among them or execute() failed (closed: the sender sends no more).
+  // Changed before the send, as there.
+  std::mutex sends_mutex;
+  uint32_t sends = 0;
+  bool closed = false;
   bool requested_known = false;
   std::unordered_set<std::string> requested;
   std::atomic<bool> final_sent{false};
@@ -126,6 +138,8 @@ class BackendRequest {
   TRITONBACKEND_Request* raw() const { return request_; }
   bool succeeded() const { return !state_->failed.load(); }
   bool final_sent() const { return state_->final_sent.load(); }
+  // How many sends were counted for this request (ResponseState::sends).
+  uint32_t sends() const;
   // From now on responses are sent, and the request released, at once
   // (execute returned and the object outlives it, kept by an input view).
   void detach_outbox() { outbox_ = nullptr; }
@@ -235,14 +249,20 @@ class ResponseSender {
   ResponseSender(const ResponseSender&) = delete;
   ResponseSender& operator=(const ResponseSender&) = delete;
 
+  // The model's sends: checked and counted first as the stub's sender
+  // checks them (its words; InvalidArgumentError).
   void send(const Outputs& outputs, const ErrorSpec& error, uint32_t flags,
             const nanobind::dict& parameters);
   void send_flags(uint32_t flags);
+  // The runtime's send of an error for a request left unanswered: closes
+  // the sender, without the model's checks.
+  void send_error(int code, const std::string& message);
   bool is_cancelled() const;
   bool final_sent() const { return state_->final_sent.load(); }
 
  private:
-  void check_open() const;
+  void send_response(const Outputs& outputs, const ErrorSpec& error,
+                     uint32_t flags, const nanobind::dict& parameters);
   TRITONBACKEND_ResponseFactory* factory_;
   std::shared_ptr<ResponseState> state_;
 };

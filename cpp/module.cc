@@ -464,7 +464,8 @@ NB_MODULE(_native, m) {
       .def("response_sender", &BackendRequest::response_sender)
       .def("set_release_flags", &BackendRequest::set_release_flags, "flags"_a)
       .def_prop_ro("rescheduled", &BackendRequest::rescheduled)
-      .def_prop_ro("final_sent", &BackendRequest::final_sent);
+      .def_prop_ro("final_sent", &BackendRequest::final_sent)
+      .def_prop_ro("sends", &BackendRequest::sends);
   m.def("send_final_responses", &send_final_responses, "natives"_a,
         "responses"_a, "response_type"_a, "output_spec"_a,
         nb::sig("def send_final_responses(natives: collections.abc.Sequence[BackendRequest], "

@@ -277,7 +277,8 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
       handles.push_back(nb::cast(
           new BackendRequest(requests[i],
                              std::make_shared<ResponseState>(state->model_name,
-                                                             state->declared_outputs),
+                                                             state->declared_outputs,
+                                                             state->decoupled),
                              &state->outbox, state->device_inputs,
                              state->zero_copy_inputs),
           nb::rv_policy::take_ownership));

@@ -342,23 +342,32 @@ def test_backend_library_links_neither_python_nor_the_core():
      "    def execute(self, requests):\n"
      "        for r in requests:\n"
      "            r.get_response_sender()\n",
-     True, "the response sender was deleted before it sent the final flag"),
+     True, "': the response sender was deleted before it sent the final flag"),
     ("no_sender_used",
      "class TritonPythonModel:\n"
      "    def execute(self, requests):\n"
      "        return None\n",
-     True, "execute\\(\\) gave no response for this request"),
+     True, "': execute\\(\\) gave no response for this request"),
+    ("no_response_returned",
+     "class TritonPythonModel:\n"
+     "    def execute(self, requests):\n"
+     "        return None\n",
+     False, r"': execute\(\) returned None, and this request got no final response through its response sender "
+            r"\(the python backend's stub leaves such a request unanswered\): return a list of one InferenceResponse "
+            r"per request, or send each request's response with the flag TRITONSERVER_RESPONSE_COMPLETE_FINAL"),
     ("wrong_count",
      "class TritonPythonModel:\n"
      "    def execute(self, requests):\n"
      "        return []\n",
-     False, r"execute\(\) must return a list of one InferenceResponse per request \(1\), not 0 responses"),
+     False, r"_0_0', message: Number of InferenceResponse objects do not match the number of InferenceRequest "
+            r"objects. InferenceRequest\(s\) size is:1, and InferenceResponse\(s\) size is:0"),
     ("decoupled_returns_a_list",
      "import triton_python_backend_utils as pb_utils\n"
      "class TritonPythonModel:\n"
      "    def execute(self, requests):\n"
      "        return [pb_utils.InferenceResponse() for r in requests]\n",
-     True, "a decoupled model's execute\\(\\) must return None, not list"),
+     True, "_0_0', message: Python model 'decoupled_returns_a_list_0_0' is using the decoupled mode and the "
+           "execute function must return None."),
 ])
 def test_a_request_left_unanswered_gets_an_error_not_a_hang(backend_directory, tmp_path, case, source, decoupled,
                                                              message):
@@ -370,7 +379,7 @@ def test_a_request_left_unanswered_gets_an_error_not_a_hang(backend_directory, t
     try:
         a = numpy.ones(2, numpy.float32)
         model = server.load(case)
-        with refused(tritonserver.InternalError, match=f"model '{case}': {message}"):
+        with refused(tritonserver.InternalError, match=f"model '{case}{message}"):
             call_with_deadline(lambda: list(model.infer(inputs={"INPUT0": a, "INPUT1": a})), 30)
     finally:
         server.stop()

@@ -258,51 +258,39 @@ class Instance:
                     return
                 result = self._run_to_end(result)
         except Exception as e:
-            message = f"Failed to process the request(s) for model '{self.instance_name}', message: {_describe(e)}"
             code = e.code() if isinstance(e, pb_utils.TritonError) else _INTERNAL
-            for native in natives:
-                native.fail_if_unanswered(code, message)
+            self._fail_batch(natives, _describe(e), code)
             return
-        if self.decoupled:
-            if result is not None:
+        if result is None:
+            # Accepted, as the stub accepts it; a request answered neither
+            # way would wait forever there: here it gets an error.
+            if not self.decoupled:
                 for native in natives:
-                    native.fail_if_unanswered(
-                        _INTERNAL, f"model '{self.name}': a decoupled model's execute() must return None, "
-                        f"not {type(result).__name__} (send responses with request.get_response_sender())")
+                    if not native.final_sent and not native.rescheduled:
+                        native.fail_if_unanswered(_INTERNAL, _UNANSWERED.format(self.name))
             return
-        if result is None and all(native.final_sent or native.rescheduled for native in natives):
-            return  # answered through response senders, or rescheduled
-        if not isinstance(result, (list, tuple)) or len(result) != len(natives):
-            got = f"{len(result)} responses" if isinstance(result, (list, tuple)) else type(result).__name__
-            for native in natives:
-                native.fail_if_unanswered(
-                    _INTERNAL, f"model '{self.name}': execute() must return a list of one InferenceResponse per "
-                    f"request ({len(natives)}), not {got}")
+        wrong = _wrong_return(result, self.decoupled, self.instance_name, len(natives))
+        if wrong is not None:
+            self._fail_batch(natives, wrong)
             return
         # A response for a rescheduled request: the stub's error (and words),
         # for the whole batch; none of them is rescheduled then.
         for native, response in zip(natives, result):
             if response is not None and native.rescheduled:
-                message = (f"Failed to process the request(s) for model '{self.instance_name}', message: Expected a "
-                           "None object in the execute function return list for reschduled request, found type "
-                           f"'{type(response)}'.")
-                for each in natives:
-                    each.fail_if_unanswered(_INTERNAL, message)
+                self._fail_batch(natives, "Expected a None object in the execute function return list for "
+                                 f"reschduled request, found type '{type(response)}'.")
                 return
         # A response returned for a request its sender answered already: the
         # stub's error, for every request of the batch (as the stub's
         # execute fails), never a response dropped or sent twice.
-        twice = [i for i, (request, response) in enumerate(zip(requests, result))
-                 if response is not None and request._responses_sent()]
+        twice = [i for i, (native, response) in enumerate(zip(natives, result))
+                 if response is not None and native.sends]
         if twice:
-            message = (f"Failed to process the request(s) for model '{self.instance_name}', message: Unable to send "
-                       "response. Non-decoupled model cannot send more than one response. (model "
-                       f"'{self.name}': execute() returned a response for request(s) {twice} of the batch, which "
-                       "had one sent through the response sender; a non-decoupled model gives each request one "
-                       "response: put None in the returned list for a request answered through its sender)")
-            _log.error("%s", message)  # as the stub logs it: a request answered already gets no error response
-            for native in natives:
-                native.fail_if_unanswered(_INTERNAL, message)
+            self._fail_batch(natives, "Unable to send response. Non-decoupled model cannot send more than one "
+                             f"response. (model '{self.name}': execute() returned a response for request(s) {twice} "
+                             "of the batch, which had one sent through the response sender; a non-decoupled model "
+                             "gives each request one response: put None in the returned list for a request "
+                             "answered through its sender)")
             return
         # Sent natively where they are plain InferenceResponse objects; the
         # rest (errors, other types, sends that fail) here, as they were.
@@ -314,6 +302,15 @@ class Instance:
                 native.fail_if_unanswered(_bls._error_of(e).code(), str(e))
             except Exception as e:
                 native.fail_if_unanswered(_INTERNAL, f"model '{self.name}': {_describe(e)}")
+
+    def _fail_batch(self, natives: list[_native.BackendRequest], why: str, code: int = _INTERNAL) -> None:
+        """execute() failed for the whole batch, as the stub fails it: its
+        error (worded as the stub's) logged and sent to each request not
+        answered already; their senders send no more."""
+        message = f"Failed to process the request(s) for model '{self.instance_name}', message: {why}"
+        _log.error("%s", message)
+        for native in natives:
+            native.fail_if_unanswered(code, message)
 
     def finalize(self) -> None:
         """Call the model's finalize() (its exception is logged)."""
@@ -333,6 +330,30 @@ class Instance:
             if self._background is not None:
                 self._background.close()
                 self._background = None
+
+
+_UNANSWERED = ("model '{}': execute() returned None, and this request got no final response through its response "
+               "sender (the python backend's stub leaves such a request unanswered): return a list of one "
+               "InferenceResponse per request, or send each request's response with the flag "
+               "TRITONSERVER_RESPONSE_COMPLETE_FINAL")
+
+
+def _wrong_return(result: Any, decoupled: bool, instance: str, requests: int) -> Optional[str]:
+    """Why what execute() returned (not None) is refused, in the stub's
+    words (its ProcessReturnedResponses), or None: a decoupled model
+    returns None; a list of one InferenceResponse (or None) per request."""
+    if decoupled:
+        return f"Python model '{instance}' is using the decoupled mode and the execute function must return None."
+    if not isinstance(result, list):
+        return f"Expected a list in the execute return, found type '{type(result)}'."
+    if len(result) != requests:
+        return ("Number of InferenceResponse objects do not match the number of InferenceRequest objects. "
+                f"InferenceRequest(s) size is:{requests}, and InferenceResponse(s) size is:{len(result)}\n")
+    for response in result:
+        if response is not None and type(response) is not _RESPONSE and not isinstance(response, _RESPONSE):
+            return ("Expected an 'InferenceResponse' object in the execute function return list, found type "
+                    f"'{type(response)}'.")
+    return None
 
 
 def _declared_types(outputs: list[dict[str, Any]]) -> dict[str, int]:

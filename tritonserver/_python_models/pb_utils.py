@@ -11,6 +11,7 @@ pb_utils`` in model.py finds it.
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import struct
@@ -20,6 +21,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .. import _native
+from .._api import _errors
 from ._device_array import DeviceArray, input_on_device, is_on_device
 from .._api._datautils import ELEMENT_TYPES
 from .._api._enums import DataType
@@ -29,6 +31,9 @@ TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_RELEASE_ALL = 1
 TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+# PreferredMemory's memory types, numbered as the stub's.
+TRITONSERVER_MEMORY_GPU = 0
+TRITONSERVER_MEMORY_CPU = 1
 
 TRITON_STRING_TO_NUMPY: dict[str, Any] = {
     "TYPE_BOOL": bool,
@@ -373,26 +378,32 @@ def _input_value(name: str, found: tuple[int, tuple[int, ...], Union[Array, tupl
 
 class ResponseSender:
     """Sends the responses of one request (decoupled models; a
-    non-decoupled model may send its one response this way). `_sent` counts
-    the responses it sent (the runtime checks a non-decoupled model's
-    returned list against it)."""
+    non-decoupled model may send its one response this way). Checked as
+    the 2.51 stub's sender checks sends, in its words, raising its
+    TritonModelException: flags 0 or TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+    a response with flags 0, nothing after the final flag, and for a
+    non-decoupled model one response, then the final flag alone."""
 
-    __slots__ = ("_native", "_sent")
+    __slots__ = ("_native",)
 
     def __init__(self, native: "_native.ResponseSender") -> None:
         self._native = native
-        self._sent = 0
 
     def send(self, response: Optional["InferenceResponse"] = None, flags: int = 0) -> None:
         """Send `response` (optional with flags) and/or the flags, e.g.
         TRITONSERVER_RESPONSE_COMPLETE_FINAL to end the request's stream."""
-        if response is None:
-            if flags == 0:
-                raise TritonModelException("send() needs a response or flags")
-            self._native.send_flags(flags)
-            return
-        _send(self._native, response, flags)
-        self._sent += 1
+        if flags != 0 and flags != TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            raise TritonModelException("Unable to send response. Unsupported flag provided.")
+        try:
+            if response is None:
+                if flags == 0:
+                    raise TritonModelException(
+                        "Inference Response object must be provided when the response flags is set to zero.")
+                self._native.send_flags(flags)
+            else:
+                _send(self._native, response, flags)
+        except _errors.TritonError as e:  # as the stub raises what a send meets
+            raise TritonModelException(str(e)) from None
 
     def is_cancelled(self) -> bool:
         """Whether the client cancelled the request."""
@@ -408,29 +419,105 @@ def _send(target: Any, response: "InferenceResponse", flags: int) -> None:
                 response._parameters, _output_spec)
 
 
+class InferenceTrace:
+    """The trace of a request, as ``request.trace()`` gives it, to pass on
+    to a BLS request (``InferenceRequest(..., trace=request.trace())``).
+    In-process python models run under no Triton trace: get_context() is
+    None, as the stub's is when tracing is off, and a BLS request made with
+    it is not traced. Made by the runtime only (as the stub's has no
+    constructor)."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        raise TypeError("InferenceTrace: no constructor (take a request's trace with request.trace())")
+
+    def get_context(self) -> Optional[str]:
+        """The trace context (OpenTelemetry) to propagate: None, no trace."""
+        return None
+
+
+_NO_TRACE = object.__new__(InferenceTrace)  # (its __init__ refuses)
+
+
+class PreferredMemory:
+    """Where a BLS request would like its outputs: ``PreferredMemory(
+    pb_utils.TRITONSERVER_MEMORY_CPU or _GPU, device id)``. In-process, BLS
+    outputs are given in host memory whatever it says (a preference, as
+    with the stub)."""
+
+    __slots__ = ("preferred_memory_type", "preferred_device_id")
+
+    def __init__(self, preferred_memory_type: int, preferred_device_id: int = 0) -> None:
+        if preferred_memory_type not in (TRITONSERVER_MEMORY_GPU, TRITONSERVER_MEMORY_CPU):
+            raise TypeError("PreferredMemory: preferred_memory_type must be pb_utils.TRITONSERVER_MEMORY_CPU or "
+                            f"pb_utils.TRITONSERVER_MEMORY_GPU, not {preferred_memory_type!r}")
+        self.preferred_memory_type = preferred_memory_type
+        self.preferred_device_id = int(preferred_device_id)
+
+
+def _text(value: Any, what: str) -> str:
+    """A str argument of the model API, or bytes (UTF-8) as the stub takes
+    them for a str (a name read from a BYTES input, say)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TritonModelException(f"{what} {value!r} is not UTF-8 text ({e})") from None
+    raise TypeError(f"{what} must be a str (or UTF-8 bytes), not {type(value).__name__}")
+
+
 class InferenceRequest:
     """A request given to execute(); also, built by a model with
     ``model_name=``, a request to another model (``exec()``)."""
 
     # _sender: the ResponseSender, once made (unset until then: the backend
-    # makes these objects with _native and _model_name only).
+    # makes these objects with _native and _model_name only); _flags, set
+    # on such a request by set_flags() only.
     __slots__ = ("_native", "_request_id", "_correlation_id", "_inputs", "_requested", "_model_name",
                  "_model_version", "_flags", "_timeout", "_parameters", "_sender")
 
     def __init__(self, request_id: str = "", correlation_id: Union[int, str] = 0,
                  inputs: Optional[list[Tensor]] = None, requested_output_names: Optional[list[str]] = None,
                  model_name: str = "", model_version: int = -1, flags: int = 0, timeout: int = 0,
-                 preferred_memory: Any = None, trace: Any = None, parameters: Any = None) -> None:
+                 preferred_memory: Optional[PreferredMemory] = None, trace: Optional[InferenceTrace] = None,
+                 parameters: Any = None) -> None:
+        """Checked as the stub checks its arguments (its words, where it
+        has its own): str arguments may be given as UTF-8 bytes, the
+        correlation id is an int or a str, no requested output name is
+        empty, `parameters` a dict of str keys and bool, int or str values
+        (or its JSON text), `trace` a request's trace()."""
         self._native: Optional[_native.BackendRequest] = None
+        request_id = _text(request_id, "InferenceRequest: request_id")
+        model_name = _text(model_name, "InferenceRequest: model_name")
+        if not isinstance(correlation_id, (int, str)):
+            raise TritonModelException("Correlation ID must be integer or string")
+        requested = [_text(n, "InferenceRequest: a requested output name") for n in requested_output_names or ()]
+        if "" in requested:
+            raise TritonModelException(f"Requested output name for request with id '{request_id}' and model name "
+                                       f"'{model_name}' should not be empty.")
+        if trace is not None and not isinstance(trace, InferenceTrace):
+            raise TypeError(f"InferenceRequest: trace must be a request's trace() (an InferenceTrace), not "
+                            f"{type(trace).__name__}")
+        if preferred_memory is not None and not isinstance(preferred_memory, PreferredMemory):
+            raise TypeError(f"InferenceRequest: preferred_memory must be a pb_utils.PreferredMemory, not "
+                            f"{type(preferred_memory).__name__}")
         self._request_id = request_id
         self._correlation_id = correlation_id
         self._inputs = list(inputs or [])
-        self._requested = list(requested_output_names or [])
+        self._requested = requested
         self._model_name = model_name
         self._model_version = model_version
         self._flags = flags
         self._timeout = timeout
-        self._parameters = parameters if isinstance(parameters, str) else json.dumps(parameters or {})
+        self._parameters = json.dumps(_checked_parameters(parameters, "request parameter"))
+
+    def trace(self) -> InferenceTrace:
+        """The request's trace, to pass to a BLS request (``trace=``):
+        in-process no Triton trace (get_context() is None)."""
+        return _NO_TRACE
 
     def inputs(self) -> list[Tensor]:
         """The input tensors."""
@@ -451,8 +538,18 @@ class InferenceRequest:
         return self._native.correlation_id() if self._native is not None else self._correlation_id
 
     def flags(self) -> int:
-        """The request flags (TRITONSERVER_REQUEST_FLAG_*)."""
-        return self._native.flags() if self._native is not None else self._flags
+        """The request flags (TRITONSERVER_REQUEST_FLAG_*), or those
+        set_flags() set."""
+        if self._native is None:
+            return self._flags
+        flags: Optional[int] = getattr(self, "_flags", None)
+        return self._native.flags() if flags is None else flags
+
+    def set_flags(self, flags: int) -> None:
+        """Set the flags flags() gives (and a BLS request is sent with)."""
+        if not isinstance(flags, int) or not 0 <= flags < 2**32:
+            raise TypeError(f"set_flags(): flags must be an int from 0 to 2**32 - 1, not {flags!r}")
+        self._flags = flags
 
     def parameters(self) -> str:
         """The request's parameters as a JSON object string."""
@@ -494,11 +591,6 @@ class InferenceRequest:
                 raise TritonModelException("get_response_sender() is for requests given to execute()")
             sender = self._sender = ResponseSender(self._native.response_sender())
         return sender
-
-    def _responses_sent(self) -> int:
-        """How many responses were sent through this request's sender."""
-        sender: Optional[ResponseSender] = getattr(self, "_sender", None)
-        return 0 if sender is None else sender._sent
 
     def exec(self, decoupled: bool = False) -> Any:
         """Run this request on a model of the same server (BLS): its
@@ -543,7 +635,7 @@ class InferenceResponse:
             if type(tensor) is not Tensor and not isinstance(tensor, Tensor):
                 raise TritonModelException(f"output_tensors must hold Tensor objects, not {type(tensor).__name__}")
         self._error = error
-        self._parameters = {} if parameters is None else _response_parameters(parameters)
+        self._parameters = _checked_parameters(parameters, "response parameter")
 
     def output_tensors(self) -> list[Tensor]:
         """The output tensors."""
@@ -565,11 +657,14 @@ class InferenceResponse:
 _INT64_RANGE = range(-2**63, 2**63)
 
 
-def _response_parameters(parameters: Any) -> dict[str, Any]:
-    """A response's parameters (a dict, or its JSON text) checked as the
+def _checked_parameters(parameters: Any, what: str) -> dict[str, Any]:
+    """Request or response parameters (`what`: "request parameter" or
+    "response parameter"; None, a dict or its JSON text) checked as the
     python backend checks them (its wording: str keys; bool, int or str
-    values), and for what a Triton response parameter cannot hold (an int
-    outside int64, a NUL in a key or a str value): TritonModelException."""
+    values), and for what a Triton parameter cannot hold (an int outside
+    int64, a NUL in a key or a str value): TritonModelException."""
+    if parameters is None:
+        return {}
     if isinstance(parameters, str):
         parameters = json.loads(parameters) if parameters else {}
     if not isinstance(parameters, Mapping):
@@ -583,55 +678,80 @@ def _response_parameters(parameters: Any) -> dict[str, Any]:
         nul_in = "name" if "\0" in key else "value" if isinstance(value, str) and "\0" in value else None
         if nul_in is not None:
             raise TritonModelException(
-                f"response parameter {key!r}: its {nul_in} holds a NUL character, which a Triton response "
-                "parameter cannot carry (its strings end at the first NUL); leave it out, or encode it "
-                "(e.g. base64)")
+                f"{what} {key!r}: its {nul_in} holds a NUL character, which a Triton parameter cannot carry "
+                "(its strings end at the first NUL); leave it out, or encode it (e.g. base64)")
         if isinstance(value, int) and value not in _INT64_RANGE:
             raise TritonModelException(
-                f"response parameter {key!r}: {value} is outside the range of a Triton int parameter (int64, "
+                f"{what} {key!r}: {value} is outside the range of a Triton int parameter (int64, "
                 "-2**63 to 2**63 - 1); send it as a str")
     return dict(parameters)
 
 
 class Logger:
     """The model's log, to Python's ``logging`` (logger
-    "tritonserver.models")."""
+    "tritonserver.models", the record naming the model's file and line):
+    ``Logger.log(message, level=Logger.INFO)`` and log_info, log_warn,
+    log_error and log_verbose (DEBUG), as the stub's Logger. Its levels are
+    ``Logger.LogLevel`` members, also ``Logger.INFO``, ``Logger.WARNING``,
+    ``Logger.ERROR`` and ``Logger.VERBOSE``."""
 
+    class LogLevel(int, enum.Enum):
+        """The levels of Logger.log() (equal to their numbers, as the
+        stub's enum is)."""
+
+        INFO = 0
+        WARNING = 1
+        ERROR = 2
+        VERBOSE = 3
+
+    INFO = LogLevel.INFO
+    WARNING = LogLevel.WARNING
+    ERROR = LogLevel.ERROR
+    VERBOSE = LogLevel.VERBOSE
     _logger = logging.getLogger("tritonserver.models")
+    _LEVELS = {LogLevel.INFO: logging.INFO, LogLevel.WARNING: logging.WARNING, LogLevel.ERROR: logging.ERROR,
+               LogLevel.VERBOSE: logging.DEBUG}
 
-    @classmethod
-    def log(cls, message: str, level: int = 0) -> None:
-        """Log at a LogLevel (0 INFO, 1 WARNING, 2 ERROR, 3 VERBOSE)."""
-        cls._logger.log({0: logging.INFO, 1: logging.WARNING, 2: logging.ERROR}.get(level, logging.DEBUG), message)
+    @staticmethod
+    def log(message: str, level: "Logger.LogLevel" = LogLevel.INFO) -> None:
+        """Log `message` at `level`, a Logger.LogLevel (a plain int is
+        refused, as the stub refuses it)."""
+        if not isinstance(level, Logger.LogLevel):
+            raise TypeError(f"Logger.log(): level must be a pb_utils.Logger.LogLevel (Logger.INFO, Logger.WARNING, "
+                            f"Logger.ERROR or Logger.VERBOSE), not {type(level).__name__} {level!r}; the python "
+                            "backend's stub refuses it too")
+        Logger._emit(message, Logger._LEVELS[level])
 
-    @classmethod
-    def log_info(cls, message: str) -> None:
+    @staticmethod
+    def log_info(message: str) -> None:
         """Log at INFO."""
-        cls._logger.info(message)
+        Logger._emit(message, logging.INFO)
 
-    @classmethod
-    def log_warn(cls, message: str) -> None:
+    @staticmethod
+    def log_warn(message: str) -> None:
         """Log at WARNING."""
-        cls._logger.warning(message)
+        Logger._emit(message, logging.WARNING)
 
-    @classmethod
-    def log_error(cls, message: str) -> None:
+    @staticmethod
+    def log_error(message: str) -> None:
         """Log at ERROR."""
-        cls._logger.error(message)
+        Logger._emit(message, logging.ERROR)
 
-    @classmethod
-    def log_verbose(cls, message: str) -> None:
+    @staticmethod
+    def log_verbose(message: str) -> None:
         """Log at DEBUG (Triton's verbose)."""
-        cls._logger.debug(message)
+        Logger._emit(message, logging.DEBUG)
 
-
-class LogLevel:
-    """Levels of Logger.log()."""
-
-    INFO = 0
-    WARNING = 1
-    ERROR = 2
-    VERBOSE = 3
+    @staticmethod
+    def _emit(message: Any, level: int) -> None:
+        """`message` (str, or UTF-8 bytes as the stub takes them) to the
+        logger, as said by the model's line that called the Logger."""
+        if isinstance(message, bytes):
+            message = message.decode("utf-8", "replace")
+        elif not isinstance(message, str):
+            raise TypeError(f"Logger: the message must be a str, not {type(message).__name__} (the python "
+                            "backend's stub refuses it too)")
+        Logger._logger.log(level, "%s", message, stacklevel=3)
 
 
 class MetricFamily:
