@@ -6,6 +6,7 @@ outputs: they are DLPack views of the response buffers)."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any, Iterator, Optional, Union
 
@@ -16,15 +17,40 @@ from .._api._enums import DataType, MemoryType
 from . import pb_utils
 from ._device_array import DeviceArray
 
-# The server address of the model instance running on this thread
-# (set by _runtime around initialize/execute/finalize).
+# The server address and the model folder of the model instance running
+# on this thread (set by _runtime around auto_complete_config, initialize,
+# execute and finalize, with enter()).
 current = threading.local()
 
 
-def _server_of(address: Optional[int]) -> "_server.Server":
-    """The running Server whose core handle is at `address`; without one
-    (a thread of the model's own), the only running server with in-process
-    python models."""
+def enter(server_address: Optional[int], model_dir: Optional[str], instance: str) -> None:
+    """Say which server (its core handle's address) and which model
+    instance (its version folder, its name) the model code about to run on
+    this thread belongs to."""
+    current.server_address = server_address
+    current.model_dir = model_dir
+    current.instance = instance
+
+
+def context() -> tuple[Optional[int], Optional[str], str]:
+    """What enter() said on this thread, to say it again on another."""
+    return (getattr(current, "server_address", None), getattr(current, "model_dir", None),
+            getattr(current, "instance", ""))
+
+
+def _refused(what: str, message: str) -> pb_utils.TritonModelException:
+    """A model control call the server refused, worded as the stub words
+    what its parent process answers."""
+    return pb_utils.TritonModelException(
+        f"Failed to {what}: Failed to process the request for model '{getattr(current, 'instance', '')}', "
+        f"message: {message}")
+
+
+def _calling_server() -> "_server.Server":
+    """The running Server of the model code calling (its core handle's
+    address, said by enter()); on a thread of the model's own, the only
+    running server with in-process python models."""
+    address = getattr(current, "server_address", None)
     running = [s for s in list(_server._running) if s._server is not None]
     if address is not None:
         for server in running:
@@ -34,8 +60,74 @@ def _server_of(address: Optional[int]) -> "_server.Server":
     if len(candidates) == 1:
         return candidates[0]
     raise pb_utils.TritonModelException(
-        "BLS: cannot tell which server this request is for (call exec() from execute(), initialize() or "
-        "finalize(), or from a thread while only one server runs python models in-process)")
+        "cannot tell which server the calling model runs in: call BLS and model control (exec(), load_model(), "
+        "unload_model(), is_model_ready()) from execute(), initialize() or finalize(), or from a thread of the "
+        "model's own only while one server runs python models in-process")
+
+
+def model_dir() -> str:
+    """pb_utils.get_model_dir(): the calling model's version folder (where
+    its model.py is), as the stub gives it."""
+    folder = getattr(current, "model_dir", None)
+    if folder is None:
+        raise pb_utils.TritonModelException(
+            "get_model_dir(): python models run in-process share one interpreter, so the model is known only while "
+            "its own auto_complete_config(), initialize(), execute() or finalize() runs: call it there (e.g. keep "
+            "it in initialize()), not from a thread of the model's own")
+    return folder
+
+
+def load_model(model_name: str, config: str = "", files: Optional[dict[str, bytes]] = None) -> None:
+    """pb_utils.load_model(): load (or reload) a model of the calling
+    model's server, with an optional config (JSON) and files, as the stub
+    does (its messages; the core's error otherwise)."""
+    if files is not None and not isinstance(files, dict):
+        raise pb_utils.TritonModelException(
+            f"failed to load model '{model_name}', files should be a dictionary of file paths and file contents")
+    parameters: dict[str, Any] = {}
+    if config:
+        parameters["config"] = config
+    for path, content in (files or {}).items():
+        if not isinstance(path, str) or not isinstance(content, bytes):
+            raise pb_utils.TritonModelException(
+                f"failed to load model '{model_name}', files should be a dictionary of file paths (str) and file "
+                f"contents (bytes), not {type(path).__name__}: {type(content).__name__}")
+        parameters[path] = content
+    server = _calling_server()
+    try:
+        server.load(model_name, parameters or None)
+    except _errors.TritonError as e:
+        raise _refused("load model", str(e)) from None
+
+
+def unload_model(model_name: str, unload_dependents: bool = False) -> None:
+    """pb_utils.unload_model(): start unloading a model of the calling
+    model's server (not waited for, as with the stub)."""
+    server = _calling_server()
+    try:
+        server.unload(model_name, unload_dependents=unload_dependents)
+    except _errors.TritonError as e:
+        raise _refused("unload model", str(e)) from None
+
+
+def is_model_ready(model_name: str, model_version: str = "") -> bool:
+    """pb_utils.is_model_ready(): whether a model (version: a string, ""
+    for the newest) of the calling model's server is ready."""
+    version = -1
+    if model_version:
+        number = re.match(r"\s*[+-]?\d+", model_version)  # read as the stub reads it (std::stol)
+        if number is None:
+            raise _refused("check model readiness", f"failed to get model version from specified version string "
+                           f"'{model_version}' (details: stol), version should be an integral value > 0")
+        version = int(number.group())
+        if version < 0:
+            raise _refused("check model readiness", f"failed to get model version from specified version string "
+                           f"'{model_version}', version should be an integral value > 0")
+    server = _calling_server()
+    try:
+        return bool(server._started().model_is_ready(model_name, version))
+    except _errors.TritonError as e:
+        raise _refused("check model readiness", str(e)) from None
 
 
 def _error_of(error: BaseException) -> pb_utils.TritonError:
@@ -64,7 +156,7 @@ def execute(request: pb_utils.InferenceRequest,
     """The response (or, `decoupled`, an iterator of the responses) of
     `request` run on its model; a refused request gives a response with its
     error, as with the stub."""
-    server = _server_of(getattr(current, "server_address", None))
+    server = _calling_server()
     kwargs: dict[str, Any] = {"raise_on_error": False}
     if request._request_id:
         kwargs["request_id"] = request._request_id

@@ -50,7 +50,6 @@ Failure = tuple[int, str]  # (TRITONSERVER_Error_Code, message) for the core
 def load_instance(args: dict[str, str], server_address: int) -> tuple[Optional["Instance"], Optional[Failure]]:
     """(instance, None), or (None, (code, why the model cannot load)).
     `server_address`: the core server the model runs in (for BLS)."""
-    _bls.current.server_address = server_address
     try:
         return Instance(args, server_address), None
     except LoadError as e:
@@ -68,6 +67,7 @@ def auto_complete(args: dict[str, str]) -> tuple[Optional[str], Optional[Failure
     try:
         config = json.loads(args["model_config"])
         path, folder = _model_file(name, config, args)
+        _bls.enter(None, folder, name)
         sys.modules["triton_python_backend_utils"] = pb_utils
         imports, module = _import_model(name, path, f"{name}_{args['model_version']}_auto_complete",
                                         folder, args["model_repository"])
@@ -163,6 +163,8 @@ class Instance:
         self.hand_off = (instances == 1 and "dynamic_batching" not in config
                          and "sequence_batching" not in config)
         path, folder = _model_file(self.name, config, args)
+        self.model_dir = folder  # pb_utils.get_model_dir()
+        _bls.enter(server_address, folder, self.instance_name)
         # model.py imports triton_python_backend_utils: ours, in-process.
         sys.modules["triton_python_backend_utils"] = pb_utils
         self._imports, self.module = _import_model(
@@ -203,12 +205,9 @@ class Instance:
     def _background_loop(self) -> BackgroundLoop:
         """The decoupled model's background loop, started at first use."""
         if self._background is None:
-            address = self.server_address
-
-            def on_start() -> None:
-                _bls.current.server_address = address
-
-            self._background = BackgroundLoop(f"tritonserver model {self.instance_name} asyncio", on_start)
+            context = self.server_address, self.model_dir, self.instance_name
+            self._background = BackgroundLoop(f"tritonserver model {self.instance_name} asyncio",
+                                              lambda: _bls.enter(*context))
         return self._background
 
     def _start_in_background(self, awaitable: Any, natives: list[_native.BackendRequest]) -> None:
@@ -245,7 +244,7 @@ class Instance:
         pb_utils requests; None for a model that takes the natives) and
         send their responses; a request left unanswered gets an error
         response naming why."""
-        _bls.current.server_address = self.server_address
+        _bls.enter(self.server_address, self.model_dir, self.instance_name)
         if requests is None:
             assert self._execute_natives is not None
             self._execute_natives(natives)
@@ -314,7 +313,7 @@ class Instance:
 
     def finalize(self) -> None:
         """Call the model's finalize() (its exception is logged)."""
-        _bls.current.server_address = self.server_address
+        _bls.enter(self.server_address, self.model_dir, self.instance_name)
         try:
             if hasattr(self.model, "finalize"):
                 result = self.model.finalize()

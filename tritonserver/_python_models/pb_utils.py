@@ -143,6 +143,35 @@ def get_output_tensor_by_name(inference_response: "InferenceResponse", name: str
     return None
 
 
+def get_model_dir() -> str:
+    """The folder of the calling model's version (where its model.py is)."""
+    from . import _bls
+
+    return _bls.model_dir()
+
+
+def load_model(model_name: str, config: str = "", files: Optional[dict[str, bytes]] = None) -> None:
+    """Load (or reload) a model of this server: `config` a model config as
+    JSON, `files` {"file:<path>": contents} to load it from memory."""
+    from . import _bls
+
+    _bls.load_model(model_name, config, files)
+
+
+def unload_model(model_name: str, unload_dependents: bool = False) -> None:
+    """Start unloading a model of this server."""
+    from . import _bls
+
+    _bls.unload_model(model_name, unload_dependents)
+
+
+def is_model_ready(model_name: str, model_version: str = "") -> bool:
+    """Whether a model of this server is ready ("" version: its newest)."""
+    from . import _bls
+
+    return _bls.is_model_ready(model_name, model_version)
+
+
 def _config_entry(model_config: dict[str, Any], section: str, name: str) -> Optional[dict[str, Any]]:
     for entry in model_config.get(section, ()):
         if entry.get("name") == name:
@@ -608,10 +637,10 @@ class InferenceRequest:
 
         from . import _bls
 
-        address = getattr(_bls.current, "server_address", None)
+        context = _bls.context()
 
         def run() -> Any:
-            _bls.current.server_address = address
+            _bls.enter(*context)
             result = self.exec(decoupled)
             return iter(list(result)) if decoupled else result
 
