@@ -6,6 +6,7 @@ a mode that cannot add models, and request errors without the core's
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 
@@ -13,7 +14,7 @@ import numpy
 import pytest
 
 import tritonserver
-from common import call_with_deadline, copy_model, make_options, refused, wait_for
+from common import call_with_deadline, copy_model, make_options, refused, run_script
 
 MODES = ["in-process", pytest.param("stub", marks=pytest.mark.python_stub)]
 NONE, POLL, EXPLICIT = (tritonserver.ModelControlMode.NONE, tritonserver.ModelControlMode.POLL,
@@ -199,18 +200,43 @@ def test_request_errors_drop_the_unknown_request_id(model):
                     inputs={"INPUT0": numpy.ones(1, numpy.float32), "EXTRA": numpy.ones(1, numpy.float32)})
 
 
-def test_no_cuda_driver_is_no_error(backend_directory, tmp_path, caplog):
+def test_no_cuda_driver_is_no_error(backend_directory, tmp_path):
     # Was: "CudaDriverHelper has not been initialized." logged as an ERROR
-    # at every start on a machine without a CUDA driver.
-    srv = tritonserver.Server(make_options(backend_directory, server_id="no-cuda-quiet",
-                                           model_repository=str(tmp_path), log_verbose=1))
-    with caplog.at_level(logging.DEBUG, logger="tritonserver.core"):
-        srv.start()
-        srv.stop()
-        if tritonserver._native.cuda_device_count() == 0:
-            # The log's lines reach logging on a thread of their own.
-            assert wait_for(lambda: any(r.getMessage() == NO_CUDA_DRIVER for r in caplog.records), 30)
-            said = [r for r in caplog.records if r.getMessage() == NO_CUDA_DRIVER]
-            assert [r.levelno for r in said] == [logging.DEBUG], [(r.levelname, r.getMessage()) for r in said]
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], \
-        [(r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.ERROR]
+    # at every start on a machine without a CUDA driver. In a child
+    # process: the core's log levels (verbose here) are process-wide and
+    # outlive the server that set them.
+    repository = tmp_path / "repository"
+    repository.mkdir()
+    code = f"""
+import json, logging
+import tritonserver
+from common import make_options, wait_for
+NO_CUDA_DRIVER = {NO_CUDA_DRIVER!r}
+
+records = []
+
+class Keep(logging.Handler):
+    def emit(self, record):
+        records.append((record.levelno, record.getMessage()))
+
+core = logging.getLogger("tritonserver.core")
+core.addHandler(Keep())
+core.setLevel(logging.DEBUG)
+srv = tritonserver.Server(make_options({backend_directory!r}, server_id="no-cuda-quiet",
+                                       model_repository={str(repository)!r}, log_verbose=1))
+srv.start()
+srv.stop()
+if tritonserver._native.cuda_device_count() == 0:
+    # The log's lines reach logging on a thread of their own.
+    assert wait_for(lambda: any(m == NO_CUDA_DRIVER for _, m in records), 30), records[-20:]
+print(json.dumps({{"driver": [l for l, m in records if m == NO_CUDA_DRIVER],
+                  "errors": [m for l, m in records if l >= logging.ERROR],
+                  "gpu": tritonserver._native.cuda_device_count() > 0}}))
+"""
+    rc, out, err = run_script(code, tmp_path, timeout=120)
+    assert rc == 0, err[-3000:]
+    seen = json.loads(out.strip().splitlines()[-1])
+    if not seen["gpu"]:
+        assert seen["driver"] == [logging.DEBUG], seen
+    assert seen["errors"] == [], seen
+
