@@ -28,8 +28,6 @@ from ._awaiting import run_to_end
 from ._device_array import DeviceArray, is_on_device
 
 _FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-_INPUT_VALUE = pb_utils._input_value
-_OUTPUT_SPEC = pb_utils._output_spec
 _OBJECT = numpy.dtype(object)
 # tritonserver's error classes -> the python backend's codes.
 _CODES = {
@@ -123,7 +121,7 @@ class TritonPythonModel:
                 continue
             for native, arrays in zip(group, rows):
                 try:
-                    native.send_arrays(arrays, self._output_types, _OUTPUT_SPEC)
+                    native.send_arrays(arrays, self._output_types)
                 except _errors.TritonError as e:  # the native send's own, naming the model
                     error = _error(b, e)
                     native.fail_if_unanswered(error.code(), error.message())
@@ -258,7 +256,7 @@ def _request_input(request: pb_utils.InferenceRequest, name: str) -> Any:
 
 
 def _native_input(native: Any, name: str) -> Any:
-    return native.input_value(name, _INPUT_VALUE)
+    return native.input_value(name)
 
 
 def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> Any:

@@ -28,7 +28,6 @@ _log = logging.getLogger("tritonserver.models")
 _INTERNAL = pb_utils.TritonError.INTERNAL
 _FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 _RESPONSE = pb_utils.InferenceResponse
-_OUTPUT_SPEC = pb_utils._output_spec
 
 # Model-config parameters that only the stub process can honour.
 _STUB_ONLY_PARAMETERS = {
@@ -293,7 +292,7 @@ class Instance:
             return
         # Sent natively where they are plain InferenceResponse objects; the
         # rest (errors, other types, sends that fail) here, as they were.
-        for index in _native.send_final_responses(natives, result, _RESPONSE, _OUTPUT_SPEC):
+        for index in _native.send_final_responses(natives, result):
             native, response = natives[index], result[index]
             try:
                 pb_utils._send(native, response, _FINAL)

@@ -130,7 +130,7 @@ def get_input_tensor_by_name(inference_request: "InferenceRequest", name: str) -
     """The request's input named `name`, or None."""
     native = inference_request._native
     if native is not None:  # a request given to execute(): read from the core's request
-        tensor: Optional[Tensor] = native.input_tensor(name, Tensor, _input_value)
+        tensor: Optional[Tensor] = native.input_tensor(name)
         return tensor
     return next((t for t in inference_request._inputs if t.name() == name), None)
 
@@ -370,7 +370,8 @@ OutputSpec = tuple[str, int, Any, Optional[list[int]]]
 
 def _output_spec(name: str, triton_dtype: int, array: Union[Array, DeviceArray]) -> OutputSpec:
     """An output for the native send(): a numeric array as it is, a BYTES
-    tensor serialized (with its shape)."""
+    tensor serialized (with its shape). Called by C++ (the bridge,
+    cpp/python_backend/pb_utils_bridge.h)."""
     if isinstance(array, DeviceArray):  # in GPU memory: copied when the response is filled
         return name, triton_dtype, array.spec(), list(array.shape)
     if triton_dtype != _BYTES:
@@ -384,7 +385,8 @@ def _output_spec(name: str, triton_dtype: int, array: Union[Array, DeviceArray])
 
 def _input_value(name: str, found: tuple[int, tuple[int, ...], Union[Array, tuple[int, int, int]]],
                  owner: Any) -> Union[Array, DeviceArray]:
-    """An input's value from what the native input() gives, `found`
+    """Called by C++ (cpp/python_backend/pb_utils_bridge.h): an input's value
+    from what the native reader gives, `found`
     (datatype, shape, data): a numeric array in host memory as it is (a
     private copy, or a read-only view with ZERO_COPY_INPUTS), BYTES decoded
     from their raw bytes, data left in GPU memory as a DeviceArray that
@@ -445,7 +447,7 @@ def _send(target: Any, response: "InferenceResponse", flags: int) -> None:
         raise TritonModelException(f"expected an InferenceResponse, not {type(response).__name__}")
     error = response._error
     target.send(response._outputs, None if error is None else (error.code(), error.message()), flags,
-                response._parameters, _output_spec)
+                response._parameters)
 
 
 class InferenceTrace:
