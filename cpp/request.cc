@@ -305,7 +305,7 @@ void Request::submit_from_python(
       // submission only queues the request (it waits for no other request
       // and for no Python), so the GIL is kept: let go, it would pass to a
       // waiting model thread once per request (the thread wake-ups of
-      // instance_worker.h) instead of once per pass of the loop. A core
+      // python_backend/instance_worker.h) instead of once per pass of the loop. A core
       // thread that runs Python (a log callback) could hold a core lock
       // the submission needs while it waits for the GIL: then it is let go.
       submit();

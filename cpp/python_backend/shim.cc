@@ -1,6 +1,6 @@
 // The in-process python backend library: the core loads it as
 // <backend folder>/python/libtriton_python.so (the folder the package lays
-// out, _api/_python_models.py) and calls its TRITONBACKEND_* entry points
+// out, _api/_python_backend_layout.py) and calls its TRITONBACKEND_* entry points
 // on its own threads. Each entry point it has forwards to the table of
 // tritonserver._native (table.h), where the logic is, and
 // which the extension hands to this library (tsb_python_backend_attach)

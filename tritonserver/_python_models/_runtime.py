@@ -1,6 +1,6 @@
 """One in-process python model instance: model.py imported, and its
 ``TritonPythonModel`` initialized, executed and finalized. Called by the
-extension's backend (cpp/python_backend.cc) on the core's threads with the
+extension's backend (cpp/python_backend/python_backend.cc) on the core's threads with the
 GIL held; these functions never raise for a model's own failure: a load
 error comes back as a message, an execute error as error responses."""
 
@@ -21,7 +21,7 @@ from .. import _native
 from .._api import _errors
 from .._api._enums import DataType
 from . import _awaiting, _bls, pb_utils
-from ._awaiting import BackgroundLoop, run_to_end
+from ._awaiting import BackgroundLoop, OwnLoop
 from ._model_imports import ModelImports
 
 _log = logging.getLogger("tritonserver.models")
@@ -156,7 +156,7 @@ class Instance:
         # (warn_output_type).
         self.declared_outputs = _declared_types(config.get("output", []))
         # Whether the core's thread may hand batches to a worker thread
-        # (cpp/instance_worker.h): one instance and no batcher, so that the
+        # (cpp/python_backend/instance_worker.h): one instance and no batcher, so that the
         # core's scheduling does not depend on execute taking its time.
         instances = sum(int(group.get("count", 1)) for group in config.get("instance_group", [])) or 1
         self.hand_off = (instances == 1 and "dynamic_batching" not in config
@@ -169,7 +169,7 @@ class Instance:
         self._imports, self.module = _import_model(
             self.name, path, f"{self.name}_{args['model_version']}_{args['model_instance_name']}", folder,
             args["model_repository"])
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._loop = OwnLoop()
         self._background: Optional[BackgroundLoop] = None
         try:  # a model that fails to start leaves none of its modules behind
             model_class = getattr(self.module, "TritonPythonModel", None)
@@ -197,9 +197,7 @@ class Instance:
         its background loop, where its async execute() runs."""
         if self.decoupled:
             return self._background_loop().run_to_end(awaitable)
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-        return run_to_end(self._loop, awaitable)
+        return self._loop.run_to_end(awaitable)
 
     def _background_loop(self) -> BackgroundLoop:
         """The decoupled model's background loop, started at first use."""
@@ -322,9 +320,7 @@ class Instance:
             _log.exception("model '%s': finalize() failed", self.name)
         finally:
             self._imports.close()
-            if self._loop is not None:
-                self._loop.close()
-                self._loop = None
+            self._loop.close()
             if self._background is not None:
                 self._background.close()
                 self._background = None
