@@ -347,9 +347,22 @@ nb::object BackendRequest::input_tensor(nb::handle self, nb::str name) {
   return typed ? make_tensor(name, typed->second, typed->first) : nb::none();
 }
 
-nb::list send_final_responses(nb::handle natives, nb::handle responses) {
-  nb::list left;
+nb::tuple send_final_responses(nb::handle natives, nb::handle responses) {
   const size_t count = nb::len(natives);
+  // The batch's checks first: nothing is sent when one fails.
+  nb::object rescheduled = nb::none();
+  nb::list twice;
+  for (size_t i = 0; i < count; ++i) {
+    nb::object response = responses[i];
+    if (response.is_none()) continue;
+    BackendRequest& request = nb::cast<BackendRequest&>(natives[i]);
+    if (request.rescheduled() && rescheduled.is_none()) rescheduled = nb::int_(i);
+    if (request.sends() > 0) twice.append(i);
+  }
+  if (!rescheduled.is_none() || nb::len(twice) > 0) {
+    return nb::make_tuple(nb::list(), rescheduled, twice);
+  }
+  nb::list left;
   for (size_t i = 0; i < count; ++i) {
     BackendRequest& request = nb::cast<BackendRequest&>(natives[i]);
     if (request.final_sent() || request.rescheduled()) continue;
@@ -369,7 +382,7 @@ nb::list send_final_responses(nb::handle natives, nb::handle responses) {
       left.append(i);
     }
   }
-  return left;
+  return nb::make_tuple(left, nb::none(), nb::list());
 }
 
 void BackendRequest::fail_if_unanswered(int code, const std::string& message) {

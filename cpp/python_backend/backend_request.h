@@ -129,10 +129,13 @@ void fail_natively(TRITONBACKEND_Request* request, TRITONSERVER_Error_Code code,
 // objects) from `responses` (what execute() returned: one per request)
 // where it is a pb_utils.InferenceResponse without an error, its tensors
 // read in place (Outputs); requests answered already are skipped. Returns
-// the indices of the responses left to the caller: another type, an error
-// response, or a send that failed (the caller's own send raises the same,
-// and the caller words it).
-nanobind::list send_final_responses(nanobind::handle natives,
-                                    nanobind::handle responses);
+// (left, rescheduled, twice): the indices of the responses left to the
+// caller (another type, an error response, or a send that failed: the
+// caller's own send raises the same, and the caller words it); or, with
+// nothing sent, the first request rescheduled that got a response (else
+// None) and the requests that got a response after a send through their
+// sender (the batch fails, as the stub's execute does).
+nanobind::tuple send_final_responses(nanobind::handle natives,
+                                     nanobind::handle responses);
 
 }  // namespace tsb

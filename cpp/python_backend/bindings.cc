@@ -73,11 +73,10 @@ void bind_python_backend(nb::module_& m, LiveRequests live_requests) {
       .def("response_sender", &BackendRequest::response_sender)
       .def("set_release_flags", &BackendRequest::set_release_flags, "flags"_a)
       .def_prop_ro("rescheduled", &BackendRequest::rescheduled)
-      .def_prop_ro("final_sent", &BackendRequest::final_sent)
-      .def_prop_ro("sends", &BackendRequest::sends);
+      .def_prop_ro("final_sent", &BackendRequest::final_sent);
   m.def("send_final_responses", &send_final_responses, "natives"_a, "responses"_a,
         nb::sig("def send_final_responses(natives: collections.abc.Sequence[BackendRequest], "
-                "responses: collections.abc.Sequence[typing.Any]) -> list[int]"));
+                "responses: collections.abc.Sequence[typing.Any]) -> tuple[list[int], int | None, list[int]]"));
   nb::class_<ResponseSender>(m, "ResponseSender")
       .def("send", &send_outputs<ResponseSender>, "tensors"_a, "error"_a.none(),
            "flags"_a, "parameters"_a, nb::sig(kSendSignature))

@@ -269,18 +269,18 @@ class Instance:
         if wrong is not None:
             self._fail_batch(natives, wrong)
             return
-        # A response for a rescheduled request: the stub's error (and words),
-        # for the whole batch; none of them is rescheduled then.
-        for native, response in zip(natives, result):
-            if response is not None and native.rescheduled:
-                self._fail_batch(natives, "Expected a None object in the execute function return list for "
-                                 f"reschduled request, found type '{type(response)}'.")
-                return
-        # A response returned for a request its sender answered already: the
-        # stub's error, for every request of the batch (as the stub's
-        # execute fails), never a response dropped or sent twice.
-        twice = [i for i, (native, response) in enumerate(zip(natives, result))
-                 if response is not None and native.sends]
+        # One native call checks the batch, then sends: a response for a
+        # rescheduled request is the stub's error (and words) for the whole
+        # batch, none of them rescheduled then; so is a response returned for
+        # a request its sender answered already (as the stub's execute
+        # fails), never a response dropped or sent twice. Plain
+        # InferenceResponse objects are sent natively; the rest (errors,
+        # other types, sends that fail) here, as they were.
+        left, rescheduled, twice = _native.send_final_responses(natives, result)
+        if rescheduled is not None:
+            self._fail_batch(natives, "Expected a None object in the execute function return list for "
+                             f"reschduled request, found type '{type(result[rescheduled])}'.")
+            return
         if twice:
             self._fail_batch(natives, "Unable to send response. Non-decoupled model cannot send more than one "
                              f"response. (model '{self.name}': execute() returned a response for request(s) {twice} "
@@ -288,9 +288,7 @@ class Instance:
                              "gives each request one response: put None in the returned list for a request "
                              "answered through its sender)")
             return
-        # Sent natively where they are plain InferenceResponse objects; the
-        # rest (errors, other types, sends that fail) here, as they were.
-        for index in _native.send_final_responses(natives, result):
+        for index in left:
             native, response = natives[index], result[index]
             try:
                 pb_utils._send(native, response, _FINAL)
