@@ -22,7 +22,7 @@ struct Names {
 };
 
 // Not a function-local static: making the names runs Python (an import),
-// which can let the GIL go while a static's guard is held (numpy_views.cc).
+// which can let the GIL go while a static's guard is held (python_backend/numpy_views.cc).
 Names* g_names = nullptr;
 
 const Names& names() {

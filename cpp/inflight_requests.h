@@ -17,7 +17,7 @@
 namespace tsb {
 
 // The requests of this package alive now, in every server: created and not
-// yet finished (a hint for scheduling; instance_worker.h).
+// yet finished (a hint for scheduling: python_backend/instance_worker.h, handed over by module.cc).
 uint32_t live_requests() noexcept;
 
 // A request as the registry sees it: its model, whether it was submitted,

@@ -11,7 +11,6 @@
 
 #include "allocator.h"
 #include "asyncio_waiters.h"
-#include "backend_request.h"
 #include "cuda_runtime.h"
 #include "custom_metrics.h"
 #include "deferred_release.h"
@@ -20,8 +19,9 @@
 #include "fork.h"
 #include "fork_hooks.h"
 #include "host_pool.h"
+#include "inflight_requests.h"
 #include "log_callback.h"
-#include "python_backend.h"
+#include "python_backend/bindings.h"
 #include "request.h"
 #include "response_view.h"
 #include "server.h"
@@ -47,20 +47,6 @@ using namespace tsb;
                    const std::string& b, const std::string& c) {          \
     o.apply(triton().core_fn, field, a.c_str(), b.c_str(), c.c_str());    \
   })
-
-// `send` of a BackendRequest or ResponseSender: pb_utils Tensor objects as
-// Outputs.
-template <typename Sender>
-void send_outputs(Sender& self, nb::handle tensors, const ErrorSpec& error,
-                  uint32_t flags, const nb::dict& parameters,
-                  nb::handle output_spec) {
-  self.send(Outputs(tensors, output_spec), error, flags, parameters);
-}
-constexpr const char* kSendSignature =
-    "def send(self, tensors: collections.abc.Iterable[typing.Any], "
-    "error: tuple[int, str] | None, flags: int, "
-    "parameters: dict[str, str | int | bool], "
-    "output_spec: collections.abc.Callable[..., typing.Any]) -> None";
 
 NB_MODULE(_native, m) {
   m.doc() = "The native module of the tritonserver package (private).";
@@ -403,10 +389,8 @@ NB_MODULE(_native, m) {
       .def("increment", &Metric::increment, "value"_a)
       .def("set_value", &Metric::set_value, "value"_a);
 
-  // --- python models in-process (python_backend.cc) ----------------------
-  m.def("attach_python_backend", &attach_python_backend, "library"_a,
-        "Hands the extension's function table to the in-process python backend library at `library`; "
-        "'' when done, else why not.");
+  // --- python models in-process (python_backend/) -------------------------
+  bind_python_backend(m, live_requests);
   m.def("claim_state_maker_start", &claim_state_maker_start,
         "True once per needed start of the state maker thread (see run_state_maker).");
   m.def("run_state_maker", &run_state_maker,
@@ -414,69 +398,6 @@ NB_MODULE(_native, m) {
         "the core's threads keep; returns after stop_state_maker().");
   m.def("stop_state_maker", &stop_state_maker,
         "At interpreter exit: ends run_state_maker (the caller then joins its thread).");
-  nb::class_<BackendRequest>(m, "BackendRequest")
-      .def("input",
-           [](nb::handle_t<BackendRequest> self, const std::string& name) {
-             return nb::cast<BackendRequest&>(self).input(self, name);
-           },
-           "name"_a,
-           nb::sig("def input(self, name: str) -> tuple[int, tuple[int, ...], "
-                   "numpy.typing.NDArray[typing.Any]] | None"))
-      .def("input_tensor",
-           [](nb::handle_t<BackendRequest> self, nb::str name, nb::handle tensor_type,
-              nb::handle input_value) {
-             return nb::cast<BackendRequest&>(self).input_tensor(self, name, tensor_type,
-                                                                 input_value);
-           },
-           "name"_a, "tensor_type"_a, "input_value"_a,
-           nb::sig("def input_tensor(self, name: str, tensor_type: type, "
-                   "input_value: collections.abc.Callable[..., typing.Any]) -> typing.Any"))
-      .def("input_value",
-           [](nb::handle_t<BackendRequest> self, nb::str name, nb::handle input_value) {
-             return nb::cast<BackendRequest&>(self).input_value(self, name, input_value);
-           },
-           "name"_a, "input_value"_a,
-           nb::sig("def input_value(self, name: str, "
-                   "input_value: collections.abc.Callable[..., typing.Any]) -> typing.Any"))
-      .def("send_arrays",
-           [](BackendRequest& self, nb::handle arrays, nb::handle datatypes,
-              nb::handle output_spec) {
-             self.send(Outputs(arrays, datatypes, output_spec), std::nullopt,
-                       TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
-           },
-           "arrays"_a, "datatypes"_a, "output_spec"_a,
-           nb::sig("def send_arrays(self, arrays: dict[str, typing.Any], datatypes: dict[str, int], "
-                   "output_spec: collections.abc.Callable[..., typing.Any]) -> None"),
-           "Sends the final response of outputs {name: array} (data types by name).")
-      .def("input_names", &BackendRequest::input_names)
-      .def("requested_output_names", &BackendRequest::requested_output_names)
-      .def("id", &BackendRequest::id)
-      .def("correlation_id", &BackendRequest::correlation_id,
-           nb::sig("def correlation_id(self) -> int | str"))
-      .def("flags", &BackendRequest::flags)
-      .def("parameters", &BackendRequest::parameters,
-           nb::sig("def parameters(self) -> dict[str, str | int | bool | float]"))
-      .def("is_cancelled", &BackendRequest::is_cancelled)
-      .def("send", &send_outputs<BackendRequest>, "tensors"_a, "error"_a.none(),
-           "flags"_a, "parameters"_a, "output_spec"_a, nb::sig(kSendSignature))
-      .def("fail_if_unanswered", &BackendRequest::fail_if_unanswered,
-           "code"_a, "message"_a)
-      .def("response_sender", &BackendRequest::response_sender)
-      .def("set_release_flags", &BackendRequest::set_release_flags, "flags"_a)
-      .def_prop_ro("rescheduled", &BackendRequest::rescheduled)
-      .def_prop_ro("final_sent", &BackendRequest::final_sent)
-      .def_prop_ro("sends", &BackendRequest::sends);
-  m.def("send_final_responses", &send_final_responses, "natives"_a,
-        "responses"_a, "response_type"_a, "output_spec"_a,
-        nb::sig("def send_final_responses(natives: collections.abc.Sequence[BackendRequest], "
-                "responses: collections.abc.Sequence[typing.Any], response_type: type, "
-                "output_spec: collections.abc.Callable[..., typing.Any]) -> list[int]"));
-  nb::class_<ResponseSender>(m, "ResponseSender")
-      .def("send", &send_outputs<ResponseSender>, "tensors"_a, "error"_a.none(),
-           "flags"_a, "parameters"_a, "output_spec"_a, nb::sig(kSendSignature))
-      .def("send_flags", &ResponseSender::send_flags, "flags"_a)
-      .def("is_cancelled", &ResponseSender::is_cancelled)
-      .def_prop_ro("final_sent", &ResponseSender::final_sent);
 
 #ifdef TRITONSERVER_TESTING
   // --- test hooks (built with -DTRITONSERVER_TESTING=ON only) ----------

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "deferred_release.h"
+#include "element_types.h"
 #include "errors.h"
 #include "fork.h"
 #include "thread_state.h"
@@ -200,20 +201,12 @@ TRITONSERVER_DataType buffer_data_type(const char* format, Py_ssize_t size) {
   }
   if (format[0] == '\0' || format[1] != '\0') return TRITONSERVER_TYPE_INVALID;
   const char c = format[0];
-  if (c == '?' && size == 1) return TRITONSERVER_TYPE_BOOL;
-  if (c == 'e' && size == 2) return TRITONSERVER_TYPE_FP16;
-  if (c == 'f' && size == 4) return TRITONSERVER_TYPE_FP32;
-  if (c == 'd' && size == 8) return TRITONSERVER_TYPE_FP64;
-  const bool is_signed = c == 'b' || c == 'h' || c == 'i' || c == 'l' || c == 'q';
-  const bool is_unsigned = c == 'B' || c == 'H' || c == 'I' || c == 'L' || c == 'Q';
-  if (!is_signed && !is_unsigned) return TRITONSERVER_TYPE_INVALID;
-  switch (size) {
-    case 1: return is_signed ? TRITONSERVER_TYPE_INT8 : TRITONSERVER_TYPE_UINT8;
-    case 2: return is_signed ? TRITONSERVER_TYPE_INT16 : TRITONSERVER_TYPE_UINT16;
-    case 4: return is_signed ? TRITONSERVER_TYPE_INT32 : TRITONSERVER_TYPE_UINT32;
-    case 8: return is_signed ? TRITONSERVER_TYPE_INT64 : TRITONSERVER_TYPE_UINT64;
-    default: return TRITONSERVER_TYPE_INVALID;
-  }
+  char kind = 0;
+  if (c == '?') kind = 'b';
+  if (c == 'e' || c == 'f' || c == 'd') kind = 'f';
+  if (c == 'b' || c == 'h' || c == 'i' || c == 'l' || c == 'q') kind = 'i';
+  if (c == 'B' || c == 'H' || c == 'I' || c == 'L' || c == 'Q') kind = 'u';
+  return element_type_of(kind, static_cast<size_t>(size));
 }
 
 }  // namespace
@@ -312,7 +305,7 @@ void Request::submit_from_python(
       // submission only queues the request (it waits for no other request
       // and for no Python), so the GIL is kept: let go, it would pass to a
       // waiting model thread once per request (the thread wake-ups of
-      // instance_worker.h) instead of once per pass of the loop. A core
+      // python_backend/instance_worker.h) instead of once per pass of the loop. A core
       // thread that runs Python (a log callback) could hold a core lock
       // the submission needs while it waits for the GIL: then it is let go.
       submit();

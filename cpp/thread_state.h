@@ -7,7 +7,7 @@
 // removed (tracemalloc.stop() frees buffers a waiting hook then uses:
 // SIGSEGV), and every model load brings new core threads. For the core's
 // threads, which the package cannot start from Python: the log callback,
-// and the in-process python backend (python_backend.cc: the core's model
+// and the in-process python backend (python_backend/python_backend.cc: the core's model
 // threads). A thread the package starts itself is started by Python
 // instead (deferred_release.h); nanobind's gil_scoped_acquire inside such
 // a scope finds the same thread state.

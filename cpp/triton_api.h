@@ -360,7 +360,7 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
 // held in the table as TRITONBACKEND_<name>) that the in-process python
 // backend calls: X(short name, return, (args)). All are optional: a core
 // without one still loads, and python models in-process are refused at load
-// naming what is missing (python_backend.cc).
+// naming what is missing (python_backend/python_backend.cc).
 #define TRITON_BACKEND_FUNCTIONS(X)                                           \
   X(ModelName, TRITONSERVER_Error*, (TRITONBACKEND_Model*, const char**))     \
   X(ModelVersion, TRITONSERVER_Error*, (TRITONBACKEND_Model*, uint64_t*))     \

@@ -5,6 +5,9 @@ a refactor of the Python side must not break silently."""
 from __future__ import annotations
 
 import inspect
+import re
+
+from common import ROOT
 
 from tritonserver._api import _errors
 from tritonserver._api._enums import DataType, MemoryType
@@ -21,9 +24,17 @@ def positional(callable_) -> list[str]:
 def test_the_constructors_the_native_layer_calls_keep_their_argument_order():
     assert positional(MemoryBuffer)[:5] == ["data_ptr", "memory_type", "memory_type_id", "size", "owner"]
     assert positional(Tensor)[:3] == ["data_type", "shape", "memory_buffer"]
-    assert positional(InferenceResponse)[:7] == ["model", "request_id", "parameters", "outputs", "error",
-                                                 "classification_label", "final"]
+    # All 8 that cpp/response_view.cc passes.
+    assert positional(InferenceResponse)[:8] == ["model", "request_id", "parameters", "outputs", "error",
+                                                 "classification_label", "final", "model_version"]
     assert positional(_errors.error_from_code) == ["code", "message"]
+
+
+def test_response_view_passes_as_many_arguments_as_pinned():
+    source = (ROOT / "cpp" / "response_view.cc").read_text()
+    call = re.search(r"PyObject\* raw\[\] = \{model\.ptr\(\).*?\};", source, re.S)
+    assert call, "cpp/response_view.cc no longer builds InferenceResponse's arguments as pinned here"
+    assert call.group(0).count(",") + 1 == 8
 
 
 def test_the_tables_the_native_layer_indexes_follow_the_core_codes():

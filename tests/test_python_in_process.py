@@ -28,7 +28,7 @@ def test_add_sub(inproc):
 
 def test_statistics_count_a_request_once_its_response_arrived(inproc):
     """The model's statistics are reported before its responses are sent
-    (response_outbox.h): a client that got its response reads it counted.
+    (cpp/python_backend/response_outbox.h): a client that got its response reads it counted.
     Sent first, the statistics lagged the response in up to 43 of 300
     requests here."""
     model = inproc("add_sub")
@@ -327,7 +327,7 @@ def test_model_metrics_and_logger(backend_directory, tmp_path, caplog):
 
 
 def test_backend_library_links_neither_python_nor_the_core():
-    from tritonserver._api._python_models import backend_library
+    from tritonserver._api._python_backend_layout import backend_library
 
     from tritonserver import _native
 
@@ -466,7 +466,7 @@ _THREAD_PROBE = (
 def test_a_backlog_runs_on_the_instances_own_thread_and_a_lone_request_on_the_cores(backend_directory, tmp_path):
     """A one-instance model without a batcher hands requests that arrive
     while others are in flight to its own Python thread, which runs them in
-    turn under one hold of the GIL (cpp/instance_worker.h); a request sent
+    turn under one hold of the GIL (cpp/python_backend/instance_worker.h); a request sent
     alone runs on the core's thread. Every request gets its own answer
     either way; unloading with a backlog runs it first and ends the thread.
     A model of two instances never hands off (the core spreads requests

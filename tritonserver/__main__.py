@@ -14,7 +14,7 @@ import tritonserver
 from tritonserver import _native
 from tritonserver._api import _triton_core
 from tritonserver._api._options import DEFAULT_BACKEND_DIRECTORY
-from tritonserver._api._python_models import choose as choose_python_models
+from tritonserver._api._python_backend_layout import choose as choose_python_models
 
 
 def _backends(install: _triton_core.CoreInstall) -> list[str]:

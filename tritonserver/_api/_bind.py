@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy
 
-from ._datautils import numpy_to_triton_dtype
+from ._datautils import numpy_to_triton_dtype, numpy_types
 from ._enums import DataType, ModelControlMode
 from ._errors import AlreadyExistsError, InvalidArgumentError, UnavailableError, UnsupportedError
-from ._python_models import BOUND_BACKEND
+from ._python_backend_layout import BOUND_BACKEND
 
 if TYPE_CHECKING:
     from ._model import Model
@@ -98,12 +98,7 @@ class TensorSpec:
                 "dims": dims}
 
 
-_NUMPY_BY_TYPE = {
-    DataType.BOOL: numpy.bool_, DataType.UINT8: numpy.uint8, DataType.UINT16: numpy.uint16,
-    DataType.UINT32: numpy.uint32, DataType.UINT64: numpy.uint64, DataType.INT8: numpy.int8,
-    DataType.INT16: numpy.int16, DataType.INT32: numpy.int32, DataType.INT64: numpy.int64,
-    DataType.FP16: numpy.float16, DataType.FP32: numpy.float32, DataType.FP64: numpy.float64,
-}
+_NUMPY_BY_TYPE = numpy_types()
 # Model-config spellings that differ from the DataType names.
 _CONFIG_NAMES = {DataType.BYTES: "STRING"}
 

@@ -38,6 +38,16 @@ _NUMPY_KIND_TO_TRITON = {(kind, bits // 8): t for t, (kind, _, bits) in ELEMENT_
 _DLPACK_TO_TRITON = {(code, bits): t for t, (_, code, bits) in ELEMENT_TYPES.items()}
 _TRITON_TO_DLPACK = {t: (code, bits) for t, (_, code, bits) in ELEMENT_TYPES.items()}
 
+
+
+def numpy_types() -> dict[DataType, Any]:
+    """Triton type -> NumPy scalar type, for the types NumPy has (BYTES and
+    BF16 have none), from ELEMENT_TYPES; imports numpy."""
+    import numpy
+
+    return {t: numpy.dtype(f"{kind}{bits // 8}").type for t, (kind, _, bits) in ELEMENT_TYPES.items() if kind}
+
+
 _MEMORY_TYPE_NAMES = {
     "CPU": MemoryType.CPU,
     "CPU_PINNED": MemoryType.CPU_PINNED,

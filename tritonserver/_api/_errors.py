@@ -8,6 +8,8 @@ written for the official binding (which reports cancellation as
 
 from __future__ import annotations
 
+from typing import Optional
+
 
 class TritonError(Exception):
     """Base class of every error raised by the Triton core."""
@@ -66,3 +68,14 @@ def error_from_code(code: int, message: str) -> TritonError:
     """The exception object for a core error code and message."""
     cls = _BY_CODE[code] if 0 <= code < len(_BY_CODE) else UnknownError
     return cls(message)
+
+
+def code_of(error: BaseException) -> Optional[int]:
+    """The core error code (TRITONSERVER_Error_Code, also the python
+    backend's TritonError codes) of a tritonserver error, its most specific
+    class first (CancelledError before UnknownError); None for another
+    exception. The one map from these classes to codes."""
+    for cls in type(error).__mro__:
+        if cls in _BY_CODE:
+            return _BY_CODE.index(cls)
+    return None

@@ -17,11 +17,11 @@ from . import _checks as checks
 from . import _logging, _triton_core
 from ._enums import InstanceGroupKind, LogFormat, LogLevel, ModelControlMode, RateLimitMode
 from ._errors import InvalidArgumentError
-from ._python_models import MODES as PYTHON_MODELS_MODES
-from ._python_models import PythonModels, PythonModelsMode
-from ._python_models import announce as announce_python_models
-from ._python_models import choose as choose_python_models
-from ._python_models import package_backend_directory
+from ._python_backend_layout import MODES as PYTHON_MODELS_MODES
+from ._python_backend_layout import PythonModels, PythonModelsMode
+from ._python_backend_layout import announce as announce_python_models
+from ._python_backend_layout import choose as choose_python_models
+from ._python_backend_layout import package_backend_directory
 
 uint = Annotated[int, "unsigned"]
 

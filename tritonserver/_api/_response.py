@@ -1,6 +1,10 @@
 """InferenceResponse and the iterators that deliver responses (blocking and
 asyncio). The native module queues each response as it arrives; iterating
-only takes it from there."""
+only takes it from there.
+
+InferenceResponse's home: Triton's OpenAI frontend imports
+``tritonserver._api._response.InferenceResponse`` by this path, so it stays
+here (cpp/api_types.cc imports it from here too)."""
 
 from __future__ import annotations
 
@@ -53,15 +57,6 @@ class InferenceResponse:
     classification_label: Optional[str] = None
     final: bool = False
     model_version: Optional[int] = None
-
-    @staticmethod
-    def _from_native(model: "Model", request: "InferenceRequest", native: "_native.Response",
-                     cancelled: bool = False) -> "InferenceResponse":
-        """The InferenceResponse of a native response (made natively, by the
-        classes' own constructors: `inference_response` in
-        cpp/response_view.cc)."""
-        response: InferenceResponse = native.inference_response(model, request, cancelled)
-        return response
 
 
 class ResponseIterator(_native.ResponseStream):

@@ -29,7 +29,7 @@ from ._errors import (
 from ._model import Model, _json_object
 from ._options import Options, OptionsKwargs, build_core_options, control_mode
 from ._checks import text as _text
-from ._python_models import PythonModels
+from ._python_backend_layout import PythonModels
 from ._typing import Unpack
 
 
@@ -617,6 +617,19 @@ class Server:
 # Servers still running at interpreter exit are stopped while Python is fully
 # alive (not during teardown, when the core's threads could outlive it).
 _running: "weakref.WeakSet[Server]" = weakref.WeakSet()
+
+
+def running_servers() -> list[tuple[int, Server]]:
+    """(core handle address, server) of each running server, for the
+    runtime of in-process python models (_python_models/_bls.py), which
+    finds the server that a model's BLS or model-control call belongs to."""
+    return [(s._ptr(), s) for s in list(_running) if s._server is not None]
+
+
+def model_is_ready(server: Server, model_name: str, version: int) -> bool:
+    """The core's readiness of `model_name` (`version`, -1: the core's
+    choice) on a started server, its refusal raised as is (for _bls.py)."""
+    return bool(server._started().model_is_ready(model_name, version))
 
 
 def _after_fork_in_child() -> None:

@@ -90,7 +90,6 @@ def _run() -> None:
 
 
 def _deliver(token: int, native: "_native.Response") -> None:
-    from ._response import InferenceResponse
 
     with _lock:
         target = _targets.get(token)
@@ -99,7 +98,8 @@ def _deliver(token: int, native: "_native.Response") -> None:
     if target is None:
         return
     user_queue, model, inference_request, loop, request = target
-    response = InferenceResponse._from_native(model, inference_request, native)
+    # Made natively, by the API classes' own constructors (cpp/response_view.cc).
+    response: InferenceResponse = native.inference_response(model, inference_request, False)
     if loop is not None:
         try:
             loop.call_soon_threadsafe(_put_on_loop, token, user_queue, request, response)

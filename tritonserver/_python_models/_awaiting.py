@@ -46,6 +46,30 @@ def _result_of(outcome: list[Any]) -> Any:
         error = None  # this frame no longer holds the exception that holds it
 
 
+class OwnLoop:
+    """An instance's own event loop, run by the calling thread: made at
+    first use, closed by close(). Where a non-decoupled model's coroutines
+    (_runtime.py) and a bound callable's (_bound.py) run to their end."""
+
+    __slots__ = ("_loop",)
+
+    def __init__(self) -> None:
+        self._loop: "asyncio.AbstractEventLoop | None" = None
+
+    def get(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    def run_to_end(self, awaitable: Awaitable[Any]) -> Any:
+        return run_to_end(self.get(), awaitable)
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+
 class BackgroundLoop:
     """An event loop run forever on a thread of its own: where a decoupled
     model's coroutines run, as the stub runs them. Its async execute() is

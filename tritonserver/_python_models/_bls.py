@@ -51,12 +51,12 @@ def _calling_server() -> "_server.Server":
     address, said by enter()); on a thread of the model's own, the only
     running server with in-process python models."""
     address = getattr(current, "server_address", None)
-    running = [s for s in list(_server._running) if s._server is not None]
+    running = _server.running_servers()
     if address is not None:
-        for server in running:
-            if server._ptr() == address:
+        for server_address, server in running:
+            if server_address == address:
                 return server
-    candidates = [s for s in running if s.python_models == "in-process"]
+    candidates = [s for _, s in running if s.python_models == "in-process"]
     if len(candidates) == 1:
         return candidates[0]
     raise pb_utils.TritonModelException(
@@ -125,14 +125,14 @@ def is_model_ready(model_name: str, model_version: str = "") -> bool:
                            f"'{model_version}', version should be an integral value > 0")
     server = _calling_server()
     try:
-        return bool(server._started().model_is_ready(model_name, version))
+        return _server.model_is_ready(server, model_name, version)
     except _errors.TritonError as e:
         raise _refused("check model readiness", str(e)) from None
 
 
 def _error_of(error: BaseException) -> pb_utils.TritonError:
-    code = _errors._BY_CODE.index(type(error)) if type(error) in _errors._BY_CODE else pb_utils.TritonError.INTERNAL
-    return pb_utils.TritonError(str(error), code)
+    code = _errors.code_of(error)
+    return pb_utils.TritonError(str(error), pb_utils.TritonError.INTERNAL if code is None else code)
 
 
 def _response_of(response: Any) -> pb_utils.InferenceResponse:

@@ -13,7 +13,6 @@ that call, with the class of a ``tritonserver.TritonError`` it raised.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 from collections.abc import Mapping
@@ -24,24 +23,11 @@ import numpy
 from .._api import _errors
 from .._api._bind import BINDING_PARAMETER, Binding, CallContext, TensorSpec, binding
 from . import pb_utils
-from ._awaiting import run_to_end
+from ._awaiting import OwnLoop
 from ._device_array import DeviceArray, is_on_device
 
 _FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-_INPUT_VALUE = pb_utils._input_value
-_OUTPUT_SPEC = pb_utils._output_spec
 _OBJECT = numpy.dtype(object)
-# tritonserver's error classes -> the python backend's codes.
-_CODES = {
-    _errors.CancelledError: pb_utils.TritonError.CANCELLED,
-    _errors.InvalidArgumentError: pb_utils.TritonError.INVALID_ARG,
-    _errors.NotFoundError: pb_utils.TritonError.NOT_FOUND,
-    _errors.UnavailableError: pb_utils.TritonError.UNAVAILABLE,
-    _errors.UnsupportedError: pb_utils.TritonError.UNSUPPORTED,
-    _errors.AlreadyExistsError: pb_utils.TritonError.ALREADY_EXISTS,
-    _errors.InternalError: pb_utils.TritonError.INTERNAL,
-    _errors.UnknownError: pb_utils.TritonError.UNKNOWN,
-}
 
 
 class _CallError(Exception):
@@ -65,7 +51,7 @@ class TritonPythonModel:
                 f"model '{name}' was made by Server.bind() and its callable is no longer bound in this process "
                 "(bind it again)")
         self.binding: Binding = found
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._loop = OwnLoop()
         # Calls of a plain function (not streaming, no context) take the
         # runtime's native path: arrays in, output bytes out, no pb_utils
         # objects between (the runtime looks for this attribute).
@@ -114,7 +100,7 @@ class TritonPythonModel:
                 kwargs, sizes = self._inputs(group, _native_input)
                 result = b.fn(**kwargs)
                 if not isinstance(result, dict) and inspect.isawaitable(result):
-                    result = run_to_end(self._event_loop(), result)
+                    result = self._loop.run_to_end(result)
                 rows = _rows(self._outputs(result, sum(sizes)), sizes)
             except Exception as e:
                 error = _error(b, e)
@@ -123,7 +109,7 @@ class TritonPythonModel:
                 continue
             for native, arrays in zip(group, rows):
                 try:
-                    native.send_arrays(arrays, self._output_types, _OUTPUT_SPEC)
+                    native.send_arrays(arrays, self._output_types)
                 except _errors.TritonError as e:  # the native send's own, naming the model
                     error = _error(b, e)
                     native.fail_if_unanswered(error.code(), error.message())
@@ -166,7 +152,7 @@ class TritonPythonModel:
             kwargs, sizes = self._inputs(requests)
             result = self._invoke(requests, kwargs)
             if inspect.isawaitable(result):
-                result = run_to_end(self._event_loop(), result)
+                result = self._loop.run_to_end(result)
             return self._split(self._outputs(result, sum(sizes)), sizes)
         except Exception as e:
             error = _error(self.binding, e)
@@ -180,12 +166,12 @@ class TritonPythonModel:
             kwargs, sizes = self._inputs(requests)
             produced = self._invoke(requests, kwargs)
             if inspect.isasyncgen(produced):
-                items = _drain_async(self._event_loop(), produced)
+                items = _drain_async(self._loop, produced)
             else:
                 items = produced
             for item in items:
                 if all(r.is_cancelled() for r in requests):
-                    _close(produced, self._event_loop())
+                    _close(produced, self._loop)
                     raise _CallError(f"model '{self.binding.model_name}': cancelled",
                                      pb_utils.TritonError.CANCELLED)
                 for sender, response in zip(senders, self._split(self._outputs(item, sum(sizes)), sizes)):
@@ -222,16 +208,8 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse([pb_utils.Tensor(n, a) for n, a in arrays.items()])
                 for arrays in _rows(outputs, sizes)]
 
-    def _event_loop(self) -> asyncio.AbstractEventLoop:
-        """This instance's event loop, for async callables."""
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-        return self._loop
-
     def finalize(self) -> None:
-        if self._loop is not None:
-            self._loop.close()
-            self._loop = None
+        self._loop.close()
 
 
 def _rows(outputs: dict[str, numpy.ndarray[Any, Any]], sizes: list[int]) -> list[dict[str, numpy.ndarray[Any, Any]]]:
@@ -258,7 +236,7 @@ def _request_input(request: pb_utils.InferenceRequest, name: str) -> Any:
 
 
 def _native_input(native: Any, name: str) -> Any:
-    return native.input_value(name, _INPUT_VALUE)
+    return native.input_value(name)
 
 
 def _checked_array(b: Binding, spec: TensorSpec, value: Any, batch: int) -> Any:
@@ -371,26 +349,26 @@ def _error(b: Binding, error: BaseException) -> pb_utils.TritonError:
         return pb_utils.TritonError(str(error), error.code)
     if isinstance(error, pb_utils.TritonError):
         return error
-    for cls, code in _CODES.items():
-        if isinstance(error, cls):
-            return pb_utils.TritonError(str(error), code)
+    code = _errors.code_of(error)
+    if code is not None:
+        return pb_utils.TritonError(str(error), code)
     return pb_utils.TritonError(f"model '{b.model_name}': {type(error).__name__}: {error}",
                                 pb_utils.TritonError.INTERNAL)
 
 
-def _drain_async(loop: asyncio.AbstractEventLoop, generator: Any) -> Any:
+def _drain_async(loop: OwnLoop, generator: Any) -> Any:
     """An async generator's items, one at a time, on `loop`."""
     while True:
         try:
-            item = run_to_end(loop, generator.__anext__())
+            item = loop.run_to_end(generator.__anext__())
         except StopAsyncIteration:
             return
         yield item
 
 
-def _close(generator: Any, loop: asyncio.AbstractEventLoop) -> None:
+def _close(generator: Any, loop: OwnLoop) -> None:
     """Close a generator the caller stops early (its finally blocks run)."""
     if inspect.isasyncgen(generator):
-        run_to_end(loop, generator.aclose())
+        loop.run_to_end(generator.aclose())
     else:
         generator.close()

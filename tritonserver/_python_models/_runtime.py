@@ -1,6 +1,6 @@
 """One in-process python model instance: model.py imported, and its
 ``TritonPythonModel`` initialized, executed and finalized. Called by the
-extension's backend (cpp/python_backend.cc) on the core's threads with the
+extension's backend (cpp/python_backend/python_backend.cc) on the core's threads with the
 GIL held; these functions never raise for a model's own failure: a load
 error comes back as a message, an execute error as error responses."""
 
@@ -21,14 +21,13 @@ from .. import _native
 from .._api import _errors
 from .._api._enums import DataType
 from . import _awaiting, _bls, pb_utils
-from ._awaiting import BackgroundLoop, run_to_end
+from ._awaiting import BackgroundLoop, OwnLoop
 from ._model_imports import ModelImports
 
 _log = logging.getLogger("tritonserver.models")
 _INTERNAL = pb_utils.TritonError.INTERNAL
 _FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 _RESPONSE = pb_utils.InferenceResponse
-_OUTPUT_SPEC = pb_utils._output_spec
 
 # Model-config parameters that only the stub process can honour.
 _STUB_ONLY_PARAMETERS = {
@@ -157,7 +156,7 @@ class Instance:
         # (warn_output_type).
         self.declared_outputs = _declared_types(config.get("output", []))
         # Whether the core's thread may hand batches to a worker thread
-        # (cpp/instance_worker.h): one instance and no batcher, so that the
+        # (cpp/python_backend/instance_worker.h): one instance and no batcher, so that the
         # core's scheduling does not depend on execute taking its time.
         instances = sum(int(group.get("count", 1)) for group in config.get("instance_group", [])) or 1
         self.hand_off = (instances == 1 and "dynamic_batching" not in config
@@ -170,7 +169,7 @@ class Instance:
         self._imports, self.module = _import_model(
             self.name, path, f"{self.name}_{args['model_version']}_{args['model_instance_name']}", folder,
             args["model_repository"])
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._loop = OwnLoop()
         self._background: Optional[BackgroundLoop] = None
         try:  # a model that fails to start leaves none of its modules behind
             model_class = getattr(self.module, "TritonPythonModel", None)
@@ -198,9 +197,7 @@ class Instance:
         its background loop, where its async execute() runs."""
         if self.decoupled:
             return self._background_loop().run_to_end(awaitable)
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-        return run_to_end(self._loop, awaitable)
+        return self._loop.run_to_end(awaitable)
 
     def _background_loop(self) -> BackgroundLoop:
         """The decoupled model's background loop, started at first use."""
@@ -272,18 +269,18 @@ class Instance:
         if wrong is not None:
             self._fail_batch(natives, wrong)
             return
-        # A response for a rescheduled request: the stub's error (and words),
-        # for the whole batch; none of them is rescheduled then.
-        for native, response in zip(natives, result):
-            if response is not None and native.rescheduled:
-                self._fail_batch(natives, "Expected a None object in the execute function return list for "
-                                 f"reschduled request, found type '{type(response)}'.")
-                return
-        # A response returned for a request its sender answered already: the
-        # stub's error, for every request of the batch (as the stub's
-        # execute fails), never a response dropped or sent twice.
-        twice = [i for i, (native, response) in enumerate(zip(natives, result))
-                 if response is not None and native.sends]
+        # One native call checks the batch, then sends: a response for a
+        # rescheduled request is the stub's error (and words) for the whole
+        # batch, none of them rescheduled then; so is a response returned for
+        # a request its sender answered already (as the stub's execute
+        # fails), never a response dropped or sent twice. Plain
+        # InferenceResponse objects are sent natively; the rest (errors,
+        # other types, sends that fail) here, as they were.
+        left, rescheduled, twice = _native.send_final_responses(natives, result)
+        if rescheduled is not None:
+            self._fail_batch(natives, "Expected a None object in the execute function return list for "
+                             f"reschduled request, found type '{type(result[rescheduled])}'.")
+            return
         if twice:
             self._fail_batch(natives, "Unable to send response. Non-decoupled model cannot send more than one "
                              f"response. (model '{self.name}': execute() returned a response for request(s) {twice} "
@@ -291,9 +288,7 @@ class Instance:
                              "gives each request one response: put None in the returned list for a request "
                              "answered through its sender)")
             return
-        # Sent natively where they are plain InferenceResponse objects; the
-        # rest (errors, other types, sends that fail) here, as they were.
-        for index in _native.send_final_responses(natives, result, _RESPONSE, _OUTPUT_SPEC):
+        for index in left:
             native, response = natives[index], result[index]
             try:
                 pb_utils._send(native, response, _FINAL)
@@ -323,9 +318,7 @@ class Instance:
             _log.exception("model '%s': finalize() failed", self.name)
         finally:
             self._imports.close()
-            if self._loop is not None:
-                self._loop.close()
-                self._loop = None
+            self._loop.close()
             if self._background is not None:
                 self._background.close()
                 self._background = None

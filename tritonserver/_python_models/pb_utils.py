@@ -23,7 +23,7 @@ import numpy as np
 from .. import _native
 from .._api import _errors
 from ._device_array import DeviceArray, input_on_device, is_on_device
-from .._api._datautils import ELEMENT_TYPES
+from .._api._datautils import numpy_types
 from .._api._enums import DataType
 
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
@@ -35,30 +35,18 @@ TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 TRITONSERVER_MEMORY_GPU = 0
 TRITONSERVER_MEMORY_CPU = 1
 
-TRITON_STRING_TO_NUMPY: dict[str, Any] = {
-    "TYPE_BOOL": bool,
-    "TYPE_UINT8": np.uint8,
-    "TYPE_UINT16": np.uint16,
-    "TYPE_UINT32": np.uint32,
-    "TYPE_UINT64": np.uint64,
-    "TYPE_INT8": np.int8,
-    "TYPE_INT16": np.int16,
-    "TYPE_INT32": np.int32,
-    "TYPE_INT64": np.int64,
-    "TYPE_FP16": np.float16,
-    "TYPE_FP32": np.float32,
-    "TYPE_FP64": np.float64,
-    "TYPE_STRING": np.object_,
-}
-
 _BYTES = int(DataType.BYTES)
 _BF16 = int(DataType.BF16)
 # TRITONSERVER_DataType number -> NumPy type (BYTES: object arrays), from
 # the package's one table of element types.
-_NUMPY_BY_TRITON: dict[int, Any] = {
-    int(t): np.dtype(f"{kind}{bits // 8}").type for t, (kind, _, bits) in ELEMENT_TYPES.items() if kind
-}
+_NUMPY_BY_TRITON: dict[int, Any] = {int(t): numpy_type for t, numpy_type in numpy_types().items()}
 _NUMPY_BY_TRITON[_BYTES] = np.object_
+# The config's type names (BYTES as TYPE_STRING, BOOL as Python's bool), as
+# the stub's module has them.
+TRITON_STRING_TO_NUMPY: dict[str, Any] = {
+    "TYPE_" + ("STRING" if t == _BYTES else DataType(t).name): bool if t == DataType.BOOL else numpy_type
+    for t, numpy_type in _NUMPY_BY_TRITON.items()
+}
 _TRITON_BY_NUMPY: dict[Any, int] = {np.dtype(t): code for code, t in _NUMPY_BY_TRITON.items()}
 _TRITON_BY_NUMPY[np.dtype(np.bytes_)] = _BYTES
 Array = np.ndarray[Any, Any]
@@ -130,7 +118,7 @@ def get_input_tensor_by_name(inference_request: "InferenceRequest", name: str) -
     """The request's input named `name`, or None."""
     native = inference_request._native
     if native is not None:  # a request given to execute(): read from the core's request
-        tensor: Optional[Tensor] = native.input_tensor(name, Tensor, _input_value)
+        tensor: Optional[Tensor] = native.input_tensor(name)
         return tensor
     return next((t for t in inference_request._inputs if t.name() == name), None)
 
@@ -370,7 +358,8 @@ OutputSpec = tuple[str, int, Any, Optional[list[int]]]
 
 def _output_spec(name: str, triton_dtype: int, array: Union[Array, DeviceArray]) -> OutputSpec:
     """An output for the native send(): a numeric array as it is, a BYTES
-    tensor serialized (with its shape)."""
+    tensor serialized (with its shape). Called by C++ (the bridge,
+    cpp/python_backend/pb_utils_bridge.h)."""
     if isinstance(array, DeviceArray):  # in GPU memory: copied when the response is filled
         return name, triton_dtype, array.spec(), list(array.shape)
     if triton_dtype != _BYTES:
@@ -384,7 +373,8 @@ def _output_spec(name: str, triton_dtype: int, array: Union[Array, DeviceArray])
 
 def _input_value(name: str, found: tuple[int, tuple[int, ...], Union[Array, tuple[int, int, int]]],
                  owner: Any) -> Union[Array, DeviceArray]:
-    """An input's value from what the native input() gives, `found`
+    """Called by C++ (cpp/python_backend/pb_utils_bridge.h): an input's value
+    from what the native reader gives, `found`
     (datatype, shape, data): a numeric array in host memory as it is (a
     private copy, or a read-only view with ZERO_COPY_INPUTS), BYTES decoded
     from their raw bytes, data left in GPU memory as a DeviceArray that
@@ -445,7 +435,7 @@ def _send(target: Any, response: "InferenceResponse", flags: int) -> None:
         raise TritonModelException(f"expected an InferenceResponse, not {type(response).__name__}")
     error = response._error
     target.send(response._outputs, None if error is None else (error.code(), error.message()), flags,
-                response._parameters, _output_spec)
+                response._parameters)
 
 
 class InferenceTrace:

@@ -1,5 +1,5 @@
 // The function table through which the in-process python backend library
-// (python_backend_shim.cc, installed as tritonserver/_backend/
+// (shim.cc, installed as tritonserver/_backend/
 // libtriton_python.so) forwards the core's backend entry points to this
 // package's extension (python_backend.cc). The extension hands it to the
 // library (tsb_python_backend_attach) when the package lays out a backend
@@ -19,7 +19,7 @@ struct TRITONBACKEND_Request;
 
 // Bumped when a member changes: the shim refuses a table of another
 // version (a wheel mixing files of two builds).
-constexpr uint32_t kPythonBackendTableVersion = 4;
+constexpr uint32_t kPythonBackendTableVersion = 5;
 
 // Each function is called on the core's threads without the GIL (it takes
 // the GIL itself, or, for instance_execute, hands the requests to the
@@ -28,7 +28,6 @@ constexpr uint32_t kPythonBackendTableVersion = 4;
 struct PythonBackendTable {
   uint32_t version;
   TRITONSERVER_Error* (*model_initialize)(TRITONBACKEND_Model*);
-  TRITONSERVER_Error* (*model_finalize)(TRITONBACKEND_Model*);
   TRITONSERVER_Error* (*instance_initialize)(TRITONBACKEND_ModelInstance*);
   TRITONSERVER_Error* (*instance_finalize)(TRITONBACKEND_ModelInstance*);
   TRITONSERVER_Error* (*instance_execute)(TRITONBACKEND_ModelInstance*,

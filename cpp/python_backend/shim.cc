@@ -1,16 +1,18 @@
 // The in-process python backend library: the core loads it as
 // <backend folder>/python/libtriton_python.so (the folder the package lays
-// out, _api/_python_models.py) and calls its TRITONBACKEND_* entry points
-// on its own threads. Each entry point forwards to the table of
-// tritonserver._native (python_backend_table.h), where the logic is, and
+// out, _api/_python_backend_layout.py) and calls its TRITONBACKEND_* entry points
+// on its own threads. Each entry point it has forwards to the table of
+// tritonserver._native (table.h), where the logic is, and
 // which the extension hands to this library (tsb_python_backend_attach)
 // before any server can load it. This library touches no Python: the
-// table's functions take the GIL themselves (thread_state.h).
+// table's functions take the GIL themselves (thread_state.h). It has no
+// TRITONBACKEND_ModelFinalize: the core calls that one only where a backend
+// has it, and a model holds nothing to free.
 //
 // It has no NEEDED entry on libpython, libtritonserver or CUDA:
 // TRITONSERVER_ErrorNew resolves from the core (loaded RTLD_GLOBAL by the
 // package). One file serves every Python >= 3.10.
-#include "python_backend_table.h"
+#include "table.h"
 
 extern "C" {
 enum TRITONSERVER_Error_Code_ : int { kInternal = 1, kUnavailable = 4 };
@@ -54,11 +56,6 @@ TSB_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(
     TRITONBACKEND_Model* model) {
   if (TRITONSERVER_Error* err = check_table()) return err;
   return table->model_initialize(model);
-}
-
-TSB_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(
-    TRITONBACKEND_Model* model) {
-  return table->model_finalize(model);
 }
 
 TSB_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(

@@ -1,7 +1,7 @@
 #include "response_outbox.h"
 
-#include "errors.h"
-#include "triton_library.h"
+#include "../errors.h"
+#include "../triton_library.h"
 
 namespace tsb {
 

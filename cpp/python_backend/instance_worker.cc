@@ -4,8 +4,7 @@
 
 #include <utility>
 
-#include "inflight_requests.h"
-#include "thread_state.h"
+#include "../thread_state.h"
 
 namespace tsb {
 namespace {
@@ -17,8 +16,10 @@ constexpr int kMaxBatchesPerHold = 32;
 }  // namespace
 
 InstanceWorker::InstanceWorker(std::function<void(Batch&)> execute,
-                               std::function<void()> done)
-    : execute_(std::move(execute)), done_(std::move(done)) {}
+                               std::function<void()> done,
+                               uint32_t (*live_requests)() noexcept)
+    : execute_(std::move(execute)), done_(std::move(done)),
+      live_requests_(live_requests) {}
 
 bool InstanceWorker::offer(TRITONBACKEND_Request** requests,
                            uint32_t count) noexcept {
@@ -26,7 +27,7 @@ bool InstanceWorker::offer(TRITONBACKEND_Request** requests,
     std::lock_guard<std::mutex> lock(mutex_);
     if (!started_ || stopping_) return false;
     const bool idle = queue_.empty() && !busy_;
-    if (idle && live_requests() <= count) return false;
+    if (idle && live_requests_() <= count) return false;
     queue_.emplace_back(requests, requests + count);
     if (idle) wake_.notify_one();
     return true;

@@ -1,5 +1,5 @@
 // The in-process python backend: the functions the backend library
-// (python_backend_shim.cc) forwards the core's entry points to. A model
+// (shim.cc) forwards the core's entry points to. A model
 // instance is a Python object made by tritonserver._python_models._runtime
 // (it imports model.py and calls TritonPythonModel), kept as the
 // instance's state; execute hands it the requests as BackendRequest
@@ -8,14 +8,20 @@
 
 #include <string>
 
-#include "python_backend_table.h"
+#include <cstdint>
+
+#include "table.h"
 
 namespace tsb {
 
 // Hands this extension's table to the backend library at `library` (the
 // package's libtriton_python.so), loading it for good. "" when done, else
 // why not. Needs the core loaded (the library takes TRITONSERVER_ErrorNew
-// from it).
-std::string attach_python_backend(const std::string& library);
+// from it). `live_requests` counts the requests of this package in flight
+// (the client's registry, inflight_requests.h): the hint by which a model's
+// worker takes a batch or leaves it to the core's thread (instance_worker.h).
+using LiveRequests = uint32_t (*)() noexcept;
+std::string attach_python_backend(const std::string& library,
+                                  LiveRequests live_requests);
 
 }  // namespace tsb

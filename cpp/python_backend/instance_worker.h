@@ -25,7 +25,7 @@
 #include <mutex>
 #include <vector>
 
-#include "triton_api.h"
+#include "../triton_api.h"
 
 namespace tsb {
 
@@ -33,9 +33,11 @@ class InstanceWorker {
  public:
   using Batch = std::vector<TRITONBACKEND_Request*>;
   // `execute` runs one batch (the GIL held); `done` sends what the batches
-  // run since the last `done` left to send (the GIL not held).
+  // run since the last `done` left to send (the GIL not held);
+  // `live_requests` counts this package's requests in flight (no lock, no
+  // GIL; python_backend.h).
   InstanceWorker(std::function<void(Batch&)> execute,
-                 std::function<void()> done);
+                 std::function<void()> done, uint32_t (*live_requests)() noexcept);
   InstanceWorker(const InstanceWorker&) = delete;
   InstanceWorker& operator=(const InstanceWorker&) = delete;
 
@@ -55,6 +57,7 @@ class InstanceWorker {
  private:
   std::function<void(Batch&)> execute_;
   std::function<void()> done_;
+  uint32_t (*live_requests_)() noexcept;
   std::mutex mutex_;
   std::condition_variable wake_;     // work queued, or stop
   std::condition_variable stopped_;  // run() returned

@@ -58,31 +58,6 @@ const Api& api() {
   return *g_api;
 }
 
-// NPY_TYPES numbers (64-bit integers as NPY_LONG: numpy.int64 on LP64
-// Linux, so the arrays' dtypes are numpy's own int64/uint64).
-int type_number(nb::dlpack::dtype dtype) {
-  using Code = nb::dlpack::dtype_code;
-  const auto code = static_cast<Code>(dtype.code);
-  switch (dtype.bits) {
-    case 8:
-      if (code == Code::Bool) return 0;   // NPY_BOOL
-      return code == Code::Int ? 1 : 2;   // NPY_BYTE, NPY_UBYTE
-    case 16:
-      if (code == Code::Float) return 23;  // NPY_HALF
-      return code == Code::Int ? 3 : 4;    // NPY_SHORT, NPY_USHORT
-    case 32:
-      if (code == Code::Float) return 11;  // NPY_FLOAT
-      return code == Code::Int ? 5 : 6;    // NPY_INT, NPY_UINT
-    case 64:
-      if (code == Code::Float) return 12;  // NPY_DOUBLE
-      static_assert(sizeof(long) == 8, "NPY_LONG is 64-bit here");
-      return code == Code::Int ? 7 : 8;    // NPY_LONG, NPY_ULONG
-  }
-  throw nb::type_error(("no NumPy type for " + std::to_string(dtype.bits) +
-                        "-bit DLPack code " + std::to_string(dtype.code))
-                           .c_str());
-}
-
 // The dimensions as NumPy takes them.
 struct Dims {
   Py_ssize_t values[32];
@@ -94,8 +69,9 @@ struct Dims {
   }
 };
 
-PyObject* descr_of(const Api& numpy, nb::dlpack::dtype dtype) {
-  PyObject* descr = numpy.descr_from_type(type_number(dtype));
+PyObject* descr_of(const Api& numpy, const ElementType& type) {
+  if (type.numpy_number < 0) throw nb::type_error("no NumPy type for this Triton type");
+  PyObject* descr = numpy.descr_from_type(type.numpy_number);
   if (descr == nullptr) throw nb::python_error();
   return descr;
 }
@@ -103,11 +79,11 @@ PyObject* descr_of(const Api& numpy, nb::dlpack::dtype dtype) {
 }  // namespace
 
 nb::object numpy_array(size_t ndim, const size_t* shape,
-                       nb::dlpack::dtype dtype, uint8_t** data) {
+                       const ElementType& type, uint8_t** data) {
   const Api& numpy = api();
   Dims dims(ndim, shape);
   // Steals the descriptor; no data: NumPy allocates (writable, C order).
-  PyObject* array = numpy.new_from_descr(numpy.array_type, descr_of(numpy, dtype),
+  PyObject* array = numpy.new_from_descr(numpy.array_type, descr_of(numpy, type),
                                          static_cast<int>(ndim), dims.values,
                                          nullptr, nullptr, 0, nullptr);
   if (array == nullptr) throw nb::python_error();
@@ -119,16 +95,16 @@ nb::object numpy_array(size_t ndim, const size_t* shape,
 }
 
 nb::object numpy_view(const void* data, size_t ndim, const size_t* shape,
-                      nb::dlpack::dtype dtype, nb::handle owner) {
+                      const ElementType& type, nb::handle owner) {
   const Api& numpy = api();
   Dims dims(ndim, shape);
   // Empty arrays too get a pointer of ours: with none NumPy would
   // allocate (and make the array writeable).
   static const uint64_t empty = 0;
   if (data == nullptr) data = &empty;
-  const size_t item = dtype.bits / 8;
+  const size_t item = static_cast<size_t>(type.bits) / 8;
   const bool aligned = reinterpret_cast<uintptr_t>(data) % item == 0;
-  PyObject* descr = descr_of(numpy, dtype);
+  PyObject* descr = descr_of(numpy, type);
   // Steals `descr`; no WRITEABLE flag: read-only.
   PyObject* array = numpy.new_from_descr(
       numpy.array_type, descr, static_cast<int>(ndim), dims.values, nullptr,

@@ -1,4 +1,7 @@
-"""How a server runs python-backend models (``Options.python_models``):
+"""The python backend's layout: how a server runs python-backend models
+(``Options.python_models``), and the backend folder laid out for that way.
+(Not tritonserver/_python_models/, the runtime of in-process models.)
+Python-backend models run
 through the python backend's stub process, or in this interpreter (the
 package's own backend library, tritonserver/_backend/libtriton_python.so,
 laid out as the ``python`` backend of a backend folder in the user cache).

@@ -6,23 +6,24 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
-#include <nanobind/ndarray.h>
 
 #include <cstddef>
 #include <cstdint>
 
+#include "../element_types.h"
+
 namespace tsb {
 
-// A C-contiguous, read-only array of `dtype` and `shape` over `data`,
+// A C-contiguous, read-only array of `type` (its NumPy type) and `shape` over `data`,
 // keeping `owner` alive as its base. Needs the GIL. Throws nb::python_error
 // (NumPy's) on failure.
 nanobind::object numpy_view(const void* data, size_t ndim, const size_t* shape,
-                            nanobind::dlpack::dtype dtype,
+                            const ElementType& type,
                             nanobind::handle owner);
 
-// A new C-contiguous, writable array of `dtype` and `shape` whose memory
+// A new C-contiguous, writable array of `type` (its NumPy type) and `shape` whose memory
 // NumPy owns; `*data` is set to its first byte. Needs the GIL.
 nanobind::object numpy_array(size_t ndim, const size_t* shape,
-                             nanobind::dlpack::dtype dtype, uint8_t** data);
+                             const ElementType& type, uint8_t** data);
 
 }  // namespace tsb

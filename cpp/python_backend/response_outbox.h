@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "triton_api.h"
+#include "../triton_api.h"
 
 namespace tsb {
 

@@ -12,18 +12,20 @@
 #include <string>
 #include <vector>
 
+#include "../errors.h"
+#include "../thread_state.h"
+#include "../triton_library.h"
 #include "backend_request.h"
-#include "errors.h"
 #include "instance_worker.h"
-#include "thread_state.h"
-#include "triton_library.h"
+#include "pb_utils_bridge.h"
 
 namespace nb = nanobind;
 
 namespace tsb {
 namespace {
 
-constexpr const char* kRuntimeModule = "tritonserver._python_models._runtime";
+// attach_python_backend's hint: the package's requests in flight.
+LiveRequests g_live_requests = nullptr;
 
 // One model instance: the runtime's object for it.
 struct InstanceState {
@@ -143,7 +145,7 @@ void auto_complete(TRITONBACKEND_Model* model) {
   args["model_version"] = std::to_string(version);
   args["model_name"] = model_name;
   nb::tuple result = nb::cast<nb::tuple>(
-      nb::module_::import_(kRuntimeModule).attr("auto_complete")(args));
+      pb_utils_bridge().auto_complete(args));
   raise_failure(result[1]);
   if (result[0].is_none()) return;
   std::string json = nb::cast<std::string>(result[0]);
@@ -197,42 +199,36 @@ TRITONSERVER_Error* instance_initialize_with_gil(TRITONBACKEND_ModelInstance* in
     args["model_repository"] = repository;
     args["model_version"] = std::to_string(version);
     args["model_name"] = model_name;
-    nb::object loaded =
-        nb::module_::import_(kRuntimeModule).attr("load_instance")(
-            args, reinterpret_cast<uintptr_t>(server));
+    nb::object loaded = pb_utils_bridge().load_instance(
+        args, reinterpret_cast<uintptr_t>(server));
     // (runner, None) or (None, (code, message)): the runtime words model
     // errors.
     nb::tuple result = nb::cast<nb::tuple>(loaded);
     raise_failure(result[1]);
     nb::object runner = nb::borrow(result[0]);
+    RunnerFacts facts = runner_facts(runner);
     auto* state = new InstanceState{
-        runner, model_name, nb::cast<bool>(runner.attr("device_inputs")),
-        nb::cast<bool>(runner.attr("zero_copy_inputs")), runner.attr("request_type"),
-        nb::str(model_name), runner.attr("execute")};
+        runner, model_name, facts.device_inputs, facts.zero_copy_inputs,
+        facts.request_type, nb::str(model_name), facts.execute, facts.decoupled};
     TRITONSERVER_Error* err =
         api.TRITONBACKEND_ModelInstanceSetState(instance, state);
     if (err != nullptr) {
-      state->runner.attr("finalize")();
+      finalize_runner(state->runner);
       delete state;
       check(err);
     }
-    state->decoupled = nb::cast<bool>(runner.attr("decoupled"));
     state->declared_outputs = std::make_shared<DeclaredOutputs>();
-    for (auto [name, datatype] : nb::cast<nb::dict>(runner.attr("declared_outputs"))) {
-      state->declared_outputs->types.emplace(nb::cast<std::string>(name),
-                                             nb::cast<int>(datatype));
-    }
-    if (nb::cast<bool>(state->runner.attr("hand_off"))) {
+    state->declared_outputs->types = std::move(facts.declared_outputs);
+    if (facts.hand_off) {
       state->worker = std::make_unique<InstanceWorker>(
           [instance, state](InstanceWorker::Batch& batch) {
             run_batch(instance, state, batch.data(),
                       static_cast<uint32_t>(batch.size()));
           },
-          [state] { state->outbox.flush(); });
+          [state] { state->outbox.flush(); }, g_live_requests);
       InstanceWorker* worker = state->worker.get();
       try {
-        state->runner.attr("start_worker")(
-            nb::cpp_function([worker] { worker->run(); }));
+        start_worker(state->runner, nb::cpp_function([worker] { worker->run(); }));
       } catch (nb::python_error& e) {
         // No thread: every batch runs on the core's thread (offer() is
         // false until run() starts). Said, not fatal.
@@ -257,7 +253,7 @@ TRITONSERVER_Error* instance_finalize_with_gil(TRITONBACKEND_ModelInstance* inst
       state->worker->stop();  // runs what it was handed first
     }
     // The runtime logs the model's own finalize() errors.
-    state->runner.attr("finalize")();
+    finalize_runner(state->runner);
   });
 }
 
@@ -284,8 +280,7 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
           nb::rv_policy::take_ownership));
       batch.append(handles.back());
       if (wrap) {
-        wrapped.append(wrap_request(state->request_type, handles.back(),
-                                    state->model_name_object));
+        wrapped.append(wrap_request(handles.back(), state->model_name_object));
       }
     }
     state->execute(batch, wrap ? nb::object(wrapped) : nb::none());
@@ -388,8 +383,6 @@ TRITONSERVER_Error* model_initialize(TRITONBACKEND_Model* model) {
   return model_initialize_with_gil(model);
 }
 
-TRITONSERVER_Error* model_finalize(TRITONBACKEND_Model*) { return nullptr; }
-
 TRITONSERVER_Error* instance_initialize(TRITONBACKEND_ModelInstance* instance) {
   if (!python_usable()) return exiting();
   ThreadGil gil;
@@ -403,13 +396,15 @@ TRITONSERVER_Error* instance_finalize(TRITONBACKEND_ModelInstance* instance) {
 }
 
 const PythonBackendTable kTable = {
-    kPythonBackendTableVersion, model_initialize,  model_finalize,
-    instance_initialize,        instance_finalize, instance_execute,
+    kPythonBackendTableVersion, model_initialize, instance_initialize,
+    instance_finalize,          instance_execute,
 };
 
 }  // namespace
 
-std::string attach_python_backend(const std::string& library) {
+std::string attach_python_backend(const std::string& library,
+                                  LiveRequests live_requests) {
+  g_live_requests = live_requests;
   // Kept loaded for good: the core's dlopen() of the same file (through
   // the backend folder's link) finds this copy, table attached.
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
