@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
+import resource
 import threading
 import time
 
@@ -126,7 +126,7 @@ def main() -> None:
     inputs = inputs_for(args)
 
     def run(count: int) -> tuple[list[float], int, float, float, float, list[int]]:
-        start, cpu, process = time.perf_counter(), time.thread_time(), os.times()
+        start, cpu, process = time.perf_counter(), time.thread_time(), resource.getrusage(resource.RUSAGE_SELF)
         completed: list[int] = []
         if args.asyncio:
             latencies, responses, completed = asyncio.run(run_async(model, inputs, count, args.inflight))
@@ -136,8 +136,8 @@ def main() -> None:
             latencies, responses = run_sync(model, inputs, count)
         else:
             latencies, responses, completed = asyncio.run(run_async(model, inputs, count, args.inflight))
-        end = os.times()
-        process_cpu = end.user + end.system - process.user - process.system
+        end = resource.getrusage(resource.RUSAGE_SELF)
+        process_cpu = end.ru_utime + end.ru_stime - process.ru_utime - process.ru_stime
         return latencies, responses, time.perf_counter() - start, time.thread_time() - cpu, process_cpu, completed
 
     run(max(20, args.requests // 10))  # warm-up
@@ -153,7 +153,7 @@ def main() -> None:
         "requests": args.requests,
         # CPU time of the thread that submits and waits (the event loop's).
         "thread_cpu_us": cpu / args.requests * 1e6 if args.threads == 1 else None,
-        # CPU time (user + sys) of the whole process, all its threads.
+        # CPU time (user + sys) of the whole process, all its threads (getrusage).
         "process_cpu_us": process_cpu / args.requests * 1e6,
         # Completions per coroutine (asyncio): fair shares are all equal.
         "completed_min": min(completed, default=None),
