@@ -10,7 +10,7 @@ one installed in DIR (a `pip install --target DIR` of the B source; each
 child process of B gets PYTHONPATH=DIR). Each round runs every row once
 with A and once with B, each in a fresh child process
 (benchmarks/bench_binding.py, which warms up on a tenth of the requests
-first), the order alternating per round (A B, B A, ...), so that the
+first), the order rotating per round (A B, B A, ...), so that the
 shared machine's drift hits both alike. The figure is CPU time per
 request: user + sys of the whole child process (all its threads, getrusage)
 over the measured requests, steadier on a shared VM than wall-clock
@@ -28,6 +28,10 @@ The B build is this tree with three switches that its child processes set
 - TRITONSERVER_AB_BOUND=pb_utils: bound plain functions take the ordinary
   pb_utils execute path (Model.execute of _bound.py), not
   `_execute_natives` / `send_arrays` / `input_value`.
+
+--control adds B0, the B build without its switches (the same code as A),
+to the rounds: the B0/A ratio is the difference between the two builds
+when nothing differs.
 
 Prints one line per run and, at the end, a Markdown table per row: median
 CPU us per request (per response for the stream) of A and B, B/A, the range of the per-round B/A ratios,
@@ -60,7 +64,7 @@ class Row:
     b_env: dict[str, str]
     requests: int
     responses: int = 1  # per request (a stream's): CPU time and rate are per response
-    runs: dict[str, list[dict]] = field(default_factory=lambda: {"A": [], "B": []})
+    runs: dict[str, list[dict]] = field(default_factory=lambda: {"A": [], "B": [], "B0": []})
 
 
 ANEXT = {"TRITONSERVER_AB_ANEXT": "python"}
@@ -94,6 +98,8 @@ def main() -> None:
     parser.add_argument("--only", default="", help="only the rows whose mechanism or name contains one of "
                         "these (comma-separated)")
     parser.add_argument("--scale", type=float, default=1.0, help="times each row's request count")
+    parser.add_argument("--control", action="store_true", help="also B0: the B build without its switches "
+                        "(the same code as A), interleaved with A and B")
     args = parser.parse_args()
 
     backends = make_backend_folder(_triton_core.load_core())
@@ -104,11 +110,14 @@ def main() -> None:
         for row in chosen:
             command = [sys.executable, str(BENCH), "--repository", str(MODELS), "--backends", str(backends),
                        "--requests", str(max(4, int(row.requests * args.scale))), *row.args]
-            order = ("A", "B") if rnd % 2 == 0 else ("B", "A")
-            for build in order:
+            builds = ["A", "B", "B0"] if args.control else ["A", "B"]
+            shift = rnd % len(builds)  # each build first in turn
+            for build in builds[shift:] + builds[:shift]:
                 env = dict(env_a)
                 if build == "B":
                     env.update(row.b_env, PYTHONPATH=args.b_site)
+                elif build == "B0":
+                    env.update(PYTHONPATH=args.b_site)
                 loads.append(os.getloadavg()[0])
                 result = run_json(command, env)
                 row.runs[build].append(result)
@@ -119,19 +128,24 @@ def main() -> None:
 
     print(f"\n{args.rounds} interleaved rounds; load average (1 min) during the runs "
           f"{min(loads):.2f}-{max(loads):.2f}, median {statistics.median(loads):.2f}\n")
-    print("| mechanism | row | requests per run | CPU us/request A (range) | B (range) | B/A (per-round range) "
-          "| A /s | B /s |")
-    print("|---|---|---:|---|---|---|---:|---:|")
+    control = " B0/A (per-round range) |" if args.control else ""
+    print("| mechanism | row | requests per run | CPU us/request A (range) | B (range) | B/A (per-round range) |"
+          f"{control} A /s | B /s |")
+    print("|---|---|---:|---|---|---|" + ("---|" if args.control else "") + "---:|---:|")
     for row in chosen:
         a = [r["process_cpu_us"] / row.responses for r in row.runs["A"]]
         b = [r["process_cpu_us"] / row.responses for r in row.runs["B"]]
         key = "responses_per_s" if row.responses > 1 else "requests_per_s"
         ratios = sorted(y / x for x, y in zip(a, b))
+        b0 = [r["process_cpu_us"] / row.responses for r in row.runs["B0"]]
+        same = sorted(y / x for x, y in zip(a, b0))
+        control = (f" {statistics.median(b0) / statistics.median(a):.3f} ({same[0]:.3f}-{same[-1]:.3f}) |"
+                   if b0 else "")
         print(f"| {row.mechanism} | {row.name} | {row.runs['A'][0]['requests']:,} "
               f"| {statistics.median(a):.1f} ({min(a):.1f}-{max(a):.1f}) "
               f"| {statistics.median(b):.1f} ({min(b):.1f}-{max(b):.1f}) "
-              f"| {statistics.median(b) / statistics.median(a):.3f} ({ratios[0]:.3f}-{ratios[-1]:.3f}) "
-              f"| {statistics.median(r[key] for r in row.runs['A']):,.0f} "
+              f"| {statistics.median(b) / statistics.median(a):.3f} ({ratios[0]:.3f}-{ratios[-1]:.3f}) |{control}"
+              f" {statistics.median(r[key] for r in row.runs['A']):,.0f} "
               f"| {statistics.median(r[key] for r in row.runs['B']):,.0f} |")
 
 
