@@ -10,14 +10,21 @@ one installed in DIR (a `pip install --target DIR` of the B source; each
 child process of B gets PYTHONPATH=DIR). Each round runs every row once
 with A and once with B, each in a fresh child process
 (benchmarks/bench_binding.py, which warms up on a tenth of the requests
-first), the order rotating per round (A B, B A, ...), so that the
+first), the order rotating per round (A B, B A, ...; A B B0, B B0 A, ...), so that the
 shared machine's drift hits both alike. The figure is CPU time per
 request: user + sys of the whole child process (all its threads, getrusage)
 over the measured requests, steadier on a shared VM than wall-clock
 rates; requests/s of the same runs are reported beside it.
 
-The B build is this tree with three switches that its child processes set
-(benchmarks/NOTES.md, "The 5 % rule on rows", says how it was made):
+The B build is this tree with benchmarks/mechanism_ab_b.patch applied: three
+switches that B's child processes set. Made side by side with .venv's build:
+
+    mkdir /tmp/ab-b && git archive HEAD | tar -x -C /tmp/ab-b
+    (cd /tmp/ab-b && patch -p1 < benchmarks/mechanism_ab_b.patch)
+    .venv/bin/python -m pip install --no-build-isolation --no-deps \
+        -C cmake.define.TRITONSERVER_TESTING=ON --target /tmp/ab-b-site /tmp/ab-b
+
+The switches:
 
 - TRITONSERVER_AB_ANEXT=python: AsyncResponseIterator.__anext__ is an
   `async def` awaiting the loop's future (as before commit aac9816), not
@@ -34,9 +41,9 @@ to the rounds: the B0/A ratio is the difference between the two builds
 when nothing differs.
 
 Prints one line per run and, at the end, a Markdown table per row: median
-CPU us per request (per response for the stream) of A and B, B/A, the range of the per-round B/A ratios,
-median requests/s (responses/s for the stream), and the load average
-(1 min) seen during the runs.
+CPU us per request (per response for the stream) of A and B, B/A, the
+range of the per-round B/A ratios, median requests/s (responses/s for the
+stream), and the load average (1 min) seen during the runs.
 """
 
 from __future__ import annotations
