@@ -41,7 +41,7 @@ wait then sleeps at once instead of polling first, so that its CPU time is
 the work done rather than the time waited (which follows the machine's
 load).
 
---control adds B0, the B build without its switches (the same code as A),
+--control adds B0, the B build without its switches (A's code paths),
 to the rounds: the B0/A ratio is the difference between the two builds
 when nothing differs.
 
@@ -114,7 +114,7 @@ def main() -> None:
     parser.add_argument("--no-spin", action="store_true", help="TRITONSERVER_SPIN_WAIT=0 in every run: "
                         "a sync wait sleeps at once, so its CPU time is work, not polling")
     parser.add_argument("--control", action="store_true", help="also B0: the B build without its switches "
-                        "(the same code as A), interleaved with A and B")
+                        "(A's code paths), interleaved with A and B")
     args = parser.parse_args()
 
     backends = make_backend_folder(_triton_core.load_core())
