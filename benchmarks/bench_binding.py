@@ -3,10 +3,10 @@ line in the same shape as c_api_floor.
 
     python bench_binding.py --repository DIR --backends DIR --model NAME
         [--elements N] [--inflight N] [--requests N] [--stream-count N] [--threads N]
-        [--python-models auto|in-process|stub] [--bind]
+        [--python-models auto|in-process|stub] [--bind] [--asyncio]
 
---inflight 1 runs one blocking request at a time; N > 1 keeps N requests in
-flight with asyncio; --stream-count N sends COUNT=N to a decoupled model.
+--inflight 1 runs one blocking request at a time (with --asyncio: one
+async_infer at a time); N > 1 keeps N requests in flight with asyncio; --stream-count N sends COUNT=N to a decoupled model.
 --threads N (with --inflight 1) runs N Python threads, each sending one
 blocking request at a time, sharing the request count. --python-models
 chooses how python-backend models run; --bind serves an add_sub function
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
 import threading
 import time
 
@@ -109,6 +110,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--python-models", default="auto", choices=("auto", "in-process", "stub"))
     parser.add_argument("--bind", action="store_true", help="serve add_sub as a bound Python function")
+    parser.add_argument("--asyncio", action="store_true", help="async_infer even with --inflight 1")
     args = parser.parse_args()
     if args.bind and args.model != "add_sub":
         parser.error("--bind serves add_sub only")
@@ -123,19 +125,23 @@ def main() -> None:
     model = bind_add_sub(server) if args.bind else server.load(args.model)
     inputs = inputs_for(args)
 
-    def run(count: int) -> tuple[list[float], int, float, float, list[int]]:
-        start, cpu = time.perf_counter(), time.thread_time()
+    def run(count: int) -> tuple[list[float], int, float, float, float, list[int]]:
+        start, cpu, process = time.perf_counter(), time.thread_time(), resource.getrusage(resource.RUSAGE_SELF)
         completed: list[int] = []
-        if args.inflight == 1 and args.threads > 1:
+        if args.asyncio:
+            latencies, responses, completed = asyncio.run(run_async(model, inputs, count, args.inflight))
+        elif args.inflight == 1 and args.threads > 1:
             latencies, responses = run_threads(model, inputs, count, args.threads)
         elif args.inflight == 1:
             latencies, responses = run_sync(model, inputs, count)
         else:
             latencies, responses, completed = asyncio.run(run_async(model, inputs, count, args.inflight))
-        return latencies, responses, time.perf_counter() - start, time.thread_time() - cpu, completed
+        end = resource.getrusage(resource.RUSAGE_SELF)
+        process_cpu = end.ru_utime + end.ru_stime - process.ru_utime - process.ru_stime
+        return latencies, responses, time.perf_counter() - start, time.thread_time() - cpu, process_cpu, completed
 
     run(max(20, args.requests // 10))  # warm-up
-    latencies, responses, seconds, cpu, completed = run(args.requests)
+    latencies, responses, seconds, cpu, process_cpu, completed = run(args.requests)
     latencies.sort()
     pick = lambda p: latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1e6  # noqa: E731
     print(json.dumps({
@@ -147,6 +153,8 @@ def main() -> None:
         "requests": args.requests,
         # CPU time of the thread that submits and waits (the event loop's).
         "thread_cpu_us": cpu / args.requests * 1e6 if args.threads == 1 else None,
+        # CPU time (user + sys) of the whole process, all its threads (getrusage).
+        "process_cpu_us": process_cpu / args.requests * 1e6,
         # Completions per coroutine (asyncio): fair shares are all equal.
         "completed_min": min(completed, default=None),
         "completed_max": max(completed, default=None),
