@@ -16,10 +16,12 @@ request: user + sys of the whole child process (all its threads, getrusage)
 over the measured requests, steadier on a shared VM than wall-clock
 rates; requests/s of the same runs are reported beside it.
 
-The B build is this tree with benchmarks/mechanism_ab_b.patch applied: three
-switches that B's child processes set. Made side by side with .venv's build:
+The B build is the tree the figures were measured on (commit ec096aa, before
+the backend's C++ moved to cpp/python_backend/; the patch names the old
+paths) with benchmarks/mechanism_ab_b.patch applied: three switches that
+B's child processes set. Made side by side with .venv's build of ec096aa:
 
-    mkdir /tmp/ab-b && git archive HEAD | tar -x -C /tmp/ab-b
+    mkdir /tmp/ab-b && git archive ec096aa | tar -x -C /tmp/ab-b
     (cd /tmp/ab-b && patch -p1 < benchmarks/mechanism_ab_b.patch)
     .venv/bin/python -m pip install --no-build-isolation --no-deps \
         -C cmake.define.TRITONSERVER_TESTING=ON --target /tmp/ab-b-site /tmp/ab-b
