@@ -28,8 +28,10 @@ $(VENV)/.ready: $(VENV)/.base-ready
 	@echo "== [+] installing the test tooling: the dependency group test of pyproject.toml (pytest, hypothesis)"
 	@echo "         and mypy"
 	$(PY) -m pip install -q --group test mypy
-	@echo "         tritonclient[http]: its HTTP codec checks our KServe routes in the tests"
-	$(PY) -m pip install -q "tritonclient[http]==2.51.0"
+	@echo "         the serve extra (the network frontends' servers) with tritonclient[grpc,http] 2.51: NVIDIA's"
+	@echo "         clients check the frontends and routes in the tests"
+	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" "numpy<2"
+	VENV=$(VENV) bash -c 'source tests/suite_env.sh && install_serve_extra "numpy<2"'
 	@echo "         and torch 2.13.0+cpu where this machine has it on disk (no download: PyPI has no +cpu build),"
 	@echo "         for the tests of torch tensors (bind's zero-copy output); without it they skip"
 	$(PY) -m pip install -q "torch==2.13.0+cpu" 2>/dev/null || echo "         (torch 2.13.0+cpu not available here: the torch tests skip)"

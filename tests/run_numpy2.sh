@@ -24,8 +24,9 @@ BUILD_DIR=${BUILD_DIR:-build/numpy2}
 source "$(dirname "$0")/suite_env.sh"
 
 ensure_test_venv "numpy>=2"
-# for test_kserve_routes.py; tritonclient 2.51 pins numpy<2, later ones do not
-"$PY" -m pip install -q "tritonclient[http]" "numpy>=2"
+# the frontends' servers and the newest tritonclient (http and grpc; 2.51
+# pins numpy<2, later ones do not): the network tests' clients
+install_serve_extra "numpy>=2"
 "$PY" -c 'import numpy, sys; print("numpy", numpy.__version__); sys.exit(int(numpy.__version__.split(".")[0]) < 2)' \
   || { echo "ERROR: $VENV does not have numpy 2 (remove $VENV and rerun)" >&2; exit 1; }
 
