@@ -29,8 +29,9 @@ $(VENV)/.ready: $(VENV)/.base-ready
 	@echo "         and mypy"
 	$(PY) -m pip install -q --group test mypy
 	@echo "         the serve extra (the network frontends' servers) with tritonclient[grpc,http] 2.51: NVIDIA's"
-	@echo "         clients check the frontends and routes in the tests"
-	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" "numpy<2"
+	@echo "         clients check the frontends and routes in the tests (setuptools<81: tritonclient 2.51's"
+	@echo "         shared-memory utilities import pkg_resources)"
+	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" "numpy<2" "setuptools<81"
 	VENV=$(VENV) bash -c 'source tests/suite_env.sh && install_serve_extra "numpy<2"'
 	@echo "         and torch 2.13.0+cpu where this machine has it on disk (no download: PyPI has no +cpu build),"
 	@echo "         for the tests of torch tensors (bind's zero-copy output); without it they skip"
