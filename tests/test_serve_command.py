@@ -97,3 +97,13 @@ def test_poll_mode_loads_a_model_added_to_the_repository(backend_directory, tmp_
         copy_model("identity_fp32", repository)
         assert wait_for(lambda: b'model="identity_fp32"' in urllib.request.urlopen(url, timeout=30).read(), 60), \
             served["log"].read_text()
+
+
+def test_every_flag_is_documented():
+    from tritonserver._serve_flags import parser
+
+    documented = (ROOT / "docs" / "serving.md").read_text()
+    flags = [option for action in parser()._actions if action.help != "==SUPPRESS=="
+             for option in action.option_strings if option.startswith("--") and option != "--help"]
+    assert len(flags) > 60
+    assert [flag for flag in flags if f"`{flag}`" not in documented] == []
