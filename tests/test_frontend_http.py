@@ -303,9 +303,12 @@ def test_generate_and_generate_stream(url):
     assert "INPUT0" in message
 
 
-def test_header_forward_pattern_and_restricted_apis(server):
+@pytest.mark.parametrize("restricted", [{"model-repository": ("admin-key", "s3cret")},
+                                        [("model-repository,logging", "admin-key", "s3cret")]],
+                         ids=["mapping", "binary-flag-triples"])
+def test_header_forward_pattern_and_restricted_apis(server, restricted):
     options = KServeHttp.Options(address="127.0.0.1", port=0, header_forward_pattern="^x-fwd-",
-                                 restricted_apis={"model-repository": ("admin-key", "s3cret")})
+                                 restricted_apis=restricted)
     with KServeHttp(server, options) as http:
         url = f"127.0.0.1:{http.port}"
         client = httpclient.InferenceServerClient(url)
@@ -321,6 +324,34 @@ def test_header_forward_pattern_and_restricted_apis(server):
             assert client.is_server_ready()  # other categories are open
         finally:
             client.close()
+
+
+def test_a_client_that_leaves_a_stream_cancels_its_request(server, frontend):
+    cancelled = threading.Event()
+
+    def endless(N, context):
+        for i in range(3000):  # at most ~30 s: a failure ends too
+            if context.cancelled():
+                cancelled.set()
+                return
+            yield {"OUT": numpy.array([i], dtype=numpy.int32)}
+            threading.Event().wait(0.01)
+
+    server.bind("http_endless", endless, inputs=[TensorSpec("N", numpy.int32, (1,))],
+                outputs=[TensorSpec("OUT", numpy.int32, (1,))])
+    try:
+        body = json.dumps({"N": 1}).encode()
+        with socket.create_connection(("127.0.0.1", frontend.port), timeout=30) as sock:
+            sock.sendall(b"POST /v2/models/http_endless/generate_stream HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            received = b""
+            while b"data: " not in received:
+                received += sock.recv(65536)
+            assert received.startswith(b"HTTP/1.1 200")
+        assert cancelled.wait(30), "the request went on after its client left"
+        assert_serving(f"127.0.0.1:{frontend.port}")
+    finally:
+        server.unbind("http_endless")
 
 
 # -- python models and bound functions -----------------------------------------------
@@ -439,7 +470,8 @@ def test_stop_lets_a_request_in_flight_finish(server):
     server.bind("http_slow", slow, inputs=[TensorSpec("X", numpy.float32, (1,))],
                 outputs=[TensorSpec("Y", numpy.float32, (1,))])
     try:
-        http = KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=0)).start()
+        http = KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=0))
+        http.start()
         url = f"127.0.0.1:{http.port}"
         answer: dict = {}
 

@@ -121,20 +121,34 @@ def status_of(error: TritonError) -> int:
     return 400 if isinstance(error, TritonError) else 500
 
 
-def checked_restrictions(restricted_apis: Optional[Mapping[str, tuple[str, str]]]) -> dict[str, tuple[str, str]]:
+def checked_restrictions(restricted_apis: Any) -> dict[str, tuple[str, str]]:
     """{category: (header, value)}: a request of the category is answered
-    403 unless it carries the header with that value (the binary's
-    --http-restricted-api=<category,...>:<header>=<value>)."""
+    403 unless it carries the header with that value. Takes that mapping,
+    or the binary's --http-restricted-api values as (categories, header,
+    value) triples, categories comma-separated ("model-repository,logging")."""
+    if restricted_apis is None:
+        return {}
+    if isinstance(restricted_apis, Mapping):
+        rules = [(category, *rule) if isinstance(rule, tuple) and len(rule) == 2 else (category, rule)
+                 for category, rule in restricted_apis.items()]
+    elif isinstance(restricted_apis, (list, tuple)):
+        rules = list(restricted_apis)
+    else:
+        raise InvalidArgumentError(f"restricted_apis must be a dict {{category: (header, value)}} or a list of "
+                                   f"(categories, header, value), not {type(restricted_apis).__name__}")
     checked: dict[str, tuple[str, str]] = {}
-    for category, rule in dict(restricted_apis or {}).items():
-        if category not in RESTRICTED_CATEGORIES:
-            raise InvalidArgumentError(f"restricted_apis: unknown API category {category!r} "
-                                       f"(one of {', '.join(RESTRICTED_CATEGORIES)})")
-        if (not isinstance(rule, tuple) or len(rule) != 2 or not all(isinstance(x, str) for x in rule)
-                or not rule[0]):
-            raise InvalidArgumentError(f"restricted_apis[{category!r}] must be a (header, value) pair of strings "
-                                       f"with a non-empty header, not {rule!r}")
-        checked[category] = (rule[0].lower(), rule[1])
+    for rule in rules:
+        if (not isinstance(rule, tuple) or len(rule) != 3 or not all(isinstance(x, str) for x in rule)
+                or not rule[1]):
+            raise InvalidArgumentError(f"restricted_apis: {rule!r} is not a category with a (header, value) pair "
+                                       "of strings, the header non-empty")
+        for category in rule[0].split(","):
+            if category not in RESTRICTED_CATEGORIES:
+                raise InvalidArgumentError(f"restricted_apis: unknown API category {category!r} "
+                                           f"(one of {', '.join(RESTRICTED_CATEGORIES)})")
+            if category in checked:
+                raise InvalidArgumentError(f"restricted_apis: category {category!r} is given twice")
+            checked[category] = (rule[1].lower(), rule[2])
     return checked
 
 
@@ -158,7 +172,7 @@ class KServeRoutes:
                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, *,
                  shared_memory: Optional[Any] = None, model_repository: bool = False, logging: bool = False,
                  generate: bool = False, trace: bool = False,
-                 restricted_apis: Optional[Mapping[str, tuple[str, str]]] = None,
+                 restricted_apis: Any = None,
                  header_forward_pattern: str = "") -> None:
         self._server = server
         self._models = frozenset(models) if models is not None else None

@@ -2,10 +2,9 @@
 the name and options of NVIDIA's ``tritonfrontend.KServeHttp``.
 
 The protocol is ``tritonserver._kserve.routes`` (framework-free); this
-module is only the transport: uvicorn (httptools parser, uvloop loop)
-running the routes as an ASGI application on an event loop thread of its
-own (``LoopThread``), on a socket bound here, so a bind error is raised by
-``start()`` and ``port=0`` gives ``.port``.
+module is the ASGI application around it (body limit, streamed replies, a
+client that leaves cancels its request), served by ``AsgiServer`` (uvicorn
+with httptools on a uvloop LoopThread).
 """
 
 from __future__ import annotations
@@ -13,20 +12,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import socket
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
-from .._api._errors import InvalidArgumentError, UnavailableError
+from .._api._errors import InvalidArgumentError
 from .._api._server import Server
 from .._kserve.routes import DEFAULT_MAX_BODY_BYTES, KServeRoutes, Reply, checked_restrictions
 from .._kserve.shared_memory import system_shared_memory
-from ._loop_thread import LoopThread
+from ._asgi_server import AsgiServer
+from ._option_checks import check_address, check_bool, check_int, check_port, check_str
 
 _logger = logging.getLogger("tritonserver.frontend")
-
-# Seconds start() waits for uvicorn to take the socket.
-_START_TIMEOUT = 30.0
 
 
 class KServeHttp:
@@ -38,21 +34,22 @@ class KServeHttp:
         """tritonfrontend's fields and defaults, plus this package's own.
 
         - address, port: where to listen (port 0: a free port, then `.port`).
-        - reuse_port: SO_REUSEPORT on the socket (several processes may
-          listen on one port).
-        - thread_count: accepted for tritonfrontend's programs; requests are
-          served by one event loop thread (the core's own threads run the
-          models), so it changes nothing.
+        - reuse_port: SO_REUSEPORT on the socket (several servers may
+          listen on one port; the kernel spreads connections).
+        - thread_count: accepted (a positive int) for tritonfrontend's
+          programs, with no effect: one event loop thread serves the
+          requests, the core's own threads run the models.
         - header_forward_pattern: request headers whose lower-case name
           matches this regular expression reach infer and generate requests
           as string parameters (the binary's --http-header-forward-pattern).
-        - restricted_apis: {category: (header, value)}: the binary's
-          --http-restricted-api (categories "health", "metadata",
+        - restricted_apis: {category: (header, value)}, or a list of
+          (categories, header, value) as the binary's --http-restricted-api
+          takes them (categories comma-separated, of "health", "metadata",
           "inference", "shared-memory", "model-config", "model-repository",
-          "statistics", "trace", "logging"): requests of the category
-          without the header are answered 403.
-        - max_input_size: the largest request body in bytes, compressed or
-          not (the binary's --http-max-input-size, 64 MiB).
+          "statistics", "trace", "logging"): a request of the category
+          without that header value is answered 403.
+        - max_input_size: the largest request body in bytes, as received
+          and once decompressed (the binary's --http-max-input-size, 64 MiB).
         """
 
         address: str = "0.0.0.0"
@@ -60,25 +57,16 @@ class KServeHttp:
         reuse_port: bool = False
         thread_count: int = 8
         header_forward_pattern: str = ""
-        restricted_apis: Optional[Mapping[str, tuple[str, str]]] = None
+        restricted_apis: Any = None
         max_input_size: int = DEFAULT_MAX_BODY_BYTES
 
         def __post_init__(self) -> None:
-            if not isinstance(self.address, str) or not self.address:
-                raise InvalidArgumentError(f"KServeHttp.Options.address must be a non-empty str, not {self.address!r}")
-            if type(self.port) is not int or not 0 <= self.port <= 65535:
-                raise InvalidArgumentError(f"KServeHttp.Options.port must be an int from 0 to 65535, not {self.port!r}")
-            if type(self.reuse_port) is not bool:
-                raise InvalidArgumentError(f"KServeHttp.Options.reuse_port must be a bool, not {self.reuse_port!r}")
-            if type(self.thread_count) is not int or self.thread_count < 1:
-                raise InvalidArgumentError(
-                    f"KServeHttp.Options.thread_count must be a positive int, not {self.thread_count!r}")
-            if type(self.max_input_size) is not int or self.max_input_size < 1:
-                raise InvalidArgumentError(
-                    f"KServeHttp.Options.max_input_size must be a positive int (bytes), not {self.max_input_size!r}")
-            if not isinstance(self.header_forward_pattern, str):
-                raise InvalidArgumentError("KServeHttp.Options.header_forward_pattern must be a str (a regular "
-                                           f"expression), not {self.header_forward_pattern!r}")
+            check_address(self)
+            check_port(self)
+            check_bool(self, "reuse_port")
+            check_int(self, "thread_count", 1)
+            check_int(self, "max_input_size", 1)
+            check_str(self, "header_forward_pattern")
             try:
                 re.compile(self.header_forward_pattern)
             except re.error as error:
@@ -92,119 +80,54 @@ class KServeHttp:
 
     def __init__(self, server: Server, options: Optional["KServeHttp.Options"] = None) -> None:
         if not isinstance(server, Server):
-            raise InvalidArgumentError(f"KServeHttp(server, ...) takes a tritonserver.Server, not "
-                                       f"{type(server).__name__}")
+            raise InvalidArgumentError(f"KServeHttp serves a tritonserver.Server, not {type(server).__name__}")
         if options is None:
             options = KServeHttp.Options()
         if not isinstance(options, KServeHttp.Options):
-            raise InvalidArgumentError(f"KServeHttp(server, options): options must be a KServeHttp.Options, not "
-                                       f"{type(options).__name__}")
+            raise InvalidArgumentError(
+                "Incorrect type for options. options argument must be of type KServeHttp.Options"
+            )
         self._server = server
         self.options = options
-        self._thread: Optional[LoopThread] = None
-        self._uvicorn: Any = None
-        self._task: Optional[asyncio.Task[None]] = None
-        self._port: Optional[int] = None
+        self._http: Optional[AsgiServer] = None
 
     @property
-    def port(self) -> int:
-        """The port listened on (the one picked for port 0 once started)."""
-        return self._port if self._port is not None else self.options.port
+    def port(self) -> Optional[int]:
+        """The port listened on once started (the chosen one for port 0)."""
+        return self._http.port if self._http is not None else None
 
-    def start(self) -> "KServeHttp":
-        """Listen and serve; returns once the socket listens. UnavailableError
-        naming address:port when it cannot be bound."""
-        if self._thread is not None:
-            return self
-        try:
-            import uvicorn
-        except ImportError as error:
-            raise UnavailableError(f"KServeHttp needs the serve extra (uvicorn, uvloop, httptools): "
-                                   f"pip install \"tritonserver-binding[serve]\" ({error})") from None
+    def start(self) -> None:
+        """Listen and serve; returns once the socket listens (UnavailableError
+        naming address:port when it cannot be bound)."""
+        if self._http is not None and self._http.running:
+            return
         try:
             live = self._server.live()
         except Exception:  # noqa: BLE001 - a server never started raises
             live = False
         if not live:
             raise InvalidArgumentError("KServeHttp.start(): the server is not running: start it first "
-                                       "(Server.start()), then the frontend")
+                                       "(Server.start()), then its frontends")
         options = self.options
-        sock = _listening_socket(options.address, options.port, options.reuse_port)
         routes = KServeRoutes(
             self._server, max_body_bytes=options.max_input_size, shared_memory=system_shared_memory(self._server),
             model_repository=True, logging=True, generate=True, trace=True,
             restricted_apis=options.restricted_apis, header_forward_pattern=options.header_forward_pattern)
-        config = uvicorn.Config(
-            _AsgiApp(routes, options.max_input_size), loop="uvloop", http="httptools", lifespan="off",
-            access_log=False, log_config=None, server_header=False,
-            timeout_graceful_shutdown=max(float(self._server.options.exit_timeout), 1.0))
-        self._uvicorn = uvicorn.Server(config)
-        self._port = sock.getsockname()[1]
-        thread = LoopThread(f"tritonserver-http-{self._port}")
-        thread.start()
-        self._thread = thread
-        try:
-            thread.run(self._serve(sock), _START_TIMEOUT)
-        except BaseException:
-            self._thread = None
-            thread.stop()
-            sock.close()
-            raise
-        return self
-
-    async def _serve(self, sock: socket.socket) -> None:
-        server = self._uvicorn
-        self._task = asyncio.ensure_future(server.serve(sockets=[sock]))
-        while not server.started:
-            if self._task.done():
-                error = self._task.exception()
-                raise UnavailableError(f"KServeHttp could not serve on {self.options.address}:{self._port}: {error}")
-            await asyncio.sleep(0.005)
+        self._http = AsgiServer("http", _AsgiApp(routes, options.max_input_size), options.address, options.port,
+                                options.reuse_port)
+        self._http.start()
 
     def stop(self) -> None:
-        """Stop listening, let the requests in flight finish (at most the
-        server's exit_timeout), then return."""
-        thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        try:
-            thread.run(self._shutdown())
-        finally:
-            thread.stop()
-            self._uvicorn = self._task = None
-
-    async def _shutdown(self) -> None:
-        self._uvicorn.should_exit = True
-        if self._task is not None:
-            await asyncio.gather(self._task, return_exceptions=True)
+        """Stop listening, let the requests in flight finish, then return."""
+        if self._http is not None:
+            self._http.stop()
 
     def __enter__(self) -> "KServeHttp":
-        return self.start()
+        self.start()
+        return self
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
-
-
-def _listening_socket(address: str, port: int, reuse_port: bool) -> socket.socket:
-    where = f"{address}:{port}"
-    try:
-        family, kind, protocol, _, sockaddr = socket.getaddrinfo(
-            address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    except (socket.gaierror, UnicodeError) as error:
-        raise UnavailableError(f"KServeHttp cannot listen on {where}: the address does not resolve ({error})") from None
-    sock = socket.socket(family, kind, protocol)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind(sockaddr)
-        sock.listen(2048)
-        sock.setblocking(False)
-    except OSError as error:
-        sock.close()
-        hint = " (another process holds it: pick another port, or stop that process)" if error.errno == 98 else ""
-        raise UnavailableError(f"KServeHttp cannot listen on {where}: {error.strerror}{hint}") from None
-    return sock
 
 
 class _AsgiApp:
