@@ -509,3 +509,102 @@ def test_start_needs_a_running_server(backend_directory):
     never_started = tritonserver.Server(model_repository="/nonexistent")
     with pytest.raises(tritonserver.InvalidArgumentError, match="start it first"):
         KServeHttp(never_started, KServeHttp.Options(port=0)).start()
+
+
+# -- the same requests to NVIDIA's binary --------------------------------------------
+
+_FP32_ONE = {"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}
+
+
+def _infer_body(*inputs: dict) -> bytes:
+    return json.dumps({"inputs": list(inputs)}).encode()
+
+
+# (method, path, body, headers): answered with the same status by both
+SAME_STATUS = [
+    ("GET", "/v2", None, {}),
+    ("GET", "/v2/health/live", None, {}),
+    ("GET", "/v2/health/ready", None, {}),
+    ("GET", "/v2/models/identity_fp32", None, {}),
+    ("GET", "/v2/models/identity_fp32/versions/1/config", None, {}),
+    ("GET", "/v2/models/identity_fp32/ready", None, {}),
+    ("GET", "/v2/models/no_such_model", None, {}),
+    ("GET", "/v2/models/no_such_model/ready", None, {}),
+    ("GET", "/v2/models/no_such_model/config", None, {}),
+    ("GET", "/v2/models/no_such_model/stats", None, {}),
+    ("GET", "/v2/models/stats", None, {}),
+    ("POST", "/v2/models/stats", b"", {}),
+    ("POST", "/v2/models/identity_fp32/infer", _infer_body(_FP32_ONE), {}),
+    ("POST", "/v2/models/no_such_model/infer", _infer_body(_FP32_ONE), {}),
+    ("POST", "/v2/models/identity_fp32/infer", _infer_body({**_FP32_ONE, "name": "NOPE"}), {}),
+    ("POST", "/v2/models/streaming/infer",
+     _infer_body({"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [2]}), {}),
+    ("POST", "/v2/models/identity_fp32/infer", _infer_body(_FP32_ONE), {"Content-Encoding": "br"}),
+    ("GET", "/v2/models/identity_fp32/infer", None, {}),
+    ("POST", "/v2/models/identity_fp32", b"", {}),
+    ("GET", "/v3", None, {}),
+    ("GET", "/v2/nothing", None, {}),
+    ("POST", "/v2/models/add_sub/generate", json.dumps({"INPUT0": [1, 2, 3, 4], "INPUT1": [1, 1, 1, 1]}).encode(), {}),
+    ("POST", "/v2/models/streaming/generate_stream", json.dumps({"COUNT": 2}).encode(), {}),
+    ("POST", "/v2/models/no_such_model/generate", b"{}", {}),
+    ("GET", "/v2/systemsharedmemory/status", None, {}),
+    ("GET", "/v2/systemsharedmemory/region/nope/status", None, {}),
+    ("POST", "/v2/systemsharedmemory/region/nope/register", json.dumps({"byte_size": 4}).encode(), {}),
+    ("POST", "/v2/systemsharedmemory/region/nope/unregister", b"", {}),
+    ("POST", "/v2/systemsharedmemory/unregister", b"", {}),
+    ("GET", "/v2/systemsharedmemory/unregister", None, {}),
+    ("GET", "/v2/cudasharedmemory/status", None, {}),
+    ("POST", "/v2/cudasharedmemory/region/gpu/register",
+     json.dumps({"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 4}).encode(), {}),
+    ("POST", "/v2/cudasharedmemory/unregister", b"", {}),
+    ("POST", "/v2/repository/index", b"", {}),
+    ("POST", "/v2/repository/index", json.dumps({"ready": True}).encode(), {}),
+    ("GET", "/v2/repository/index", None, {}),
+    ("POST", "/v2/repository/other/models/identity_fp32/load", b"", {}),
+    ("GET", "/v2/logging", None, {}),
+    ("POST", "/v2/logging", json.dumps({"log_file": "/tmp/elsewhere.log"}).encode(), {}),
+    ("PUT", "/v2/logging", b"{}", {}),
+]
+
+# Where this frontend answers otherwise, on purpose (docs/serving.md):
+# (method, path, body, the binary's status, this frontend's status)
+DIFFERENT_STATUS = [
+    # a body that does not parse: the binary's 500, a 400 naming the cause here
+    ("POST", "/v2/models/identity_fp32/infer", b"{nope", 500, 400),
+    # an unknown model: the binary unloads nothing and answers 200
+    ("POST", "/v2/repository/models/no_such_model/unload", b"", 200, 404),
+    # the core's log settings are fixed when it starts here
+    ("POST", "/v2/logging", json.dumps({"log_verbose_level": 0}).encode(), 200, 200),
+    ("POST", "/v2/logging", json.dumps({"log_verbose_level": 3}).encode(), 200, 501),
+    # no tracing here
+    ("GET", "/v2/trace/setting", None, 200, 501),
+]
+
+
+@pytest.fixture(scope="module")
+def binary_url():
+    import common
+
+    reference_server = getattr(common, "reference_server", None)
+    if reference_server is None:
+        pytest.skip("tests/common.py has no reference_server (NVIDIA's binary as a fixture) in this tree")
+    flags = ["--model-control-mode", "explicit"] + [f"--load-model={m}" for m in MODELS]
+    with reference_server(common.MODELS, flags) as binary:
+        yield binary.http_url
+
+
+@pytest.mark.parametrize("case", SAME_STATUS, ids=[f"{c[0]} {c[1]}" for c in SAME_STATUS])
+def test_the_binary_and_kserve_http_answer_with_the_same_status(binary_url, url, case):
+    method, path, body, headers = case
+    theirs = raw(binary_url, method, path, body, headers)
+    ours = raw(url, method, path, body, headers)
+    assert ours[0] == theirs[0], (ours, theirs)
+    if theirs[0] >= 400:
+        assert json.loads(ours[2])["error"]  # the protocol's error body
+
+
+@pytest.mark.parametrize("case", DIFFERENT_STATUS, ids=[f"{c[0]} {c[1]} {c[2]!r:.30}" for c in DIFFERENT_STATUS])
+def test_the_documented_differences_from_the_binary(binary_url, url, case):
+    method, path, body, binary_status, our_status = case
+    assert raw(binary_url, method, path, body)[0] == binary_status
+    assert raw(url, method, path, body)[0] == our_status
