@@ -148,15 +148,17 @@ class _AsgiApp:
         if body is None:
             return
         handler = asyncio.ensure_future(self._routes.handle(scope["method"], scope["path"], headers, body))
+        # receive() answers once the client disconnects (or the reply is
+        # sent): a client that leaves first cancels its request.
         disconnected = asyncio.ensure_future(receive())
+        disconnected.add_done_callback(lambda _: handler.cancel())  # a no-op once handled
         try:
-            await asyncio.wait((handler, disconnected), return_when=asyncio.FIRST_COMPLETED)
-            if not handler.done():  # the client left: cancel its request
-                handler.cancel()
-                await asyncio.gather(handler, return_exceptions=True)
-                return
             try:
-                reply = handler.result()
+                reply = await handler
+            except asyncio.CancelledError:
+                if disconnected.done() and not disconnected.cancelled():
+                    return  # the client left
+                raise
             except Exception as error:  # noqa: BLE001 - a bug here must not take the server down
                 _logger.exception("KServeHttp: %s %s failed", scope["method"], scope["path"])
                 reply = Reply.error(500, f"internal error serving {scope['path']}: {type(error).__name__}: {error}")
