@@ -326,19 +326,32 @@ def test_header_forward_pattern_and_restricted_apis(server, restricted):
             client.close()
 
 
-def test_a_client_that_leaves_a_stream_cancels_its_request(server, frontend):
-    cancelled = threading.Event()
+def test_a_client_that_leaves_cancels_its_request(server, frontend):
+    """Mid-stream (generate_stream), and while its infer runs."""
+    cancelled = {"stream": threading.Event(), "infer": threading.Event()}
+    entered = threading.Event()
 
     def endless(N, context):
         for i in range(3000):  # at most ~30 s: a failure ends too
             if context.cancelled():
-                cancelled.set()
+                cancelled["stream"].set()
                 return
             yield {"OUT": numpy.array([i], dtype=numpy.int32)}
             threading.Event().wait(0.01)
 
+    def stuck(X, context):
+        entered.set()
+        for _ in range(3000):
+            if context.cancelled():
+                cancelled["infer"].set()
+                break
+            threading.Event().wait(0.01)
+        return {"Y": X}
+
     server.bind("http_endless", endless, inputs=[TensorSpec("N", numpy.int32, (1,))],
                 outputs=[TensorSpec("OUT", numpy.int32, (1,))])
+    server.bind("http_stuck", stuck, inputs=[TensorSpec("X", numpy.float32, (1,))],
+                outputs=[TensorSpec("Y", numpy.float32, (1,))])
     try:
         body = json.dumps({"N": 1}).encode()
         with socket.create_connection(("127.0.0.1", frontend.port), timeout=30) as sock:
@@ -348,10 +361,18 @@ def test_a_client_that_leaves_a_stream_cancels_its_request(server, frontend):
             while b"data: " not in received:
                 received += sock.recv(65536)
             assert received.startswith(b"HTTP/1.1 200")
-        assert cancelled.wait(30), "the request went on after its client left"
+        assert cancelled["stream"].wait(30), "the stream went on after its client left"
+
+        body = _infer_body({"name": "X", "datatype": "FP32", "shape": [1], "data": [1.0]})
+        with socket.create_connection(("127.0.0.1", frontend.port), timeout=30) as sock:
+            sock.sendall(b"POST /v2/models/http_stuck/infer HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            assert entered.wait(30)
+        assert cancelled["infer"].wait(30), "the request went on after its client left"
         assert_serving(f"127.0.0.1:{frontend.port}")
     finally:
         server.unbind("http_endless")
+        server.unbind("http_stuck")
 
 
 # -- python models and bound functions -----------------------------------------------
