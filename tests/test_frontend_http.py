@@ -7,7 +7,6 @@ hostile requests and a stop with a request in flight."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import gzip
 import json
 import socket

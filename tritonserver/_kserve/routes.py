@@ -55,6 +55,7 @@ from .codec import (
     error_body,
     parse_header_length,
 )
+from .shared_memory import SystemSharedMemory
 
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -170,7 +171,8 @@ class KServeRoutes:
     def __init__(self, server: Server, models: Optional[Collection[str]] = None,
                  response_parameters: Optional[dict[str, Any]] = None,
                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, *,
-                 shared_memory: Optional[Any] = None, model_repository: bool = False, logging: bool = False,
+                 shared_memory: Optional[SystemSharedMemory] = None, model_repository: bool = False,
+                 logging: bool = False,
                  generate: bool = False, trace: bool = False,
                  restricted_apis: Any = None,
                  header_forward_pattern: str = "") -> None:
@@ -405,6 +407,7 @@ class KServeRoutes:
         region, action = _region_path(rest, path)
         self._check("shared-memory", headers, method, "GET" if action == "status" else "POST")
         registry = self._shm
+        assert registry is not None  # routed here only with one
         if action == "status":
             return Reply.json(registry.status(region))
         if action == "unregister":
