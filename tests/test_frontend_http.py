@@ -446,6 +446,27 @@ def test_a_huge_content_length_is_refused_before_the_body(frontend, url):
     assert_serving(url)
 
 
+def test_stalled_clients_do_not_block_others(frontend, url):
+    """Connections that never finish their headers or their body, and idle
+    ones, while another client is served."""
+    stalled = []
+    try:
+        for i in range(64):
+            sock = socket.create_connection(("127.0.0.1", frontend.port), timeout=30)
+            if i % 3 == 0:
+                sock.sendall(b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\nContent-Le")
+            elif i % 3 == 1:
+                sock.sendall(b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+                             b"Content-Length: 1000\r\n\r\n{\"inputs\"")
+            stalled.append(sock)
+        for _ in range(20):
+            assert_serving(url)
+    finally:
+        for sock in stalled:
+            sock.close()
+    assert_serving(url)
+
+
 def test_a_body_over_max_input_size_is_refused(server):
     with KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=0, max_input_size=1024)) as http:
         url = f"127.0.0.1:{http.port}"
