@@ -444,3 +444,18 @@ def kserve_over_http(routes):
         loop.call_soon_threadsafe(loop.stop)
         loop_thread.join(30)
         loop.close()
+
+
+@contextlib.contextmanager
+def kserve_grpc(server, **options):
+    """A started KServeGrpc serving `server` on a free port of loopback
+    (`options`: more KServeGrpc.Options fields); yields it (its url for
+    tritonclient.grpc: f"127.0.0.1:{frontend.port}"). Stopped at the end."""
+    from tritonserver.frontend import KServeGrpc
+
+    frontend = KServeGrpc(server, KServeGrpc.Options(address="127.0.0.1", port=0, **options))
+    frontend.start()
+    try:
+        yield frontend
+    finally:
+        call_with_deadline(frontend.stop, 60)
