@@ -533,3 +533,43 @@ def test_bad_options_and_a_port_in_use(served):
         with pytest.raises(tritonserver.UnavailableError, match=f"127.0.0.1:{port}"):
             frontend.start()
     assert frontend.port is None
+
+
+def test_ssl_and_mutual_authentication(served, tmp_path):
+    """use_ssl with a server certificate; use_mutual_auth refuses a client
+    without a certificate of root_cert's authority."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make certificates")
+
+    def make(name, *extra):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-keyout", str(tmp_path / f"{name}.key"), "-out", str(tmp_path / f"{name}.crt"),
+                        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", *extra],
+                       check=True, capture_output=True)
+        return str(tmp_path / f"{name}.key"), str(tmp_path / f"{name}.crt")
+
+    server_key, server_cert = make("server")
+    client_key, client_cert = make("client")
+    with kserve_grpc(served[0], use_ssl=True, server_cert=server_cert, server_key=server_key) as frontend:
+        with grpcclient.InferenceServerClient(f"localhost:{frontend.port}", ssl=True,
+                                              root_certificates=server_cert) as c:
+            assert c.infer("add_sub", _add_sub_inputs([1], [2])).as_numpy("OUTPUT0").tolist() == [3]
+    with kserve_grpc(served[0], use_ssl=True, server_cert=server_cert, server_key=server_key,
+                     root_cert=client_cert, use_mutual_auth=True) as frontend:
+        url = f"localhost:{frontend.port}"
+        with grpcclient.InferenceServerClient(url, ssl=True, root_certificates=server_cert,
+                                              private_key=client_key, certificate_chain=client_cert) as c:
+            assert c.is_server_live()
+        with grpcclient.InferenceServerClient(url, ssl=True, root_certificates=server_cert) as c:
+            with pytest.raises(InferenceServerException):
+                c.is_server_live()
+
+
+def test_every_served_models_config_is_a_model_config(served, client):
+    for name in (*MODELS_LOADED, "bound_add", "bound_count", "bound_endless"):
+        config = client.get_model_config(name, as_json=True)["config"]
+        assert config["name"] == name
+        assert [i["name"] for i in config["input"]] == [i["name"] for i in served[0].model(name).config()["input"]]

@@ -42,7 +42,7 @@ INSTALL_HINT = 'pip install "tritonserver-binding[serve]"'
 def generated_modules() -> tuple[Any, Any, Any]:
     """tritonclient's service_pb2, service_pb2_grpc and model_config_pb2."""
     try:
-        from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
+        from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc  # type: ignore[import-untyped]
     except ImportError as error:
         raise ImportError(
             f"the gRPC frontend needs grpcio and tritonclient[grpc] ({error}): {INSTALL_HINT}"
@@ -52,10 +52,16 @@ def generated_modules() -> tuple[Any, Any, Any]:
 
 def _grpc() -> Any:
     try:
-        import grpc
+        import grpc  # type: ignore[import-untyped]
     except ImportError as error:
         raise ImportError(f"the gRPC frontend needs grpcio ({error}): {INSTALL_HINT}") from None
     return grpc
+
+
+def _json_format() -> Any:
+    from google.protobuf import json_format  # type: ignore[import-untyped]
+
+    return json_format
 
 
 # Core error code (tritonserver's error classes) -> grpc.StatusCode name, as
@@ -350,22 +356,24 @@ class GrpcInferenceService:
         return response
 
     def _ModelConfig(self, request: Any, context: Any) -> Any:
-        from google.protobuf import json_format
-
         config = self._server.model(request.name, model_version(request.version)).config()
         response = self._pb.ModelConfigResponse()
-        json_format.ParseDict(config, response.config)
+        json_format = _json_format()
+        try:
+            json_format.ParseDict(config, response.config)
+        except json_format.ParseError as error:  # a field this tritonclient's ModelConfig lacks
+            raise InternalError(
+                f"the configuration of model '{request.name}' does not fit the ModelConfig message of the installed "
+                f"tritonclient ({error}): install the tritonclient[grpc] of this Triton core's release") from None
         return response
 
     def _ModelStatistics(self, request: Any, context: Any) -> Any:
-        from google.protobuf import json_format
-
         try:
             statistics = self._server.model(request.name, model_version(request.version)).statistics()
         except NotFoundError as error:  # the core's class for this case, as the binary answers
             raise InvalidArgumentError(str(error)) from None
         response = self._pb.ModelStatisticsResponse()
-        json_format.ParseDict(statistics, response)
+        _json_format().ParseDict(statistics, response)
         return response
 
     # -- model repository -------------------------------------------------------
@@ -621,24 +629,29 @@ class GrpcInferenceService:
         await self.check_restriction("inference", context)
         if self._compression is not None:
             context.set_compression(self._compression)
-        iterator = None
         try:
-            decoded = self._decode(request, context.invocation_metadata())
-            if decoded.model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED:
-                raise UnsupportedError("ModelInfer RPC doesn't support models with decoupled transaction policy")
-            iterator = decoded.model.async_infer(**decoded.kwargs)
-            message = self._pb.ModelInferResponse()
+            return await self._infer(request, context.invocation_metadata())
+        except TritonError as error:
+            code, text = status_code(error), str(error)
+        # aborted here, once the request's frames (holding its inputs, which
+        # may be views of shared memory) are gone with the error
+        await context.abort(code, text)
+
+    async def _infer(self, request: Any, metadata: Any) -> Any:
+        decoded = self._decode(request, metadata)
+        if decoded.model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED:
+            raise UnsupportedError("ModelInfer RPC doesn't support models with decoupled transaction policy")
+        iterator = decoded.model.async_infer(**decoded.kwargs)
+        message = self._pb.ModelInferResponse()
+        try:
             async for response in iterator:
                 if response.outputs or response.final:
                     self._encode(decoded, response, message)
                     break
-            return message
         except asyncio.CancelledError:  # the client cancelled or went away
-            if iterator is not None:
-                iterator.cancel()
+            iterator.cancel()
             raise
-        except TritonError as error:
-            await context.abort(status_code(error), str(error))
+        return message
 
     async def ModelStreamInfer(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
         """Each request of the stream runs as it arrives; its responses are

@@ -21,7 +21,7 @@ from .._api._errors import InvalidArgumentError, UnsupportedError
 
 _FORMATS = {"default": 0, "ISO8601": 1}
 # Setting -> (the protobuf/JSON kind it takes, the binary's word for it).
-_KINDS = {"log_info": (bool, "boolean"), "log_warning": (bool, "boolean"), "log_error": (bool, "boolean"),
+_KINDS: dict[str, tuple[type, str]] = {"log_info": (bool, "boolean"), "log_warning": (bool, "boolean"), "log_error": (bool, "boolean"),
           "log_verbose_level": (int, "int32"), "log_format": (str, "string")}
 
 
@@ -67,7 +67,8 @@ class LogSettings:
             if kind is None:
                 continue  # as the binary: settings it does not know are ignored
             wanted, word = kind
-            if type(value) is not wanted or (wanted is int and not 0 <= value < 2**31):
+            if type(value) is not wanted or (isinstance(value, int) and not isinstance(value, bool)
+                                             and not 0 <= value < 2**31):
                 raise InvalidArgumentError(f"expect {word} for '{name}'")
             if name == "log_format" and value not in _FORMATS:
                 raise InvalidArgumentError(f"invalid argument for log_format, got: {value}")

@@ -4,7 +4,6 @@ protocol logic is tritonserver._kserve.grpc_service's)."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Optional
@@ -37,8 +36,8 @@ class _CompressionLevel(IntEnum):
 
 def _grpc_modules() -> tuple[Any, Any, Any]:
     try:
-        import grpc
-        from grpc_health.v1 import health_pb2, health_pb2_grpc
+        import grpc  # type: ignore[import-untyped]
+        from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
     except ImportError as error:
         raise ImportError(
             f"KServeGrpc needs grpcio and grpcio-health-checking ({error}): {INSTALL_HINT}"
@@ -258,7 +257,5 @@ class _Health:
         return status(status=status.SERVING if ready else status.NOT_SERVING)
 
     async def Watch(self, request: Any, context: Any) -> Any:
-        import grpc
-
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Watch is not served: call Check")
+        await context.abort(_grpc_modules()[0].StatusCode.UNIMPLEMENTED, "Watch is not served: call Check")
         yield  # an async generator, as a server-streaming handler is
