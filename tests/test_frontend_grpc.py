@@ -493,6 +493,9 @@ def test_stop_lets_an_rpc_in_flight_finish(served):
 
 def test_restricted_protocols_need_their_header(served):
     server = served[0]
+    # the binary's flag text, and the serve command's triples
+    assert (KServeGrpc.Options(restricted_protocols=["model-repository,health:admin=yes"]).restrictions
+            == KServeGrpc.Options(restricted_protocols=[("model-repository,health", "admin", "yes")]).restrictions)
     with kserve_grpc(server, restricted_protocols=["model-repository,health:admin=yes"]) as frontend:
         url = f"127.0.0.1:{frontend.port}"
         with grpcclient.InferenceServerClient(url) as c:
@@ -521,6 +524,8 @@ def test_bad_options_and_a_port_in_use(served):
     server = served[0]
     for options, field in ((dict(port=-1), "port"), (dict(keepalive_time_ms="1"), "keepalive_time_ms"),
                            (dict(restricted_protocols=["nothing:k=v"]), "restricted_protocols"),
+                           (dict(restricted_protocols=["health"]), "restricted_protocols"),
+                           (dict(restricted_protocols=["health:a=b", "health:c=d"]), "multiple config groups"),
                            (dict(infer_compression_level=7), "infer_compression_level"),
                            (dict(use_ssl=True), "use_ssl")):
         with pytest.raises(tritonserver.InvalidArgumentError, match=field):

@@ -83,7 +83,7 @@ class KServeGrpc:
         infer_allocation_pool_size: int = 8
         max_response_pool_size: int = 2_147_483_647
         forward_header_pattern: str = ""
-        restricted_protocols: list[str] = field(default_factory=list)
+        restricted_protocols: list[Any] = field(default_factory=list)
 
         def __post_init__(self) -> None:
             check_address(self)
