@@ -269,6 +269,17 @@ def test_stream_errors_go_in_the_stream_and_it_goes_on(served):
     assert by_id["good"][0].as_numpy("OUTPUT0").tolist() == [3]
 
 
+def test_triton_grpc_error_header_ends_the_stream_at_the_first_error(served):
+    with grpc.insecure_channel(served[2]) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        request = service_pb2.ModelInferRequest(model_name="no_such_model")
+        calls = stub.ModelStreamInfer(iter([request]), metadata=[("triton_grpc_error", "true")])
+        with pytest.raises(grpc.RpcError) as caught:
+            list(calls)
+    assert caught.value.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND)
+    assert "no_such_model" in caught.value.details()
+
+
 def test_model_infer_refuses_decoupled_models(client):
     status, message = _code(lambda: client.infer("streaming", [_input("COUNT", numpy.array([1], numpy.int32))]))
     assert status == "StatusCode.UNIMPLEMENTED"

@@ -656,11 +656,14 @@ class GrpcInferenceService:
     async def ModelStreamInfer(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
         """Each request of the stream runs as it arrives; its responses are
         written as they come (a decoupled model's every one). An error is a
-        stream message with error_message; the stream goes on."""
+        stream message with error_message and the stream goes on; with the
+        header triton_grpc_error: true, the first error ends the stream with
+        its status instead, as the binary does."""
         await self.check_restriction("inference", context)
         if self._compression is not None:
             context.set_compression(self._compression)
         metadata = context.invocation_metadata()
+        end_at_error = any(k == "triton_grpc_error" and v == "true" for k, v in metadata or ())
         queue: asyncio.Queue[Any] = asyncio.Queue()
         tasks: set[asyncio.Task[None]] = set()
         done = object()
@@ -682,7 +685,10 @@ class GrpcInferenceService:
                 item = await queue.get()
                 if item is done:
                     break
-                yield item
+                message, code = item
+                if code is not None and end_at_error:
+                    await context.abort(code, message.error_message)
+                yield message
             reader.result()
         finally:
             reader.cancel()
@@ -698,8 +704,10 @@ class GrpcInferenceService:
             async for response in iterator:
                 message = self._pb.ModelStreamInferResponse()
                 infer_response = message.infer_response
+                code = None
                 if response.error is not None:
                     message.error_message = str(response.error)
+                    code = status_code(response.error)
                     self._identify(infer_response, request)
                 elif decoupled and response.final and not response.outputs and not response.parameters:
                     if not decoded.empty_final:
@@ -709,11 +717,12 @@ class GrpcInferenceService:
                     try:
                         self._encode(decoded, response, infer_response)
                     except TritonError as error:
-                        message.Clear()
-                        message.error_message = str(error)
-                        self._identify(message.infer_response, request)
+                        message = self._pb.ModelStreamInferResponse(error_message=str(error))
+                        code = status_code(error)
+                        infer_response = message.infer_response
+                        self._identify(infer_response, request)
                 infer_response.parameters["triton_final_response"].bool_param = response.final
-                queue.put_nowait(message)
+                queue.put_nowait((message, code))
         except asyncio.CancelledError:
             if iterator is not None:
                 iterator.cancel()
@@ -721,7 +730,7 @@ class GrpcInferenceService:
         except TritonError as error:
             message = self._pb.ModelStreamInferResponse(error_message=str(error))
             message.infer_response.id = request.id
-            queue.put_nowait(message)
+            queue.put_nowait((message, status_code(error)))
 
     @staticmethod
     def _identify(infer_response: Any, request: Any) -> None:

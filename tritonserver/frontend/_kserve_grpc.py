@@ -12,6 +12,7 @@ from .._api._errors import InvalidArgumentError, UnavailableError
 from .._api._server import Server
 from .._kserve.grpc_service import GrpcInferenceService, generated_modules, INSTALL_HINT
 from .._kserve.restricted import parse_restrictions
+from ._asgi_server import listening_socket
 from ._loop_thread import LoopThread
 from ._option_checks import check_address, check_bool, check_int, check_port, check_str
 
@@ -149,6 +150,12 @@ class KServeGrpc:
         grpc, _, _ = _grpc_modules()
         generated_modules()
         credentials = self._credentials(grpc) if self.options.use_ssl else None
+        if self.options.port:
+            # A port in use is found here, before grpc tries it: a grpc
+            # server whose bind failed leaves grpc's fork handlers in a state
+            # in which a later fork (a python model's stub starting) aborts
+            # the process ("Check failed: is_forking != was_forking").
+            listening_socket("KServeGrpc", self.options.address, self.options.port, self.options.reuse_port).close()
         self._thread.start()
         try:
             self._grpc_server, self.port = self._thread.run(self._serve(grpc, credentials))
