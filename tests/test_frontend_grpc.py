@@ -152,8 +152,10 @@ def test_load_with_config_and_files_then_unload(served, client):
     assert result.as_numpy("OUTPUT0").tolist() == [7] and result.as_numpy("OUTPUT1").tolist() == [3]
     client.unload_model("grpc_loaded")
     assert wait_for(lambda: not server.model("grpc_loaded").ready())
+    # as the binary: an unknown name is INTERNAL to load (the message names the repositories), OK to unload
     status, message = _code(lambda: client.load_model("no_such_model"))
-    assert status == "StatusCode.NOT_FOUND" and "no_such_model" in message
+    assert status == "StatusCode.INTERNAL" and "no model named 'no_such_model'" in message
+    client.unload_model("no_such_model")
 
 
 def test_infer_raw_typed_bytes_and_requested_outputs(served, client):

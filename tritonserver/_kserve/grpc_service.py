@@ -408,7 +408,10 @@ class GrpcInferenceService:
             else:
                 raise InvalidArgumentError(f"unrecognized load parameter '{key}'.")
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self._server.load, request.model_name, parameters)
+        try:
+            await loop.run_in_executor(None, self._server.load, request.model_name, parameters)
+        except NotFoundError as error:  # the package's word for the core's "failed to poll": the binary's class
+            raise InternalError(str(error)) from None
         return self._pb.RepositoryModelLoadResponse()
 
     async def _RepositoryModelUnload(self, request: Any, context: Any) -> Any:
@@ -422,7 +425,10 @@ class GrpcInferenceService:
                     "invalid value type for 'unload_dependents' parameter, expected bool_param.")
             unload_dependents = value.bool_param
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self._server.unload, request.model_name, unload_dependents)
+        try:
+            await loop.run_in_executor(None, self._server.unload, request.model_name, unload_dependents)
+        except NotFoundError:
+            pass  # a name that is neither in a repository nor loaded: the core (and the binary) accept it
         return self._pb.RepositoryModelUnloadResponse()
 
     # -- shared memory ----------------------------------------------------------
