@@ -50,7 +50,7 @@ def generated_modules() -> tuple[Any, Any, Any]:
     return service_pb2, service_pb2_grpc, model_config_pb2
 
 
-def _grpc() -> Any:
+def grpc_module() -> Any:
     try:
         import grpc  # type: ignore[import-untyped]
     except ImportError as error:
@@ -72,7 +72,7 @@ _STATUS_NAMES = ("UNKNOWN", "INTERNAL", "NOT_FOUND", "INVALID_ARGUMENT", "UNAVAI
 
 def status_code(error: TritonError) -> Any:
     code = code_of(error)
-    return getattr(_grpc().StatusCode, _STATUS_NAMES[code] if code is not None else "UNKNOWN")
+    return getattr(grpc_module().StatusCode, _STATUS_NAMES[code] if code is not None else "UNKNOWN")
 
 
 # The request parameters that start with "triton_" and that clients may set.
@@ -157,53 +157,37 @@ class _Infer:
         self.empty_final = empty_final
 
 
-def _shared_memory_parameters(tensor: Any) -> Optional[tuple[str, int, Optional[int]]]:
-    """(region, offset, byte_size) of a tensor's shared-memory parameters,
-    checked as the binary's ParseSharedMemoryParams; None without them."""
-    parameters = tensor.parameters
-    name = tensor.name
-    region: Optional[str] = None
-    if "shared_memory_region" in parameters:
-        value = parameters["shared_memory_region"]
-        if value.WhichOneof("parameter_choice") != "string_param":
-            raise InvalidArgumentError(
-                f"invalid value type for 'shared_memory_region' parameter for tensor '{name}', expected "
-                "string_param.")
-        region = value.string_param
-    offset = 0
-    if "shared_memory_offset" in parameters:
-        if region is None:
-            raise InvalidArgumentError(
-                f"'shared_memory_offset' can not be specified without 'shared_memory_region' parameter for "
-                f"tensor '{name}'")
-        value = parameters["shared_memory_offset"]
-        if value.WhichOneof("parameter_choice") != "int64_param":
-            raise InvalidArgumentError(
-                f"invalid value type for 'shared_memory_offset' parameter for tensor '{name}', expected "
-                "int64_param.")
-        offset = value.int64_param
-    byte_size: Optional[int] = None
-    if "shared_memory_byte_size" in parameters:
-        if region is None:
-            raise InvalidArgumentError(
-                f"'shared_memory_byte_size' can not be specified without 'shared_memory_region' parameter "
-                f"for tensor '{name}'")
-        value = parameters["shared_memory_byte_size"]
-        if value.WhichOneof("parameter_choice") != "int64_param":
-            raise InvalidArgumentError(
-                f"invalid value type for 'shared_memory_byte_size' parameter for tensor '{name}', expected "
-                "int64_param.")
-        byte_size = value.int64_param
-    elif region is not None:
+def _typed_parameter(tensor: Any, key: str, kind: str, region: Optional[str]) -> Any:
+    """A tensor's shared-memory parameter `key` of `kind` (None when not
+    given), checked as the binary's ParseSharedMemoryParams."""
+    if key not in tensor.parameters:
+        return None
+    if region is None and key != "shared_memory_region":
         raise InvalidArgumentError(
-            f"'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for "
-            f"tensor '{name}'")
+            f"'{key}' can not be specified without 'shared_memory_region' parameter for tensor '{tensor.name}'")
+    value = tensor.parameters[key]
+    if value.WhichOneof("parameter_choice") != kind:
+        raise InvalidArgumentError(
+            f"invalid value type for '{key}' parameter for tensor '{tensor.name}', expected {kind}.")
+    return getattr(value, kind)
+
+
+def _shared_memory_parameters(tensor: Any) -> Optional[tuple[str, int, int]]:
+    """(region, offset, byte_size) of a tensor's shared-memory parameters;
+    None without them."""
+    region = _typed_parameter(tensor, "shared_memory_region", "string_param", None)
+    offset = _typed_parameter(tensor, "shared_memory_offset", "int64_param", region) or 0
+    byte_size = _typed_parameter(tensor, "shared_memory_byte_size", "int64_param", region)
     if region is None:
         return None
-    if offset < 0 or (byte_size is not None and byte_size < 0):
+    if byte_size is None:
         raise InvalidArgumentError(
-            f"tensor '{name}': shared_memory_offset {offset} and shared_memory_byte_size {byte_size} must not "
-            "be negative")
+            f"'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for "
+            f"tensor '{tensor.name}'")
+    if offset < 0 or byte_size < 0:
+        raise InvalidArgumentError(
+            f"tensor '{tensor.name}': shared_memory_offset {offset} and shared_memory_byte_size {byte_size} must "
+            "not be negative")
     return region, offset, byte_size
 
 
@@ -325,7 +309,7 @@ class GrpcInferenceService:
         """Aborts the RPC (UNAVAILABLE, as the binary) without the header."""
         refusal = self.restriction(group, context.invocation_metadata())
         if refusal is not None:
-            await context.abort(_grpc().StatusCode.UNAVAILABLE, refusal)
+            await context.abort(grpc_module().StatusCode.UNAVAILABLE, refusal)
 
     # -- health and metadata ----------------------------------------------------
     def _ServerLive(self, request: Any, context: Any) -> Any:
@@ -568,7 +552,7 @@ class GrpcInferenceService:
                         f"for model '{request.model_name}'")
                 region, offset, byte_size = shared
                 # an array over the region's memory: the region stays mapped while the request holds it
-                data: Any = self._shared_memory.view(region, offset, byte_size or 0)
+                data: Any = self._shared_memory.view(region, offset, byte_size)
             elif io.HasField("contents"):
                 if len(raw_contents):
                     raise InvalidArgumentError(
@@ -597,8 +581,8 @@ class GrpcInferenceService:
                 if shared is not None:
                     region, offset, byte_size = shared
                     # checked now, as the binary does when it reads the request
-                    self._shared_memory.view(region, offset, byte_size or 0).release()
-                    output_regions[output.name] = _OutputRegion(region, offset, byte_size or 0)
+                    self._shared_memory.view(region, offset, byte_size).release()
+                    output_regions[output.name] = _OutputRegion(region, offset, byte_size)
                 names.append(output.name)
             kwargs["output_names"] = names
         return _Infer(model, kwargs, output_regions, empty_final)

@@ -40,14 +40,15 @@ def parse_restrictions(specs: Iterable[Any], what: str, key_prefix: str = "") ->
 
 
 def _entry(spec: Any, what: str) -> tuple[list[str], str, str]:
+    groups: Any = None
+    key: Any = None
+    value: Any = None
     if isinstance(spec, str):
         names, colon, setting = spec.partition(":")
         key, equals, value = setting.partition("=")
-        groups: Any = names if colon and equals else None
+        groups = names if colon and equals else None
     elif isinstance(spec, (tuple, list)) and len(spec) == 3:
         groups, key, value = spec
-    else:
-        groups = key = value = None
     if isinstance(groups, str):
         groups = groups.split(",")
     if (not isinstance(groups, (list, tuple)) or not groups or not all(isinstance(g, str) for g in groups)

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from .._api._errors import InvalidArgumentError, UnavailableError
 from .._api._server import Server
-from .._kserve.grpc_service import GrpcInferenceService, generated_modules, INSTALL_HINT
+from .._kserve.grpc_service import INSTALL_HINT, GrpcInferenceService, generated_modules, grpc_module
 from .._kserve.restricted import parse_restrictions
 from ._asgi_server import listening_socket
 from ._loop_thread import LoopThread
@@ -35,15 +35,12 @@ class _CompressionLevel(IntEnum):
     COUNT = 4
 
 
-def _grpc_modules() -> tuple[Any, Any, Any]:
+def _health_modules() -> tuple[Any, Any]:
     try:
-        import grpc  # type: ignore[import-untyped]
         from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
     except ImportError as error:
-        raise ImportError(
-            f"KServeGrpc needs grpcio and grpcio-health-checking ({error}): {INSTALL_HINT}"
-        ) from None
-    return grpc, health_pb2, health_pb2_grpc
+        raise ImportError(f"KServeGrpc needs grpcio-health-checking ({error}): {INSTALL_HINT}") from None
+    return health_pb2, health_pb2_grpc
 
 
 class KServeGrpc:
@@ -147,8 +144,9 @@ class KServeGrpc:
         (UnavailableError naming address:port when it cannot listen)."""
         if self._grpc_server is not None:
             return
-        grpc, _, _ = _grpc_modules()
+        grpc = grpc_module()
         generated_modules()
+        _health_modules()
         credentials = self._credentials(grpc) if self.options.use_ssl else None
         if self.options.port:
             # A port in use is found here, before grpc tries it: a grpc
@@ -166,7 +164,7 @@ class KServeGrpc:
     async def _serve(self, grpc: Any, credentials: Any) -> tuple[Any, int]:
         o = self.options
         _, service_grpc, _ = generated_modules()
-        _, health_pb2, health_pb2_grpc = _grpc_modules()
+        health_pb2, health_pb2_grpc = _health_modules()
         compression = grpc.Compression.Gzip if o.infer_compression_level != _CompressionLevel.NONE else None
         service = GrpcInferenceService(self._server, o.restrictions, o.forward_header_pattern, compression)
         server = grpc.aio.server(options=self._channel_options())
@@ -264,5 +262,5 @@ class _Health:
         return status(status=status.SERVING if ready else status.NOT_SERVING)
 
     async def Watch(self, request: Any, context: Any) -> Any:
-        await context.abort(_grpc_modules()[0].StatusCode.UNIMPLEMENTED, "Watch is not served: call Check")
+        await context.abort(grpc_module().StatusCode.UNIMPLEMENTED, "Watch is not served: call Check")
         yield  # an async generator, as a server-streaming handler is
