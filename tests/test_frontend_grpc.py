@@ -591,3 +591,16 @@ def test_every_served_models_config_is_a_model_config(served, client):
         config = client.get_model_config(name, as_json=True)["config"]
         assert config["name"] == name
         assert [i["name"] for i in config["input"]] == [i["name"] for i in served[0].model(name).config()["input"]]
+
+
+def test_context_manager_and_restart_as_tritonfrontend_is_used(served):
+    """As NVIDIA's tritonfrontend docs use it: `with KServeGrpc(server,
+    options):`; a stopped frontend starts again."""
+    options = KServeGrpc.Options(address="127.0.0.1", port=0)
+    frontend = KServeGrpc(served[0], options)
+    for _ in range(2):
+        with frontend:
+            with grpcclient.InferenceServerClient(f"127.0.0.1:{frontend.port}") as c:
+                assert c.is_server_live()
+    with pytest.raises(tritonserver.InvalidArgumentError, match="KServeGrpc.Options"):
+        KServeGrpc(served[0], {"port": 0})
