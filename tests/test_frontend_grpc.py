@@ -604,3 +604,36 @@ def test_context_manager_and_restart_as_tritonfrontend_is_used(served):
                 assert c.is_server_live()
     with pytest.raises(tritonserver.InvalidArgumentError, match="KServeGrpc.Options"):
         KServeGrpc(served[0], {"port": 0})
+
+
+def test_a_region_is_free_to_unregister_once_the_answer_came(served, client):
+    """Inputs of 1 MiB in a region are passed to the core without a copy:
+    the answer (ModelInfer's, a stream's final response) comes once the core
+    let go of them, so the client may unregister the region at once, as
+    with the binary (before: 'currently in use' about 4 times in 5)."""
+    from multiprocessing import shared_memory
+
+    count = 1 << 18
+    region = shared_memory.SharedMemory(f"grpc_free_{id(client)}", create=True, size=count * 4)
+    try:
+        def inputs():
+            made = []
+            for name in ("INPUT0", "INPUT1"):
+                tensor = grpcclient.InferInput(name, [count], "FP32")
+                tensor.set_shared_memory("big", count * 4)
+                made.append(tensor)
+            return made
+
+        for _ in range(10):
+            client.register_system_shared_memory("big", "/" + region.name, count * 4)
+            client.infer("add_sub", inputs())
+            client.unregister_system_shared_memory("big")
+        for _ in range(5):
+            client.register_system_shared_memory("big", "/" + region.name, count * 4)
+            [(result, error)] = _stream(served[2], [dict(model_name="add_sub", inputs=inputs())], 1)
+            assert error is None
+            client.unregister_system_shared_memory("big")
+    finally:
+        client.unregister_system_shared_memory()
+        region.close()
+        region.unlink()

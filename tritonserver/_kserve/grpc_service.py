@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import weakref
 from typing import Any, AsyncIterator, Callable, Optional
 
 import numpy
@@ -143,6 +144,49 @@ class _OutputRegion:
         self.region, self.offset, self.byte_size = region, offset, byte_size
 
 
+# How long an answer waits for the core to let go of the request's
+# shared-memory inputs (a model that keeps its input arrays holds them longer).
+RELEASE_WAIT_SECONDS = 2.0
+
+
+class _HeldRegions:
+    """The arrays over shared memory a request's inputs are made of (the
+    region's mapping is exported to them until they go). The core holds
+    a request's inputs until it releases the request, which may come just
+    after its final response; the answer waits for that, so that a client
+    may unregister the region once it has the answer (as the binary lets
+    it, which holds regions until the response is complete)."""
+
+    __slots__ = ("_loop", "_left", "_done", "_refs")
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._left = 0
+        self._done: Optional[asyncio.Future[None]] = None
+        self._refs: list[weakref.ref[Any]] = []
+
+    def track(self, array: Any) -> None:
+        self._left += 1
+        self._refs.append(weakref.ref(array, self._gone))
+
+    def _gone(self, _ref: Any) -> None:  # on whichever thread let go of the last array over the view
+        self._loop.call_soon_threadsafe(self._one_gone)
+
+    def _one_gone(self) -> None:
+        self._left -= 1
+        if self._left == 0 and self._done is not None and not self._done.done():
+            self._done.set_result(None)
+
+    async def released(self) -> None:
+        if self._left == 0:
+            return
+        self._done = self._loop.create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._done), RELEASE_WAIT_SECONDS)
+        except asyncio.TimeoutError:
+            pass  # still held by the model: the region stays in use (unregister says so)
+
+
 class _Infer:
     """One ModelInferRequest, decoded: the arguments of async_infer and
     where outputs go."""
@@ -191,12 +235,15 @@ def _shared_memory_parameters(tensor: Any) -> Optional[tuple[str, int, int]]:
     return region, offset, byte_size
 
 
-def _input_value(datatype: str, shape: list[int], data: Any) -> Any:
+def _input_value(datatype: str, shape: list[int], data: Any, track: Optional[Callable[[Any], None]] = None) -> Any:
     """An input of raw little-endian `data` (bytes or a memoryview): a NumPy
     array over it when its size fits the shape (no copy), else a Tensor
-    that lets the core refuse the size with its own message."""
+    that lets the core refuse the size with its own message. `track` is
+    given the array every other one is made from (it holds `data`)."""
     kind = DATATYPES.get(datatype)
     raw = numpy.frombuffer(data, dtype=numpy.uint8)
+    if track is not None:
+        track(raw)
     if kind is not None and datatype not in ("BYTES", "BF16"):
         dtype = kind[1]
         count = 1
@@ -470,7 +517,7 @@ class GrpcInferenceService:
         return response
 
     # -- inference ----------------------------------------------------------------
-    def _decode(self, request: Any, metadata: Any) -> _Infer:
+    def _decode(self, request: Any, metadata: Any, held: _HeldRegions) -> _Infer:
         """The async_infer arguments of a ModelInferRequest (TritonError for a
         request the binary refuses)."""
         model = self._server.model(request.model_name, model_version(request.model_version))
@@ -566,7 +613,7 @@ class GrpcInferenceService:
                 raise InvalidArgumentError(
                     f"unable to find data for input tensor '{io.name}' for model '{request.model_name}' in "
                     "request.")
-            inputs[io.name] = _input_value(io.datatype, shape, data)
+            inputs[io.name] = _input_value(io.datatype, shape, data, held.track if shared is not None else None)
         kwargs["inputs"] = inputs
 
         output_regions: dict[str, _OutputRegion] = {}
@@ -619,16 +666,21 @@ class GrpcInferenceService:
         await self.check_restriction("inference", context)
         if self._compression is not None:
             context.set_compression(self._compression)
+        held = _HeldRegions()
         try:
-            return await self._infer(request, context.invocation_metadata())
+            message = await self._infer(request, context.invocation_metadata(), held)
+            code = None
         except TritonError as error:
             code, text = status_code(error), str(error)
-        # aborted here, once the request's frames (holding its inputs, which
-        # may be views of shared memory) are gone with the error
+        # answered once the request's frames (holding its inputs) are gone
+        # and the core let go of its shared-memory inputs
+        await held.released()
+        if code is None:
+            return message
         await context.abort(code, text)
 
-    async def _infer(self, request: Any, metadata: Any) -> Any:
-        decoded = self._decode(request, metadata)
+    async def _infer(self, request: Any, metadata: Any, held: _HeldRegions) -> Any:
+        decoded = self._decode(request, metadata, held)
         if decoded.model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED:
             raise UnsupportedError("ModelInfer RPC doesn't support models with decoupled transaction policy")
         iterator = decoded.model.async_infer(**decoded.kwargs)
@@ -686,11 +738,24 @@ class GrpcInferenceService:
                 task.cancel()
 
     async def _stream_one(self, request: Any, metadata: Any, queue: "asyncio.Queue[Any]") -> None:
+        """Queues the responses of one request of a stream, the final one
+        once the core let go of its shared-memory inputs."""
+        held = _HeldRegions()
+        final = await self._stream_responses(request, metadata, queue, held)
+        await held.released()
+        if final is not None:
+            queue.put_nowait(final)
+
+    async def _stream_responses(self, request: Any, metadata: Any, queue: "asyncio.Queue[Any]",
+                                held: _HeldRegions) -> Optional[tuple[Any, Any]]:
+        """Queues the responses but the final one, which it returns (with
+        its error's status code, or None)."""
         iterator = None
         try:
-            decoded = self._decode(request, metadata)
+            decoded = self._decode(request, metadata, held)
             decoupled = bool(decoded.model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED)
             iterator = decoded.model.async_infer(raise_on_error=False, **decoded.kwargs)
+            final = None
             async for response in iterator:
                 message = self._pb.ModelStreamInferResponse()
                 infer_response = message.infer_response
@@ -712,7 +777,11 @@ class GrpcInferenceService:
                         infer_response = message.infer_response
                         self._identify(infer_response, request)
                 infer_response.parameters["triton_final_response"].bool_param = response.final
-                queue.put_nowait((message, code))
+                if response.final:
+                    final = (message, code)
+                else:
+                    queue.put_nowait((message, code))
+            return final
         except asyncio.CancelledError:
             if iterator is not None:
                 iterator.cancel()
@@ -720,7 +789,7 @@ class GrpcInferenceService:
         except TritonError as error:
             message = self._pb.ModelStreamInferResponse(error_message=str(error))
             message.infer_response.id = request.id
-            queue.put_nowait((message, status_code(error)))
+            return message, status_code(error)
 
     @staticmethod
     def _identify(infer_response: Any, request: Any) -> None:
