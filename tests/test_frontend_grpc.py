@@ -637,3 +637,37 @@ def test_a_region_is_free_to_unregister_once_the_answer_came(served, client):
         client.unregister_system_shared_memory()
         region.close()
         region.unlink()
+
+
+def test_hostile_requests_are_invalid_argument_and_the_server_keeps_serving(served):
+    def infer(**fields):
+        request = service_pb2.ModelInferRequest(model_name=fields.pop("model_name", "add_sub"), **fields)
+        return request
+
+    def with_inputs(request, shape, raw, names=("INPUT0", "INPUT1"), datatype="FP32"):
+        for name in names:
+            request.inputs.add(name=name, datatype=datatype, shape=shape)
+            request.raw_input_contents.append(raw)
+        return request
+
+    cases = [
+        with_inputs(infer(), [1] * 40, b"\0" * 4),                      # more dimensions than NumPy's
+        with_inputs(infer(), [2**61], b"\0" * 8),                        # a shape far past the data
+        with_inputs(infer(), [-3], b"\0" * 8),                           # a negative dimension
+        with_inputs(infer(model_name="identity_bytes"), [2], b"\x01\0\0\0a", names=("INPUT0",), datatype="BYTES"),
+        infer(model_name="add_sub\0x"),                                  # NUL in a name
+        infer(id="a\0b"),
+        with_inputs(infer(), [1], b"\0" * 4, names=("IN\0PUT0",)),
+    ]
+    with grpc.insecure_channel(served[2]) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        for request in cases:
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.ModelInfer(request)
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (request, caught.value.details())
+            [answer] = list(stub.ModelStreamInfer(iter([request])))
+            assert answer.error_message
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.ModelMetadata(service_pb2.ModelMetadataRequest(name="a\0b"))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert stub.ServerLive(service_pb2.ServerLiveRequest()).live

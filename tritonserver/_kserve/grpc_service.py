@@ -71,7 +71,12 @@ _STATUS_NAMES = ("UNKNOWN", "INTERNAL", "NOT_FOUND", "INVALID_ARGUMENT", "UNAVAI
                  "ALREADY_EXISTS", "CANCELLED")
 
 
-def status_code(error: TritonError) -> Any:
+def status_code(error: Exception) -> Any:
+    """The grpc.StatusCode of a TritonError, or of the ValueError the
+    package raises for a name, id or parameter it cannot pass to the core
+    (a NUL in it): INVALID_ARGUMENT."""
+    if isinstance(error, ValueError):
+        return grpc_module().StatusCode.INVALID_ARGUMENT
     code = code_of(error)
     return getattr(grpc_module().StatusCode, _STATUS_NAMES[code] if code is not None else "UNKNOWN")
 
@@ -244,7 +249,7 @@ def _input_value(datatype: str, shape: list[int], data: Any, track: Optional[Cal
     raw = numpy.frombuffer(data, dtype=numpy.uint8)
     if track is not None:
         track(raw)
-    if kind is not None and datatype not in ("BYTES", "BF16"):
+    if kind is not None and datatype not in ("BYTES", "BF16") and len(shape) <= 32:  # NumPy 1's most dimensions
         dtype = kind[1]
         count = 1
         for d in shape:
@@ -334,7 +339,7 @@ class GrpcInferenceService:
                 if asyncio.iscoroutine(result):
                     result = await result
                 return result
-            except TritonError as error:
+            except (TritonError, ValueError) as error:
                 await context.abort(status_code(error), str(error))
 
         rpc.__name__ = method.__name__.lstrip("_")
@@ -670,7 +675,7 @@ class GrpcInferenceService:
         try:
             message = await self._infer(request, context.invocation_metadata(), held)
             code = None
-        except TritonError as error:
+        except (TritonError, ValueError) as error:
             code, text = status_code(error), str(error)
         # answered once the request's frames (holding its inputs) are gone
         # and the core let go of its shared-memory inputs
@@ -786,7 +791,7 @@ class GrpcInferenceService:
             if iterator is not None:
                 iterator.cancel()
             raise
-        except TritonError as error:
+        except (TritonError, ValueError) as error:
             message = self._pb.ModelStreamInferResponse(error_message=str(error))
             message.infer_response.id = request.id
             return message, status_code(error)
