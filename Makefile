@@ -201,6 +201,13 @@ bench: bench-build
 	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" "numpy<2"
 	$(PY) benchmarks/run.py
 
+# The network frontends (python -m tritonserver serve) against NVIDIA's
+# tritonserver binary with perf_analyzer 2.51 (benchmarks/frontends.py;
+# ~5 min): identity and add_sub, HTTP and gRPC, concurrency 1 and 16;
+# writes its section of docs/benchmarks.md.
+bench-frontends: build perf-analyzer
+	$(PY) benchmarks/frontends.py
+
 # Server.bind against NVIDIA's PyTriton serving the same function
 # (benchmarks/pytriton_compare.py; ~5 min): PyTriton in .venv-pytriton, a
 # venv of its own WITH its dependencies (it pins numpy<2); writes its

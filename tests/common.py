@@ -565,8 +565,9 @@ def package_serve_command() -> list[str]:
 
 class ServerProcess:
     """A server process started by server_process(): its ports on
-    127.0.0.1, urls in tritonclient's form ("127.0.0.1:port"), the Popen
-    and its log (stdout and stderr together)."""
+    127.0.0.1, urls in tritonclient's form ("127.0.0.1:port"), the Popen,
+    its log (stdout and stderr together) and how long it took to be
+    ready."""
 
     def __init__(self, argv: list[str], process: subprocess.Popen, log_path: pathlib.Path,
                  http_port: int, grpc_port: int, metrics_port: int) -> None:
@@ -575,6 +576,7 @@ class ServerProcess:
         self.http_url = f"127.0.0.1:{http_port}"
         self.grpc_url = f"127.0.0.1:{grpc_port}"
         self.metrics_url = f"127.0.0.1:{metrics_port}"
+        self.ready_seconds = 0.0  # from the process's start to ready
 
     @property
     def pid(self) -> int:
@@ -649,16 +651,19 @@ def server_process(command: list[str], model_repository: str | os.PathLike, flag
     log_folder = pathlib.Path(log_dir) if log_dir is not None else pathlib.Path(tempfile.mkdtemp(prefix="server-"))
     for attempt in range(3):  # a port taken between free_port() and the bind: new ports
         ports = free_port(), free_port(), free_port()
-        argv = [*command, "--model-repository", str(model_repository), "--backend-directory", backends,
+        argv = [*command, "--model-repository", str(pathlib.Path(model_repository).resolve()),
+                "--backend-directory", backends,
                 "--http-address", "127.0.0.1", "--http-port", str(ports[0]),
                 "--grpc-address", "127.0.0.1", "--grpc-port", str(ports[1]),
                 "--metrics-address", "127.0.0.1", "--metrics-port", str(ports[2]), *flags]
         log_path = log_folder / f"server-{attempt}.log"
         # Output to a file, not a pipe: stubs that outlive the server would
         # hold a pipe open.
+        # From tests/: `python -m tritonserver` imports the installed package.
+        started = time.monotonic()
         with open(log_path, "w") as log:
             process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=env, start_new_session=True)
+                                       env=env, cwd=ROOT / "tests", start_new_session=True)
         server = ServerProcess(argv, process, log_path, *ports)
         deadline = time.monotonic() + ready_timeout
         while process.poll() is None and not _ready(server.http_url):
@@ -668,6 +673,7 @@ def server_process(command: list[str], model_repository: str | os.PathLike, flag
                 raise AssertionError(f"{argv} not ready within {ready_timeout} s: {server.log()[-3000:]}")
             time.sleep(0.05)
         if process.poll() is None:
+            server.ready_seconds = time.monotonic() - started
             break
         text = server.log()
         if "address already in use" not in text.lower() or attempt == 2:
