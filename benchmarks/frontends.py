@@ -145,7 +145,9 @@ def main() -> None:
         try:
             startup[name] = start_to_ready(command, EXTRA_FLAGS[name], args.starts)
         except AssertionError as e:  # it does not serve these models over HTTP yet
-            left_out[name] = "it did not start: " + " ".join(str(e).split())[-300:]
+            # Its log's last line, or the message's start (a timeout's).
+            log = str(e).split(" before it was ready: ", 1)[-1].strip().splitlines() or [""]
+            left_out[name] = "it did not start: " + log[-1][:200]
             del servers[name]
     for name, why in left_out.items():
         print(f"== {name}: left out ({why})", file=sys.stderr)
