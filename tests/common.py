@@ -446,6 +446,45 @@ def kserve_over_http(routes):
         loop.close()
 
 
+SERVE_STARTED = re.compile(r"^Started (GRPCInferenceService|HTTPService|Metrics Service) at (\S+):(\d+)$", re.M)
+
+
+@contextlib.contextmanager
+def serve_command(args: list[str], tmp_path, timeout: float = 60.0):
+    """`python -m tritonserver serve` with `args` (ports default to 0: free
+    ones) in a process of its own, until every frontend it starts says
+    "Started ... at address:port" on stderr. Yields a dict: the process
+    ("process"), the ports by the binary's service names ("HTTPService",
+    "GRPCInferenceService", "Metrics Service") and the stderr file ("log").
+    Left running at the end, it gets SIGTERM and must exit 0 within
+    `timeout`."""
+    for flag in ("--http-port", "--grpc-port", "--metrics-port"):
+        if not any(arg.startswith(flag) for arg in args):
+            args = [*args, f"{flag}=0"]
+    expected = {name for name, flag in (("HTTPService", "--allow-http"), ("GRPCInferenceService", "--allow-grpc"),
+                                        ("Metrics Service", "--allow-metrics"))
+                if not any(arg.lower() in (f"{flag}=false", f"{flag}=0") for arg in args)}
+    log = tmp_path / "serve.log"
+    with open(log, "w") as err:
+        process = subprocess.Popen([sys.executable, "-m", "tritonserver", "serve", *args], cwd=ROOT / "tests",
+                                   stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    try:
+        started = lambda: {m[0] for m in SERVE_STARTED.findall(log.read_text())} >= expected  # noqa: E731
+        if not wait_for(lambda: started() or process.poll() is not None, timeout) or not started():
+            raise AssertionError(f"serve did not start (exit {process.poll()}): {log.read_text()[-3000:]}")
+        yield {"process": process, "log": log, **{name: int(port) for name, _, port in
+                                                   SERVE_STARTED.findall(log.read_text())}}
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                rc = process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                raise AssertionError(f"serve did not stop within {timeout} s of SIGTERM: "
+                                     f"{log.read_text()[-3000:]}") from None
+            assert rc == 0, f"serve exited {rc} on SIGTERM: {log.read_text()[-3000:]}"
 # -- Server processes: NVIDIA's tritonserver binary, `python -m tritonserver serve` --
 # NVIDIA's tritonserver 2.51 executable (bin/tritonserver of the
 # nvidia-pytriton 0.7.0 wheel) is the reference of the network frontends:

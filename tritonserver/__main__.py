@@ -1,4 +1,8 @@
-"""``python -m tritonserver``: what this installation would use — the package
+"""``python -m tritonserver serve [flags]``: serve models over the network
+with the flags of NVIDIA's tritonserver binary (tritonserver/_serve_command.py,
+docs/serving.md).
+
+``python -m tritonserver``: what this installation would use — the package
 version, the Triton core found (path, Triton and C API versions), CUDA, and
 the backends available. The first thing to run when something does not work.
 """
@@ -71,12 +75,18 @@ def main(argv: "list[str] | None" = None) -> int:
     arguments are an error (exit status 2)."""
     import argparse
 
+    arguments = sys.argv[1:] if argv is None else argv
+    if arguments[:1] == ["serve"]:
+        from tritonserver._serve_command import serve
+
+        return serve(arguments[1:])
     parser = argparse.ArgumentParser(
         prog="python -m tritonserver",
         description="What this tritonserver installation would use: the Triton core found (path, Triton and C "
-                    "API versions), CUDA, the backends, numpy, and how python models would run.")
+                    "API versions), CUDA, the backends, numpy, and how python models would run. "
+                    "`python -m tritonserver serve --help`: serve models over HTTP and gRPC.")
     parser.add_argument("--version", action="version", version=f"tritonserver {tritonserver.__version__}")
-    parser.parse_args(argv)
+    parser.parse_args(arguments)
     print(f"tritonserver {tritonserver.__version__} on Python {platform.python_version()} ({sys.executable})")
     print(f"  installed as: {_installed_as()}")
     print(f"glibc: {_glibc()}")

@@ -1,0 +1,109 @@
+"""`python -m tritonserver serve`: NVIDIA's binary's flags, refusals that
+name the flag (exit 2), the frontends started and named as the binary names
+them, POLL mode, and SIGTERM (exit 0)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+import tritonserver
+from tritonserver._serve_flags import settings
+
+from common import MODELS, ROOT, serve_command, wait_for, copy_model
+
+
+def run_serve(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tritonserver", "serve", *args], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT / "tests")
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--bogus-flag"], "unrecognized arguments: --bogus-flag"),
+    (["--http-port", "eighty"], "argument --http-port: invalid integer: 'eighty'"),
+    (["--http-port", "70000"], "argument --http-port: a port is 0-65535, not 70000"),
+    (["--allow-grpc", "maybe"], "argument --allow-grpc: invalid value for bool option: 'maybe'"),
+    (["--model-control-mode", "sometimes"], "argument --model-control-mode: 'sometimes' is not one of none, poll, "
+                                            "explicit"),
+    (["--allow-sagemaker=true"], "--allow-sagemaker: the SageMaker frontend is not served by this package"),
+    (["--trace-config", "rate=1"], "--trace-config: tracing is not served"),
+    (["--load-model", "add_sub"], "--load-model takes effect only with --model-control-mode=explicit"),
+    (["--backend-config", "python"], "argument --backend-config: 'python' is not of the form "
+                                     "<backend>,<setting>=<value>"),
+])
+def test_a_bad_flag_exits_2_naming_it(args, named):
+    result = run_serve("--model-repository", str(MODELS), *args)
+    assert result.returncode == 2, result.stderr
+    assert named in result.stderr
+
+
+def test_no_repository_exits_2():
+    result = run_serve()
+    assert result.returncode == 2
+    assert "--model-repository is required" in result.stderr
+
+
+def test_the_flags_become_the_servers_options():
+    config = settings(["--model-repository=/a", "--model-store", "/b", "--id=edge", "--model-control-mode=explicit",
+                       "--load-model=x", "--load-model", "y", "--strict-readiness=false", "--log-verbose=2",
+                       "--exit-timeout-secs=7", "--backend-config=python,shm-default-byte-size=1048576",
+                       "--metrics-config=summary_latencies=true", "--allow-grpc=off", "--http-port=9000",
+                       "--reuse-http-port=1", "--response-cache-byte-size=1024", "--python-models=in-process"])
+    options = tritonserver.Options(**config.server)  # every key is an Options field
+    assert options.model_repository == ["/a", "/b"]
+    assert options.server_id == "edge"
+    assert options.model_control_mode == tritonserver.ModelControlMode.EXPLICIT
+    assert options.startup_models == ["x", "y"]
+    assert options.strict_readiness is False and options.log_verbose == 2 and options.exit_timeout == 7
+    assert options.backend_configuration == {"python": {"shm-default-byte-size": "1048576"}}
+    assert options.metrics_configuration == {"": {"summary_latencies": "true"}}
+    assert options.cache_config == {"local": {"size": "1024"}}
+    assert options.python_models == "in-process"
+    assert config.grpc is None
+    assert config.http["port"] == 9000 and config.http["reuse_port"] is True
+    assert config.metrics["port"] == 8002 and config.exit_timeout_secs == 7
+
+
+def test_serve_runs_metrics_and_stops_on_sigterm(backend_directory, tmp_path):
+    args = ["--model-repository", str(MODELS), "--backend-directory", backend_directory,
+            "--model-control-mode=explicit", "--load-model=identity_fp32", "--allow-http=false",
+            "--allow-grpc=false"]
+    with serve_command(args, tmp_path) as served:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{served['Metrics Service']}/metrics", timeout=30).read()
+        assert b'nv_inference_count{model="identity_fp32",version="1"} 0' in text
+    assert "Signal (15) received" in served["log"].read_text()
+
+
+def test_a_model_that_fails_to_load_exits_1_naming_it(backend_directory, tmp_path):
+    repository = tmp_path / "models"
+    (repository / "broken" / "1").mkdir(parents=True)
+    (repository / "broken" / "config.pbtxt").write_text('backend: "no_such_backend"\n')
+    result = run_serve("--model-repository", str(repository), "--backend-directory", backend_directory,
+                       "--allow-http=false", "--allow-grpc=false", "--metrics-port=0")
+    assert result.returncode == 1, result.stderr
+    assert "broken" in result.stderr and "no_such_backend" in result.stderr
+
+
+def test_poll_mode_loads_a_model_added_to_the_repository(backend_directory, tmp_path):
+    repository = tmp_path / "models"
+    repository.mkdir()
+    args = ["--model-repository", str(repository), "--backend-directory", backend_directory,
+            "--model-control-mode=poll", "--repository-poll-secs=1", "--allow-http=false", "--allow-grpc=false"]
+    with serve_command(args, tmp_path) as served:
+        url = f"http://127.0.0.1:{served['Metrics Service']}/metrics"
+        copy_model("identity_fp32", repository)
+        assert wait_for(lambda: b'model="identity_fp32"' in urllib.request.urlopen(url, timeout=30).read(), 60), \
+            served["log"].read_text()
+
+
+def test_every_flag_is_documented():
+    from tritonserver._serve_flags import parser
+
+    documented = (ROOT / "docs" / "serving.md").read_text()
+    flags = [option for action in parser()._actions if action.help != "==SUPPRESS=="
+             for option in action.option_strings if option.startswith("--") and option != "--help"]
+    assert len(flags) > 60
+    assert [flag for flag in flags if f"`{flag}`" not in documented] == []

@@ -1,0 +1,168 @@
+"""System (POSIX) shared memory regions that clients register with a
+server's frontends, as Triton's shared-memory extension: one registry per
+Server, shared by its HTTP and gRPC frontends (as in NVIDIA's binary, a
+region registered over HTTP is usable over gRPC). Inputs are read from a
+region and outputs written into it through `view`.
+
+Only POSIX shared-memory keys are taken ("/name" or "name": one file of
+/dev/shm, opened without following links), never paths; a region's offset
+and size are checked against the file, and every use against the region.
+Messages and error classes are the binary's.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from .._api._errors import AlreadyExistsError, InternalError, InvalidArgumentError, NotFoundError
+
+SHM_DIR = "/dev/shm"
+_NAME_MAX = 255
+
+
+@dataclass
+class _Region:
+    name: str
+    key: str
+    offset: int
+    byte_size: int
+    mapping: mmap.mmap
+    start: int  # where the region begins in `mapping` (mmap offsets are page-aligned)
+
+
+def checked_key(key: Any) -> str:
+    """The file name in /dev/shm of a POSIX shared-memory key (InvalidArgumentError otherwise)."""
+    if not isinstance(key, str):
+        raise InvalidArgumentError(f"shared memory key must be a string, not {type(key).__name__}")
+    name = key[1:] if key.startswith("/") else key
+    if not name or name in (".", "..") or "/" in name or "\0" in name or len(name) > _NAME_MAX:
+        raise InvalidArgumentError(
+            f"Unable to open shared memory region: '{key}': a key is a POSIX shared memory name "
+            f"('/name', at most {_NAME_MAX} characters, no other '/'), as shm_open takes it, not a path"
+        )
+    return name
+
+
+def _checked_size(what: str, value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise InvalidArgumentError(f"shared memory {what} must be a non-negative integer, not {value!r}")
+    return value
+
+
+class SystemSharedMemory:
+    """The system shared-memory regions registered with one server."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._regions: dict[str, _Region] = {}
+
+    def register(self, name: str, key: str, offset: int, byte_size: int) -> None:
+        file_name = checked_key(key)
+        offset = _checked_size("offset", offset)
+        byte_size = _checked_size("byte_size", byte_size)
+        with self._lock:
+            if name in self._regions:
+                raise AlreadyExistsError(f"shared memory region '{name}' already in manager")
+            self._regions[name] = _map(name, key, file_name, offset, byte_size)
+
+    def unregister(self, name: str = "") -> None:
+        """Unmaps region `name`, or every region for "" (an unknown name is
+        no error, as in the binary). A region a request still reads or
+        writes is refused (InternalError)."""
+        with self._lock:
+            names = list(self._regions) if name == "" else [name] if name in self._regions else []
+            busy = []
+            for each in names:
+                try:
+                    self._regions[each].mapping.close()
+                except BufferError:  # a view of it is still held by a request in flight
+                    busy.append(each)
+                    continue
+                del self._regions[each]
+        if busy:
+            raise InternalError(
+                "; ".join(f"Cannot unregister shared memory region '{each}', it is currently in use." for each in busy)
+            )
+
+    def status(self, name: str = "") -> list[dict[str, Any]]:
+        with self._lock:
+            if name and name not in self._regions:
+                raise NotFoundError(f"Unable to find system shared memory region: '{name}'")
+            regions = [self._regions[name]] if name else list(self._regions.values())
+            return [{"name": r.name, "key": r.key, "offset": r.offset, "byte_size": r.byte_size} for r in regions]
+
+    def view(self, name: str, offset: int, byte_size: int) -> memoryview:
+        """A writable view of `byte_size` bytes at `offset` in region `name`."""
+        offset = _checked_size("offset", offset)
+        byte_size = _checked_size("byte_size", byte_size)
+        with self._lock:
+            region = self._regions.get(name)
+            if region is None:
+                raise NotFoundError(f"Unable to find shared memory region: '{name}'")
+            if offset >= region.byte_size and not (offset == 0 and byte_size == 0):
+                raise InvalidArgumentError(f"Invalid offset for shared memory region: '{name}'")
+            if offset + byte_size > region.byte_size:
+                raise InvalidArgumentError(f"Invalid offset + byte size for shared memory region: '{name}'")
+            begin = region.start + offset
+            return memoryview(region.mapping)[begin:begin + byte_size]
+
+    def close(self) -> None:
+        """Unmaps every region whose views are released (the rest go with their last view)."""
+        with self._lock:
+            for region in self._regions.values():
+                try:
+                    region.mapping.close()
+                except BufferError:
+                    pass
+            self._regions.clear()
+
+
+def _map(name: str, key: str, file_name: str, offset: int, byte_size: int) -> _Region:
+    try:
+        directory = os.open(SHM_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        raise InternalError(f"Unable to open shared memory region: '{key}': {SHM_DIR}: {error.strerror}") from None
+    try:
+        fd = os.open(file_name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+    except OSError as error:
+        raise InternalError(f"Unable to open shared memory region: '{key}': {error.strerror}") from None
+    finally:
+        os.close(directory)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InvalidArgumentError(f"Invalid shared memory region: '{key}': not a shared memory object")
+        if offset + byte_size > info.st_size:
+            raise InvalidArgumentError(
+                f"failed to register shared memory region '{name}': invalid args (offset {offset} + byte_size "
+                f"{byte_size} is past the end of '{key}', {info.st_size} bytes)"
+            )
+        aligned = offset - offset % mmap.ALLOCATIONGRANULARITY
+        length = offset - aligned + byte_size
+        if length == 0:
+            raise InvalidArgumentError(f"failed to register shared memory region '{name}': invalid args (byte_size 0)")
+        mapping = mmap.mmap(fd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=aligned)
+    except OSError as error:
+        raise InternalError(f"failed to register shared memory region '{name}': {error.strerror}") from None
+    finally:
+        os.close(fd)
+    return _Region(name, key, offset, byte_size, mapping, offset - aligned)
+
+
+_REGISTRIES: "weakref.WeakKeyDictionary[Any, SystemSharedMemory]" = weakref.WeakKeyDictionary()
+_REGISTRIES_LOCK = threading.Lock()
+
+
+def system_shared_memory(server: Any) -> SystemSharedMemory:
+    """`server`'s registry (one per Server, made on first use)."""
+    with _REGISTRIES_LOCK:
+        registry = _REGISTRIES.get(server)
+        if registry is None:
+            registry = _REGISTRIES[server] = SystemSharedMemory()
+        return registry
