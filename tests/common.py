@@ -485,6 +485,8 @@ def serve_command(args: list[str], tmp_path, timeout: float = 60.0):
                 raise AssertionError(f"serve did not stop within {timeout} s of SIGTERM: "
                                      f"{log.read_text()[-3000:]}") from None
             assert rc == 0, f"serve exited {rc} on SIGTERM: {log.read_text()[-3000:]}"
+
+
 # -- Server processes: NVIDIA's tritonserver binary, `python -m tritonserver serve` --
 # NVIDIA's tritonserver 2.51 executable (bin/tritonserver of the
 # nvidia-pytriton 0.7.0 wheel) is the reference of the network frontends:
