@@ -561,7 +561,14 @@ def reference_backend_directory() -> pathlib.Path:
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     folder = ROOT / "build" / f"reference-backends-py{version}"
     if (folder / ".complete").is_file():
-        shutil.copy(IDENTITY_LIBRARY, folder / "identity" / IDENTITY_LIBRARY.name)  # the latest build's
+        # The latest build's, as a new file renamed over the old one: a
+        # running server keeps the copy it mapped (one overwritten in place
+        # crashes it).
+        target = folder / "identity" / IDENTITY_LIBRARY.name
+        if target.read_bytes() != IDENTITY_LIBRARY.read_bytes():
+            fresh = target.with_name(f"{target.name}.{os.getpid()}")
+            shutil.copy(IDENTITY_LIBRARY, fresh)
+            os.replace(fresh, target)
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     fresh = pathlib.Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
