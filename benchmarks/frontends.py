@@ -19,7 +19,7 @@ absent; the package's serve command or its frontends not there yet) is
 left out, saying why.
 
     python benchmarks/frontends.py [--rounds 3] [--window-ms 2000] [--starts 3]
-        [--servers binary,package] [--quick] [--out docs/benchmarks.md] [--no-write]
+        [--servers binary,package] [--quick] [--out docs/benchmarks.md] [--no-write] [--note TEXT]
 
 Writes its marked section of docs/benchmarks.md (`make bench-frontends`)
 and the raw figures to build/bench-frontends.json.
@@ -123,6 +123,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one round, 500 ms windows, one start, c1 only")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--no-write", action="store_true", help="print the section, leave the file")
+    parser.add_argument("--note", default="", help="a sentence added to the section (e.g. the tree measured)")
     args = parser.parse_args()
     concurrencies = [1, 16]
     if args.quick:
@@ -172,7 +173,7 @@ def main() -> None:
     report = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "rounds": args.rounds, "window_ms": args.window_ms, "load": loads, "startup": startup,
               "results": results, "left_out": left_out, "seconds": time.monotonic() - began,
-              "cpus": os.cpu_count()}
+              "cpus": os.cpu_count(), "note": args.note}
     (ROOT / "build").mkdir(exist_ok=True)
     (ROOT / "build" / "bench-frontends.json").write_text(json.dumps(report, indent=1))
     lines = section(report, cells, list(servers))
@@ -198,11 +199,12 @@ def section(report: dict, cells: list, servers: list[str]) -> list[str]:
         "",
         f"benchmarks/frontends.py, {report['date']}: perf_analyzer 2.51 (`-s 99 -r 3 -p {report['window_ms']}`, "
         "FP32[16] inputs) against NVIDIA's tritonserver 2.51 binary (nvidia-pytriton 0.7.0) and this package's "
-        "`python -m tritonserver serve` (python models in-process), both up at once; "
+        "`python -m tritonserver serve` (python models in-process), the servers up at once; "
         f"{report['rounds']} interleaved rounds, medians; {report['cpus']} CPUs shared by client and servers "
         f"(load average at each round's start: {', '.join(f'{x:.1f}' for x in report['load'])}). "
         "Server CPU: the server's processes' user+sys time over a run (the stub's included) per inference "
-        "its statistics counted. Ratio: the package's throughput over the binary's.",
+        "its statistics counted. Ratio: the package's throughput over the binary's."
+        + (f" {report['note']}" if report["note"] else ""),
         "",
     ]
     for name, why in report["left_out"].items():
