@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo check test build develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-cores test-ray ray-env ray-demo wheel lint docs docs-check gpu-bundle gpu-dryrun
+.PHONY: demo check test build perf-analyzer bench-frontends develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-cores test-ray ray-env ray-demo wheel lint docs docs-check gpu-bundle gpu-dryrun
 
 # The base environment: what building and running the package needs, and
 # no more (make demo stops here).
@@ -78,16 +78,22 @@ RAY_TESTS := cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m
 ray-env: venv
 	$(PY) -m pip install -q $(RAY) "numpy<2"
 
+# perf_analyzer 2.51 with its libraries in build/perf_analyzer/ (made once;
+# tests/suite_env.sh): tests/test_perf_analyzer.py and make bench-frontends
+# run it (the tests skip, saying so, without it).
+perf-analyzer: venv
+	VENV=$(VENV) bash -c 'set -euo pipefail; source tests/suite_env.sh && ensure_perf_analyzer'
+
 # The main suite. From tests/: the installed package is tested, not the
 # source tree.
 SUITE := cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. .
 
 # The inner loop (~10 min): build, then the main suite; no Ray (its tests
 # skip or are not collected), no numpy-2 suite, no GPU rehearsal.
-check: build
+check: build perf-analyzer
 	$(SUITE)
 
-test: build bench-build ray-env
+test: build bench-build ray-env perf-analyzer
 	$(SUITE)
 	$(RAY_TESTS)
 	# The suite again with numpy 2 (.venv-numpy2, build/numpy2; a few
@@ -195,6 +201,13 @@ bench-build: build
 bench: bench-build
 	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" "numpy<2"
 	$(PY) benchmarks/run.py
+
+# The network frontends (python -m tritonserver serve) against NVIDIA's
+# tritonserver binary with perf_analyzer 2.51 (benchmarks/frontends.py;
+# ~5 min): identity and add_sub, HTTP and gRPC, concurrency 1 and 16;
+# writes its section of docs/benchmarks.md.
+bench-frontends: build perf-analyzer
+	$(PY) benchmarks/frontends.py
 
 # Server.bind against NVIDIA's PyTriton serving the same function
 # (benchmarks/pytriton_compare.py; ~5 min): PyTriton in .venv-pytriton, a
