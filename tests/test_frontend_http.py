@@ -171,7 +171,8 @@ def test_model_repository_index_load_with_config_and_files_and_unload(client):
     assert wait_for(lambda: not client.is_model_ready("from_files"))
     with pytest.raises(InferenceServerException) as refused:
         client.load_model("no_such_model")
-    assert refused.value.status() == "404" and "no_such_model" in refused.value.message()
+    assert refused.value.status() == "500" and "no_such_model" in refused.value.message()  # the binary's class
+    client.unload_model("no_such_model")  # as the binary: nothing to unload is no error
 
 
 def test_load_refuses_bad_parameters_naming_them(url):
@@ -244,14 +245,19 @@ def test_log_settings(client, server):
     assert not server.options.log_error  # dedicated_server's
     assert settings == {"log_file": "", "log_info": False, "log_warning": False, "log_error": False,
                         "log_verbose_level": 0, "log_format": "default"}
-    assert client.update_log_settings(dict(settings)) == settings  # the same values pass
-    with pytest.raises(InferenceServerException) as refused:
-        client.update_log_settings({"log_verbose_level": 1})
-    assert refused.value.status() == "501"
-    assert "'log_verbose_level' can not be changed" in refused.value.message()
+    try:
+        changed = client.update_log_settings({"log_verbose_level": 1, "log_format": "ISO8601"})
+        assert changed == {**settings, "log_verbose_level": 1, "log_format": "ISO8601"}
+        assert client.get_log_settings() == changed
+    finally:
+        assert client.update_log_settings({"log_verbose_level": 0, "log_format": "default"}) == settings
     with pytest.raises(InferenceServerException) as refused:
         client.update_log_settings({"log_file": "/tmp/x.log"})
-    assert "log file location can not be updated" in refused.value.message()
+    assert refused.value.status() == "501" and "log file location can not be updated" in refused.value.message()
+    with pytest.raises(InferenceServerException) as refused:
+        client.update_log_settings({"log_info": "yes"})
+    assert refused.value.status() == "400" and "log_info" in refused.value.message()
+    assert client.get_log_settings() == settings
 
 
 def test_trace_is_refused_clearly(client):
@@ -302,9 +308,9 @@ def test_generate_and_generate_stream(url):
     assert "INPUT0" in message
 
 
-@pytest.mark.parametrize("restricted", [{"model-repository": ("admin-key", "s3cret")},
+@pytest.mark.parametrize("restricted", [["model-repository:admin-key=s3cret"],
                                         [("model-repository,logging", "admin-key", "s3cret")]],
-                         ids=["mapping", "binary-flag-triples"])
+                         ids=["flag-text", "triples"])
 def test_header_forward_pattern_and_restricted_apis(server, restricted):
     options = KServeHttp.Options(address="127.0.0.1", port=0, header_forward_pattern="^x-fwd-",
                                  restricted_apis=restricted)
@@ -482,8 +488,9 @@ def test_options_are_checked_naming_the_field(server):
                          ("max_input_size", 0), ("header_forward_pattern", "(")):
         with pytest.raises(tritonserver.InvalidArgumentError, match=field):
             KServeHttp.Options(**{field: value})
-    with pytest.raises(tritonserver.InvalidArgumentError, match="restricted_apis"):
-        KServeHttp.Options(restricted_apis={"everything": ("k", "v")})
+    for bad in (["everything:k=v"], ["no-key-value"], [("health", "", "v")]):
+        with pytest.raises(tritonserver.InvalidArgumentError, match="KServeHttp.Options.restricted_apis"):
+            KServeHttp.Options(restricted_apis=bad)
 
 
 def test_a_port_in_use_raises_unavailable_naming_it(server, frontend):
@@ -604,6 +611,9 @@ SAME_STATUS = [
     ("POST", "/v2/repository/other/models/identity_fp32/load", b"", {}),
     ("GET", "/v2/logging", None, {}),
     ("POST", "/v2/logging", json.dumps({"log_file": "/tmp/elsewhere.log"}).encode(), {}),
+    ("POST", "/v2/logging", json.dumps({"log_verbose_level": 0}).encode(), {}),
+    ("POST", "/v2/repository/models/no_such_model/load", b"", {}),
+    ("POST", "/v2/repository/models/no_such_model/unload", b"", {}),
     ("PUT", "/v2/logging", b"{}", {}),
 ]
 
@@ -612,11 +622,6 @@ SAME_STATUS = [
 DIFFERENT_STATUS = [
     # a body that does not parse: the binary's 500, a 400 naming the cause here
     ("POST", "/v2/models/identity_fp32/infer", b"{nope", 500, 400),
-    # an unknown model: the binary unloads nothing and answers 200
-    ("POST", "/v2/repository/models/no_such_model/unload", b"", 200, 404),
-    # the core's log settings are fixed when it starts here
-    ("POST", "/v2/logging", json.dumps({"log_verbose_level": 0}).encode(), 200, 200),
-    ("POST", "/v2/logging", json.dumps({"log_verbose_level": 3}).encode(), 200, 501),
     # no tracing here
     ("GET", "/v2/trace/setting", None, 200, 501),
 ]

@@ -33,7 +33,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Collection, Mapping, Optional
 
-from .._api._enums import LogFormat, ModelTxnPropertyFlag
+from .._api._enums import ModelTxnPropertyFlag
 from .._api._errors import (
     InternalError,
     InvalidArgumentError,
@@ -55,6 +55,7 @@ from .codec import (
     error_body,
     parse_header_length,
 )
+from .log_settings import LogSettings
 from .shared_memory import SystemSharedMemory
 
 HEADER_LENGTH = "inference-header-content-length"
@@ -80,14 +81,6 @@ _STATUS = (
     (UnsupportedError, 501),
     (InternalError, 500),
 )
-
-# The binary's --http-restricted-api categories.
-RESTRICTED_CATEGORIES = ("health", "metadata", "inference", "shared-memory", "model-config", "model-repository",
-                         "statistics", "trace", "logging")
-
-# Where the binary says "the server keeps these settings", these routes do too.
-_LOG_SETTINGS = ("log_file", "log_info", "log_warning", "log_error", "log_verbose_level", "log_format")
-
 
 @dataclass
 class Reply:
@@ -122,37 +115,6 @@ def status_of(error: TritonError) -> int:
     return 400 if isinstance(error, TritonError) else 500
 
 
-def checked_restrictions(restricted_apis: Any) -> dict[str, tuple[str, str]]:
-    """{category: (header, value)}: a request of the category is answered
-    403 unless it carries the header with that value. Takes that mapping,
-    or the binary's --http-restricted-api values as (categories, header,
-    value) triples, categories comma-separated ("model-repository,logging")."""
-    if restricted_apis is None:
-        return {}
-    if isinstance(restricted_apis, Mapping):
-        rules = [(category, *rule) if isinstance(rule, tuple) and len(rule) == 2 else (category, rule)
-                 for category, rule in restricted_apis.items()]
-    elif isinstance(restricted_apis, (list, tuple)):
-        rules = list(restricted_apis)
-    else:
-        raise InvalidArgumentError(f"restricted_apis must be a dict {{category: (header, value)}} or a list of "
-                                   f"(categories, header, value), not {type(restricted_apis).__name__}")
-    checked: dict[str, tuple[str, str]] = {}
-    for rule in rules:
-        if (not isinstance(rule, tuple) or len(rule) != 3 or not all(isinstance(x, str) for x in rule)
-                or not rule[1]):
-            raise InvalidArgumentError(f"restricted_apis: {rule!r} is not a category with a (header, value) pair "
-                                       "of strings, the header non-empty")
-        for category in rule[0].split(","):
-            if category not in RESTRICTED_CATEGORIES:
-                raise InvalidArgumentError(f"restricted_apis: unknown API category {category!r} "
-                                           f"(one of {', '.join(RESTRICTED_CATEGORIES)})")
-            if category in checked:
-                raise InvalidArgumentError(f"restricted_apis: category {category!r} is given twice")
-            checked[category] = (rule[1].lower(), rule[2])
-    return checked
-
-
 class KServeRoutes:
     """Serves the KServe v2 protocol for `server`'s models (only those in
     `models` when it is given). A request body larger than `max_body_bytes`
@@ -162,8 +124,9 @@ class KServeRoutes:
     ``shared_memory.SystemSharedMemory``: the shared-memory routes and
     tensors in regions), `model_repository` (index, load, unload),
     `logging` (/v2/logging), `generate` (generate and generate_stream),
-    `trace` (answered 501: not served). `restricted_apis`: {category:
-    (header, value)} as the binary's --http-restricted-api.
+    `trace` (answered 501: not served). `restricted_apis`: {group:
+    (header, value)}, the binary's --http-restricted-api as
+    ``restricted.parse_restrictions`` reads it.
     `header_forward_pattern`: request headers whose (lower-case) name
     matches this regular expression reach infer and generate requests as
     string parameters (the binary's --http-header-forward-pattern)."""
@@ -174,7 +137,7 @@ class KServeRoutes:
                  shared_memory: Optional[SystemSharedMemory] = None, model_repository: bool = False,
                  logging: bool = False,
                  generate: bool = False, trace: bool = False,
-                 restricted_apis: Any = None,
+                 restricted_apis: Optional[Mapping[str, tuple[str, str]]] = None,
                  header_forward_pattern: str = "") -> None:
         self._server = server
         self._models = frozenset(models) if models is not None else None
@@ -183,10 +146,11 @@ class KServeRoutes:
         self._max_body_bytes = checked_body_limit(max_body_bytes)
         self._shm = shared_memory
         self._model_repository = model_repository
-        self._logging = logging
         self._generate = generate
         self._trace = trace
-        self._restricted = checked_restrictions(restricted_apis)
+        self._restricted = {group: (header.lower(), value)
+                            for group, (header, value) in dict(restricted_apis or {}).items()}
+        self._log_settings = LogSettings.of(server) if logging else None
         if not isinstance(header_forward_pattern, str):
             raise InvalidArgumentError(f"header_forward_pattern must be a str (a regular expression), "
                                        f"not {type(header_forward_pattern).__name__}")
@@ -205,7 +169,7 @@ class KServeRoutes:
             served.add("system_shared_memory")
         if self._model_repository:
             served |= {"model_repository", "model_repository(unload_dependents)"}
-        if self._logging:
+        if self._log_settings is not None:
             served.add("logging")
         return frozenset(served)
 
@@ -243,9 +207,9 @@ class KServeRoutes:
             return self._cuda_shared_memory(rest[1:], path, method, headers)
         if rest[0] == "repository" and self._model_repository:
             return await self._repository(rest[1:], path, method, headers, body)
-        if rest == ["logging"] and self._logging:
+        if rest == ["logging"] and self._log_settings is not None:
             self._check("logging", headers, method, "GET", "POST")
-            return self._log_settings(method, body)
+            return self._log_settings_route(method, body)
         if rest == ["trace", "setting"] and self._trace:
             self._check("trace", headers, method, "GET", "POST")
             raise _trace_refused()
@@ -462,12 +426,18 @@ class KServeRoutes:
         if not isinstance(parameters, dict):
             raise bad_request(f"'parameters' of the {rest[2]} request must be a JSON object")
         if rest[2] == "load":
-            await asyncio.to_thread(self._server.load, name, _load_parameters(parameters) or None)
+            try:
+                await asyncio.to_thread(self._server.load, name, _load_parameters(parameters) or None)
+            except NotFoundError as error:  # the package's word for the core's "failed to poll": the binary's class
+                raise InternalError(str(error)) from None
         else:
             dependents = parameters.get("unload_dependents", False)
             if not isinstance(dependents, bool):
                 raise bad_request("Unable to parse 'unload_dependents': it must be a boolean")
-            await asyncio.to_thread(self._server.unload, name, dependents)
+            try:
+                await asyncio.to_thread(self._server.unload, name, dependents)
+            except NotFoundError:
+                pass  # a name neither in a repository nor loaded: the core (and the binary) accept it
         return Reply(200, b"", {"content-type": "application/json"})
 
     def _index(self, ready: bool) -> list[dict[str, Any]]:
@@ -486,45 +456,16 @@ class KServeRoutes:
         return entries
 
     # -- logging ---------------------------------------------------------------
-    def _log_settings(self, method: str, body: bytes) -> Reply:
-        """The core's log settings (those of the server's Options). The
-        core of this package takes them when it starts: a change is refused
-        (501, as the binary refuses a new log file), the same values pass."""
-        current = self._current_log_settings()
-        if method == "POST":
-            document = _json_object(body, "the log settings request")
-            for key in _LOG_SETTINGS:
-                value = document.get(key)
-                if value is None:
-                    continue
-                if key == "log_file" and value != current[key]:
-                    raise UnsupportedError("log file location can not be updated through network protocol")
-                expected = type(current[key])
-                if type(value) is not expected:
-                    raise bad_request(f"log setting '{key}' must be a {expected.__name__}, not {value!r}")
-                if key == "log_format" and value not in ("default", "ISO8601"):
-                    raise UnavailableError(f"invalid argument for --log_format, got: {value}")
-                if value != current[key]:
-                    raise UnsupportedError(
-                        f"log setting '{key}' can not be changed while this server runs (it is {current[key]!r}; "
-                        "the Triton core here takes its log settings when it starts): set it in the server's "
-                        "Options (log_info, log_warn, log_error, log_verbose, log_format) or the serve command's "
-                        "--log-* flags, and restart the server")
-        return Reply.json(current)
-
-    def _current_log_settings(self) -> dict[str, Any]:
-        options = self._server.options
-        verbose = int(options.log_verbose)
-        info = bool(options.log_info) or verbose > 0
-        warning = bool(options.log_warn) or info
-        return {
-            "log_file": options.log_file or "",
-            "log_info": info,
-            "log_warning": warning,
-            "log_error": bool(options.log_error) or warning,
-            "log_verbose_level": verbose,
-            "log_format": "ISO8601" if options.log_format == LogFormat.ISO8601 else "default",
-        }
+    def _log_settings_route(self, method: str, body: bytes) -> Reply:
+        """The core's log settings; a POST changes those it names (the
+        binary's rules: log_file can not be changed, unknown keys are
+        ignored, a null value changes nothing)."""
+        assert self._log_settings is not None  # routed here only with them
+        if method == "GET":
+            return Reply.json(self._log_settings.get())
+        document = _json_object(body, "the log settings request")
+        changes = {key: value for key, value in document.items() if value is not None}
+        return Reply.json(self._log_settings.update(changes) if changes else self._log_settings.get())
 
 
 async def _events(model: Model, request_id: Optional[str], first: Any, responses: Any,

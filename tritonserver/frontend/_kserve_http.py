@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .._api._errors import InvalidArgumentError
 from .._api._server import Server
-from .._kserve.routes import DEFAULT_MAX_BODY_BYTES, KServeRoutes, Reply, checked_restrictions
+from .._kserve.restricted import parse_restrictions
+from .._kserve.routes import DEFAULT_MAX_BODY_BYTES, KServeRoutes, Reply
 from .._kserve.shared_memory import system_shared_memory
 from ._asgi_server import AsgiServer
 from ._option_checks import check_address, check_bool, check_int, check_port, check_str
@@ -42,12 +43,12 @@ class KServeHttp:
         - header_forward_pattern: request headers whose lower-case name
           matches this regular expression reach infer and generate requests
           as string parameters (the binary's --http-header-forward-pattern).
-        - restricted_apis: {category: (header, value)}, or a list of
-          (categories, header, value) as the binary's --http-restricted-api
-          takes them (categories comma-separated, of "health", "metadata",
-          "inference", "shared-memory", "model-config", "model-repository",
-          "statistics", "trace", "logging"): a request of the category
-          without that header value is answered 403.
+        - restricted_apis: a list of the binary's --http-restricted-api
+          values, "<groups>:<key>=<value>" or (groups, key, value) triples
+          (groups comma-separated, of "health", "metadata", "inference",
+          "shared-memory", "model-config", "model-repository", "statistics",
+          "trace", "logging"): a request of a restricted group without
+          header `key` set to `value` is answered 403.
         - max_input_size: the largest request body in bytes, as received
           and once decompressed (the binary's --http-max-input-size, 64 MiB).
         """
@@ -57,7 +58,7 @@ class KServeHttp:
         reuse_port: bool = False
         thread_count: int = 8
         header_forward_pattern: str = ""
-        restricted_apis: Any = None
+        restricted_apis: list[Any] = field(default_factory=list)
         max_input_size: int = DEFAULT_MAX_BODY_BYTES
 
         def __post_init__(self) -> None:
@@ -73,10 +74,7 @@ class KServeHttp:
                 raise InvalidArgumentError(f"KServeHttp.Options.header_forward_pattern "
                                            f"{self.header_forward_pattern!r} is not a valid regular expression: "
                                            f"{error}") from None
-            try:
-                checked_restrictions(self.restricted_apis)
-            except InvalidArgumentError as error:
-                raise InvalidArgumentError(f"KServeHttp.Options.{error}") from None
+            parse_restrictions(self.restricted_apis, "KServeHttp.Options.restricted_apis")
 
     def __init__(self, server: Server, options: Optional["KServeHttp.Options"] = None) -> None:
         if not isinstance(server, Server):
@@ -112,7 +110,8 @@ class KServeHttp:
         routes = KServeRoutes(
             self._server, max_body_bytes=options.max_input_size, shared_memory=system_shared_memory(self._server),
             model_repository=True, logging=True, generate=True, trace=True,
-            restricted_apis=options.restricted_apis, header_forward_pattern=options.header_forward_pattern)
+            restricted_apis=parse_restrictions(options.restricted_apis, "KServeHttp.Options.restricted_apis"),
+            header_forward_pattern=options.header_forward_pattern)
         self._http = AsgiServer("http", _AsgiApp(routes, options.max_input_size), options.address, options.port,
                                 options.reuse_port)
         self._http.start()
