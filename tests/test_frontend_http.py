@@ -494,7 +494,7 @@ def test_options_are_checked_naming_the_field(server):
 
 
 def test_a_port_in_use_raises_unavailable_naming_it(server, frontend):
-    with pytest.raises(tritonserver.UnavailableError, match=f"127.0.0.1:{frontend.port}"):
+    with pytest.raises(tritonserver.UnavailableError, match=f"KServeHttp: cannot listen on 127.0.0.1:{frontend.port}"):
         KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=frontend.port)).start()
 
 

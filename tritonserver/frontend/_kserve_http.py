@@ -112,7 +112,7 @@ class KServeHttp:
             model_repository=True, logging=True, generate=True, trace=True,
             restricted_apis=parse_restrictions(options.restricted_apis, "KServeHttp.Options.restricted_apis"),
             header_forward_pattern=options.header_forward_pattern)
-        self._http = AsgiServer("http", _AsgiApp(routes, options.max_input_size), options.address, options.port,
+        self._http = AsgiServer("KServeHttp", _AsgiApp(routes, options.max_input_size), options.address, options.port,
                                 options.reuse_port)
         self._http.start()
 
