@@ -1,0 +1,18 @@
+"""PyTriton's clients (``pytriton.client``). In this version they reach a
+`Triton` of the same process without a socket: ``ModelClient("inprocess://",
+"add_sub")`` (``inprocess://<TritonConfig.id>`` when several run); see
+docs/pytriton.md. Over HTTP or gRPC, use PyTriton's own clients or
+tritonclient against the frontends (TritonConfig's ports)."""
+
+from ._inprocess import DecoupledModelClient, ModelClient  # noqa: F401
+from .exceptions import (  # noqa: F401
+    PyTritonClientClosedError,
+    PyTritonClientError,
+    PyTritonClientInferenceServerError,
+    PyTritonClientInvalidUrlError,
+    PyTritonClientModelDoesntSupportBatchingError,
+    PyTritonClientModelUnavailableError,
+    PyTritonClientQueueFullError,
+    PyTritonClientTimeoutError,
+    PyTritonClientValueError,
+)
