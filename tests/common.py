@@ -485,3 +485,14 @@ def serve_command(args: list[str], tmp_path, timeout: float = 60.0):
                 raise AssertionError(f"serve did not stop within {timeout} s of SIGTERM: "
                                      f"{log.read_text()[-3000:]}") from None
             assert rc == 0, f"serve exited {rc} on SIGTERM: {log.read_text()[-3000:]}"
+
+
+def pytriton_config(**fields):
+    """A tritonserver.pytriton TritonConfig serving in-process clients only
+    (no ports), GPU metrics as the suite's setting; `fields` override."""
+    from tritonserver.pytriton.triton import TritonConfig
+
+    settings = dict(allow_http=False, allow_grpc=False, allow_metrics=False, allow_gpu_metrics=GPU_METRICS,
+                    exit_timeout_secs=10)
+    settings.update(fields)
+    return TritonConfig(**settings)
