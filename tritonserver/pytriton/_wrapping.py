@@ -5,7 +5,8 @@ place of the ``wrapt`` package PyTriton uses: a decorator made with
 passes attribute reads and writes through to the callable it wraps (so the
 ``__triton_context__`` that bind() sets on the outermost layer reaches every
 layer), has ``__wrapped__`` (the callable it wraps) and ``_self_wrapper``
-(its decorator's wrapper function), and prints as the wrapped callable."""
+(its decorator's wrapper function), and prints, and answers isinstance() and inspect.ismethod(), as the wrapped
+callable."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ class Decorated:
                 object.__setattr__(self, name, getattr(wrapped, name))
             except AttributeError:
                 pass
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> Any:  # as the wrapped callable's, so that inspect.ismethod() sees a bound method
+        return self.__wrapped__.__class__
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         if instance is None:
