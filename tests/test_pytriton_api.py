@@ -359,6 +359,8 @@ def test_triton_config_fields_map_or_are_refused(monkeypatch):
         Triton(config=pytriton_config(allow_sagemaker=True))
     with pytest.raises(PyTritonValidationError, match="http_port"):
         Triton(config=pytriton_config(http_port=70000))
+    with pytest.raises(PyTritonValidationError, match="trace_config"):
+        Triton(config=pytriton_config(trace_config=["rate=1"]))
     monkeypatch.setenv("PYTRITON_TRITON_CONFIG_LOG_VERBOSE", "1")
     monkeypatch.setenv("PYTRITON_TRITON_CONFIG_CACHE_CONFIG_0", "local,size=1048576")
     from_env = TritonConfig.from_env()
@@ -366,6 +368,7 @@ def test_triton_config_fields_map_or_are_refused(monkeypatch):
 
 
 def test_metrics_endpoint_served_on_the_configured_port():
+    pytest.importorskip("uvicorn", reason="the serve extra is not installed (pip install tritonserver-binding[serve])")
     with Triton(config=pytriton_config(allow_metrics=True, metrics_port=0, metrics_address="127.0.0.1")) as triton:
         (metrics,) = triton.frontends
         text = urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/metrics", timeout=30).read().decode()

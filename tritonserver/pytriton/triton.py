@@ -398,7 +398,8 @@ class Triton:
                 self._stop_frontends()
                 self._server = None
                 self._stopped = True
-                server.stop()
+                with contextlib.suppress(TritonError):  # a server that did not start has nothing to stop
+                    server.stop()
                 raise
             with _running_lock:
                 _running[self._id] = self
@@ -412,16 +413,15 @@ class Triton:
             try:
                 from .. import frontend
                 cls = getattr(frontend, kind)
+                made = cls(server, cls.Options(**options))
+                made.start()
             except (ImportError, AttributeError) as e:
                 raise PyTritonRuntimeError(
                     f"Triton: serving {label} (TritonConfig.allow_{kind.lower().replace('kserve', '')} is on by "
-                    f"default) needs tritonserver.frontend.{kind}, which cannot be imported here ({e}); install "
-                    "the serve extra (pip install \"tritonserver-binding[serve]\"), or set "
+                    f"default) needs tritonserver.frontend.{kind}, which cannot run here ({e}); install the "
+                    "serve extra (pip install \"tritonserver-binding[serve]\"), or set "
                     "TritonConfig(allow_http=False, allow_grpc=False, allow_metrics=False) to serve in-process "
                     "clients only (ModelClient(\"inprocess://\", model_name))") from None
-            made = cls(server, cls.Options(**options))
-            try:
-                made.start()
             except TritonError as e:
                 raise PyTritonRuntimeError(f"Triton: the {label} endpoint could not start: {e}") from e
             self._frontends.append(made)
