@@ -264,7 +264,11 @@ def test_an_exception_in_the_callable_is_the_callers_error_with_its_traceback(tr
     with ModelClient("inprocess://", "fails") as client:
         with pytest.raises(PyTritonClientInferenceServerError) as raised:
             client.infer_sample(x=np.array([1.0], FP32))
-        assert "Traceback" in str(raised.value) and "ValueError: the callable failed on purpose" in str(raised.value)
+        message = str(raised.value)
+        # as PyTriton's proxy model words it (through the python backend's execute error)
+        assert "Failed to process the request(s) for model 'fails_0_0', message: " in message
+        assert "Model execute error: Traceback" in message
+        assert "ValueError: the callable failed on purpose" in message
     assert triton.is_alive()  # the server keeps serving
     with ModelClient("inprocess://", "add_sub") as client:
         np.testing.assert_array_equal(client.infer_sample(np.ones(2, FP32), np.ones(2, FP32))["add"], [2, 2])

@@ -5,10 +5,13 @@ returns a list of dicts of arrays, one per request (a decoupled model's
 callable yields such lists, each one response of every request). Outputs are
 checked as PyTriton checks them (with ``strict=True`` against the declared
 dtype and shape too), converted to the declared dtype, and only the outputs
-each request asked for are sent. An exception in the callable is an error
-response of every request of the call, whose message is the exception's
-traceback (as PyTriton's); a `PyTritonUnrecoverableError` also stops the
-Triton object that bound it."""
+each request asked for are sent. An exception in the callable fails every
+request of the call with the exception's traceback in the message, worded
+as PyTriton's ("Failed to process the request(s) for model '<instance>',
+message: TritonModelException: Model execute error: Traceback ..."; a
+decoupled model's stream ends with an error response carrying the
+traceback); a `PyTritonUnrecoverableError` also stops the Triton object that
+bound it."""
 
 from __future__ import annotations
 
@@ -82,8 +85,10 @@ class Runtime:
             self._validate(result, len(wrapped))
             return [self._response(request, outputs) for request, outputs in zip(wrapped, result)]
         except Exception as e:
-            error = self._failed(e)
-            return [pb_utils.InferenceResponse(error=error) for _ in requests]
+            # raised from execute, as PyTriton's proxy model does: the requests
+            # get "Failed to process the request(s) for model '<instance>',
+            # message: TritonModelException: Model execute error: <traceback>"
+            raise pb_utils.TritonModelException(f"Model execute error: {self._failed(e).message()}") from None
 
     def _stream(self, requests: List[Any], wrapped: List[Request]) -> None:
         senders = [r.get_response_sender() for r in requests]
