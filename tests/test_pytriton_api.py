@@ -71,7 +71,7 @@ def _reports_config(x, triton_context):
 
 @sample
 def _reverse(text):
-    return {"reversed": np.array([t[::-1] for t in text], dtype=object)}
+    return {"text": np.array([t[::-1] for t in text], dtype=object)}  # an output named as the input, as Triton allows
 
 
 @batch
@@ -133,7 +133,7 @@ def triton():
     t.bind("reports_config", _reports_config, inputs=[Tensor(name="x", dtype=FP32, shape=(1,))],
            outputs=[Tensor(name="max_batch_size", dtype=np.int32, shape=(1,))], config=ModelConfig(max_batch_size=3))
     t.bind("reverse", _reverse, inputs=[Tensor(name="text", dtype=np.bytes_, shape=(-1,))],
-           outputs=[Tensor(name="reversed", dtype=np.bytes_, shape=(-1,))], config=ModelConfig(batching=False))
+           outputs=[Tensor(name="text", dtype=np.bytes_, shape=(-1,))], config=ModelConfig(batching=False))
     t.bind("ragged", _ragged, inputs=[Tensor(name="length", dtype=np.int32, shape=(1,))],
            outputs=[Tensor(name="out", dtype=np.int32, shape=(-1,))], config=ModelConfig(max_batch_size=8))
     t.bind("padded", _padded, inputs=[Tensor(name="x", dtype=FP32, shape=(1,))],
@@ -241,7 +241,7 @@ def test_sample_on_a_model_without_batching_and_bytes(triton):
     with ModelClient("inprocess://", "reverse") as client:
         assert not client.is_batching_supported
         result = client.infer_sample(text=np.array([b"abc", b"xy"], dtype=object))
-        assert result["reversed"].tolist() == [b"cba", b"yx"]
+        assert result["text"].tolist() == [b"cba", b"yx"]
         with pytest.raises(PyTritonClientModelDoesntSupportBatchingError):
             client.infer_batch(text=np.array([b"abc"], dtype=object))
     assert triton.server.model("reverse").config()["max_batch_size"] == 0

@@ -220,8 +220,9 @@ def bind(server: "Server", model_name: str, fn: Callable[..., Any], *, inputs: S
                 not all(isinstance(s, TensorSpec) for s in given):
             raise TypeError(f"bind('{model_name}'): {label} must be a non-empty list of tritonserver.TensorSpec")
         specs[label] = tuple(given)
-    names = [s.name for s in specs["inputs"]] + [s.name for s in specs["outputs"]]
-    duplicated = sorted({n for n in names if names.count(n) > 1})
+    # (a runtime of its own, as Triton, lets an output share an input's name)
+    groups = [specs["inputs"], specs["outputs"]] if runtime is not None else [specs["inputs"] + specs["outputs"]]
+    duplicated = sorted({n for group in groups for n in [s.name for s in group] if [s.name for s in group].count(n) > 1})
     if duplicated:
         raise ValueError(f"bind('{model_name}'): tensor names must be unique, {duplicated} repeat")
     kind = _kind(fn)
