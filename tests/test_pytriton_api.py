@@ -377,3 +377,15 @@ def test_metrics_endpoint_served_on_the_configured_port():
         (metrics,) = triton.frontends
         text = urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/metrics", timeout=30).read().decode()
     assert "nv_inference_request_success" in text or "nv_" in text
+
+
+def test_the_migration_page_example_runs(capsys):
+    import re
+
+    from common import ROOT
+
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "pytriton.md").read_text(), flags=re.S)
+    assert blocks
+    for number, block in enumerate(blocks, start=1):
+        exec(compile(block, f"docs/pytriton.md block {number}", "exec"), {"__name__": "__pytriton_doc__"})
+    assert "'add': array([1.5, 2.5], dtype=float32)" in capsys.readouterr().out
