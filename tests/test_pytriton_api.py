@@ -16,7 +16,7 @@ import pytest
 from common import call_with_deadline, pytriton_config, wait_for
 from tritonserver.pytriton.client import (DecoupledModelClient, ModelClient, PyTritonClientInferenceServerError,
                                           PyTritonClientInvalidUrlError, PyTritonClientModelDoesntSupportBatchingError,
-                                          PyTritonClientValueError)
+                                          PyTritonClientTimeoutError, PyTritonClientValueError)
 from tritonserver.pytriton.decorators import (ConstantPadder, batch, fill_optionals, first_value, group_by_keys,
                                               group_by_values, pad_batch, sample, triton_context)
 from tritonserver.pytriton.exceptions import (PyTritonBadParameterError, PyTritonUnrecoverableError,
@@ -379,13 +379,25 @@ def test_metrics_endpoint_served_on_the_configured_port():
     assert "nv_inference_request_success" in text or "nv_" in text
 
 
-def test_the_migration_page_example_runs(capsys):
+def test_the_migration_page_example_runs(tmp_path):
     import re
 
-    from common import ROOT
+    from common import ROOT, run_script
 
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "pytriton.md").read_text(), flags=re.S)
     assert blocks
-    for number, block in enumerate(blocks, start=1):
-        exec(compile(block, f"docs/pytriton.md block {number}", "exec"), {"__name__": "__pytriton_doc__"})
-    assert "'add': array([1.5, 2.5], dtype=float32)" in capsys.readouterr().out
+    rc, out, err = run_script("\n".join(blocks), tmp_path, timeout=120)  # a process of its own: one Triton in it
+    assert rc == 0, err[-3000:]
+    assert "'add': array([1.5, 2.5], dtype=float32)" in out
+
+
+def test_in_process_urls_name_the_triton_when_several_run(triton):
+    with Triton(config=pytriton_config(id="second")) as second:
+        second.bind("only_here", lambda requests: [{"y": r["x"]} for r in requests],
+                    inputs=[Tensor(name="x", dtype=FP32, shape=(1,))], outputs=[Tensor(name="y", dtype=FP32, shape=(1,))])
+        with pytest.raises(PyTritonClientInvalidUrlError, match="Several Triton objects run in this process"):
+            ModelClient("inprocess://", "only_here").infer_sample(x=np.array([1.0], FP32))
+        with ModelClient("inprocess://second", "only_here") as client:
+            assert client.infer_sample(x=np.array([3.0], FP32))["y"].tolist() == [3.0]
+    with pytest.raises(PyTritonClientTimeoutError, match="no Triton with id 'gone' runs in this process"):
+        ModelClient("inprocess://gone", "m", init_timeout_s=0.1).infer_sample(x=np.array([1.0], FP32))

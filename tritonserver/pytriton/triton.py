@@ -200,26 +200,19 @@ _running: "weakref.WeakValueDictionary[str, Triton]" = weakref.WeakValueDictiona
 _running_lock = threading.Lock()
 
 
-def running_triton(triton_id: str = "") -> "Triton":
+def running_triton(triton_id: str = "") -> Optional["Triton"]:
     """The running Triton of this process with id `triton_id` ("": the only
-    one); PyTritonInvalidOperationError when there is none or several."""
+    one), None while there is none; PyTritonInvalidOperationError when
+    `triton_id` is "" and several run."""
     with _running_lock:
         found = dict(_running)
     if triton_id:
-        if triton_id in found:
-            return found[triton_id]
+        return found.get(triton_id)
+    if len(found) > 1:
         raise PyTritonInvalidOperationError(
-            f"No Triton with id '{triton_id}' is running in this process (running: {sorted(found) or 'none'}); "
-            "start it (with Triton(config=TritonConfig(id=...)) as triton: / triton.run()) before its clients")
-    if len(found) == 1:
-        return next(iter(found.values()))
-    if not found:
-        raise PyTritonInvalidOperationError(
-            "No Triton is running in this process: enter `with Triton() as triton:` or call triton.run() before "
-            "making an in-process client")
-    raise PyTritonInvalidOperationError(
-        f"Several Triton objects run in this process ({sorted(found)}): name one in the url, "
-        "inprocess://<TritonConfig.id>")
+            f"Several Triton objects run in this process ({sorted(found)}): name one in the url, "
+            "inprocess://<TritonConfig.id>")
+    return next(iter(found.values()), None)
 
 
 def _flags(config: TritonConfig, security: TritonSecurityConfig, repository: str) -> List[str]:

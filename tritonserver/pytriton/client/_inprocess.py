@@ -19,6 +19,7 @@ import numpy
 from ..._api._datautils import numpy_types
 from ..._api._enums import DataType
 from ..._api._errors import TritonError
+from ..exceptions import PyTritonError
 from ..model_config import TensorSpec, TritonModelConfig
 from ..triton import Triton, running_triton
 from .exceptions import (PyTritonClientClosedError, PyTritonClientInferenceServerError,
@@ -181,12 +182,18 @@ class ModelClient:
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                self._triton = running_triton(self._id)
-                return self._triton
-            except Exception as e:
-                if time.monotonic() >= deadline:
-                    raise PyTritonClientTimeoutError(f"Waiting for the server at {self._url}: {e}") from None
-            time.sleep(0.01)
+                found = running_triton(self._id)
+            except PyTritonError as e:  # several run: the url must name one
+                raise PyTritonClientInvalidUrlError(f"{self._url}: {e}") from None
+            if found is not None:
+                self._triton = found
+                return found
+            if time.monotonic() >= deadline:
+                named = f"with id '{self._id}' " if self._id else ""
+                raise PyTritonClientTimeoutError(
+                    f"Waiting for the server at {self._url}: no Triton {named}runs in this process after "
+                    f"{timeout_s} s (enter `with Triton(...) as triton:` or call triton.run() first)")
+            time.sleep(0.01)  # a Triton of this process registers itself when it runs; nothing to wait on
 
     def _init(self) -> None:
         if self._ensure_model_is_ready:
