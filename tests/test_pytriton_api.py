@@ -401,3 +401,22 @@ def test_in_process_urls_name_the_triton_when_several_run(triton):
             assert client.infer_sample(x=np.array([3.0], FP32))["y"].tolist() == [3.0]
     with pytest.raises(PyTritonClientTimeoutError, match="no Triton with id 'gone' runs in this process"):
         ModelClient("inprocess://gone", "m", init_timeout_s=0.1).infer_sample(x=np.array([1.0], FP32))
+
+
+def test_inference_timeout_cancels_the_request(triton):
+    release = threading.Event()
+
+    def slow(requests):
+        release.wait(60)
+        return [{"y": r["x"]} for r in requests]
+
+    triton.bind("slow", slow, inputs=[Tensor(name="x", dtype=FP32, shape=(1,))],
+                outputs=[Tensor(name="y", dtype=FP32, shape=(1,))])
+    try:
+        with ModelClient("inprocess://pytriton-api", "slow", inference_timeout_s=0.2) as client:
+            with pytest.raises(PyTritonClientTimeoutError, match="Timeout occurred during inference request"):
+                client.infer_sample(x=np.array([1.0], FP32))
+    finally:
+        release.set()
+    with ModelClient("inprocess://pytriton-api", "slow") as client:  # the model serves on
+        assert client.infer_sample(x=np.array([2.0], FP32))["y"].tolist() == [2.0]

@@ -9,7 +9,6 @@ model as parameters, as the HTTP endpoint forwards them."""
 
 from __future__ import annotations
 
-import queue
 import re
 import time
 from typing import Any, Dict, Iterator, Optional, Tuple, Union
@@ -22,6 +21,7 @@ from ..._api._errors import TritonError
 from ..exceptions import PyTritonError
 from ..model_config import TensorSpec, TritonModelConfig
 from ..triton import Triton, running_triton
+from ._deadlines import DEADLINES
 from .exceptions import (PyTritonClientClosedError, PyTritonClientInferenceServerError,
                          PyTritonClientInvalidUrlError, PyTritonClientModelDoesntSupportBatchingError,
                          PyTritonClientModelUnavailableError, PyTritonClientTimeoutError, PyTritonClientValueError)
@@ -102,6 +102,8 @@ class ModelClient:
         self._ensure_model_is_ready = ensure_model_is_ready
         self._closed = False
         self._triton: Optional[Triton] = None
+        self._served: Optional[Tuple[Any, Any]] = None  # (server, model)
+        self._output_names: Optional[list] = None
         if not lazy_init:
             self._init()
 
@@ -116,6 +118,7 @@ class ModelClient:
         """Close the client (later calls raise PyTritonClientClosedError)."""
         self._closed = True
         self._triton = None
+        self._served = None
 
     def wait_for_server(self, timeout_s: float) -> None:
         """Wait until the Triton runs in this process."""
@@ -211,6 +214,16 @@ class ModelClient:
                         f"Model {self._model_name} is unavailable: {e}") from None
                 self._model_config = _model_config_of(self._model_name, config)
 
+    def _model(self) -> Any:
+        """The served model (looked up once; again after the Triton restarted)."""
+        triton = self._target(self._init_timeout_s)
+        if self._served is None or self._served[0] is not triton.server:
+            try:
+                self._served = (triton.server, triton.server.model(self._model_name, self._model_version))
+            except TritonError as e:
+                raise PyTritonClientModelUnavailableError(f"Model {self._model_name} is unavailable: {e}") from None
+        return self._served[1]
+
     def _request(self, inputs: Union[Tuple[Any, ...], Dict[str, Any]], parameters: Optional[Dict[str, Value]],
                  headers: Optional[Dict[str, Value]]) -> Tuple[Any, Dict[str, Any]]:
         config = self.model_config
@@ -223,40 +236,37 @@ class ModelClient:
             if data.dtype.type == numpy.str_:
                 raise RuntimeError("Unicode inputs are not supported. Encode numpy array for "
                                    f"{name!r} input (ex. with np.char.encode(array, 'utf-8')).")
-        triton = self._target(self._init_timeout_s)
-        merged: Dict[str, Value] = dict(parameters or {})
-        pattern = triton._config.http_header_forward_pattern
-        if headers and pattern:
-            merged.update({k: v for k, v in headers.items() if re.match(pattern, k)})
-        try:
-            model = triton.server.model(self._model_name, self._model_version)
-        except TritonError as e:
-            raise PyTritonClientModelUnavailableError(f"Model {self._model_name} is unavailable: {e}") from None
-        return model, dict(inputs=inputs, parameters=merged,
-                           output_names=[spec.name for spec in config.outputs or ()])
+        model = self._model()
+        merged: Dict[str, Value] = dict(parameters) if parameters else {}
+        if headers:
+            pattern = self._target(self._init_timeout_s)._config.http_header_forward_pattern
+            if pattern:
+                merged.update({k: v for k, v in headers.items() if re.match(pattern, k)})
+        if self._output_names is None:
+            self._output_names = [spec.name for spec in config.outputs or ()]
+        return model, dict(inputs=inputs, parameters=merged, output_names=self._output_names)
 
     def _responses(self, inputs: Any, parameters: Any, headers: Any) -> Iterator[Dict[str, numpy.ndarray]]:
         model, kwargs = self._request(inputs, parameters, headers)
-        arrived: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
         try:
-            iterator = model.infer(raise_on_error=False, response_queue=arrived, **kwargs)
+            iterator = model.infer(raise_on_error=False, **kwargs)
         except TritonError as e:
             raise PyTritonClientInferenceServerError(f"Error occurred during inference request. Message: {e}") \
                 from None
-        while True:
-            try:
-                response = arrived.get(timeout=self._inference_timeout_s)
-            except queue.Empty:
-                iterator.cancel()
-                raise PyTritonClientTimeoutError(
-                    f"Timeout occurred during inference request. Timeout: {self._inference_timeout_s} s") from None
-            if response.error is not None:
-                raise PyTritonClientInferenceServerError(
-                    f"Error occurred during inference request. Message: {response.error}")
-            if response.outputs:
-                yield {name: numpy.array(tensor) for name, tensor in response.outputs.items()}
-            if response.final:
-                return
+        watch = DEADLINES.watch(iterator, self._inference_timeout_s)
+        try:
+            for response in iterator:
+                if watch.expired:
+                    raise PyTritonClientTimeoutError(
+                        f"Timeout occurred during inference request. Timeout: {self._inference_timeout_s} s")
+                if response.error is not None:
+                    raise PyTritonClientInferenceServerError(
+                        f"Error occurred during inference request. Message: {response.error}")
+                if response.outputs:
+                    # views of the response's buffers (kept alive by the arrays)
+                    yield {name: numpy.asarray(tensor) for name, tensor in response.outputs.items()}
+        finally:
+            DEADLINES.finish(watch)
 
     def _infer(self, inputs: Any, parameters: Any, headers: Any, debatch: bool) -> Any:
         if self.model_config.decoupled:
