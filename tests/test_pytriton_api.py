@@ -420,3 +420,17 @@ def test_inference_timeout_cancels_the_request(triton):
         release.set()
     with ModelClient("inprocess://pytriton-api", "slow") as client:  # the model serves on
         assert client.infer_sample(x=np.array([2.0], FP32))["y"].tolist() == [2.0]
+
+
+def test_security_config_as_pytriton():
+    from tritonserver.pytriton.triton import TritonSecurityConfig
+
+    default = TritonSecurityConfig()
+    assert default.restricted_endpoints == ["shared-memory", "model-repository", "statistics", "trace", "logging"]
+    assert isinstance(default.access_token, str) and len(default.access_token) > 20
+    assert TritonSecurityConfig(restricted_endpoints=[]).access_token is None  # nothing to protect
+    with pytest.raises(PyTritonValidationError, match="Invalid endpoint names: bogus"):
+        TritonSecurityConfig(restricted_endpoints=["bogus"])
+    triton = Triton(config=pytriton_config(), security_config=TritonSecurityConfig(access_token="t0ken"))
+    assert triton.get_access_token() == "t0ken"
+    assert triton.stop() is False  # never started

@@ -187,12 +187,17 @@ class TritonSecurityConfig:
     def __post_init__(self) -> None:
         if self.restricted_endpoints is None:
             self.restricted_endpoints = list(DEFAULT_PROTECTED_ENDPOINTS)
-        invalid = set(self.restricted_endpoints) - VALID_TRITON_ENDPOINTS
+        self._validate_endpoint_names(self.restricted_endpoints)
+        if self.access_token is None and self.restricted_endpoints:
+            self.access_token = secrets.token_urlsafe(32)
+
+    @staticmethod
+    def _validate_endpoint_names(endpoints: List[str]) -> None:
+        """PyTritonValidationError naming the endpoints Triton does not have."""
+        invalid = set(endpoints) - VALID_TRITON_ENDPOINTS
         if invalid:
             raise PyTritonValidationError(f"Invalid endpoint names: {', '.join(sorted(invalid))}. Valid endpoints "
                                           f"are: {', '.join(sorted(VALID_TRITON_ENDPOINTS))}")
-        if self.access_token is None and self.restricted_endpoints:
-            self.access_token = secrets.token_urlsafe(32)
 
 
 # Running Triton objects of this process, by id (the in-process client finds them here).
