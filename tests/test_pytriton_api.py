@@ -6,6 +6,7 @@ in-process ModelClient ("inprocess://") and the package's own API."""
 from __future__ import annotations
 
 import asyncio
+import pathlib
 import threading
 import time
 import urllib.request
@@ -434,3 +435,14 @@ def test_security_config_as_pytriton():
     triton = Triton(config=pytriton_config(), security_config=TritonSecurityConfig(access_token="t0ken"))
     assert triton.get_access_token() == "t0ken"
     assert triton.stop() is False  # never started
+
+
+def test_the_workspace_is_the_repository_folder_and_goes_with_stop(tmp_path):
+    given = tmp_path / "workspace"
+    with Triton(config=pytriton_config(id="workspace"), workspace=given) as triton:
+        assert triton.server.options.model_repository == [str(given)] and given.is_dir()
+    assert given.is_dir()  # the caller's folder stays
+    with Triton(config=pytriton_config(id="own-workspace")) as triton:
+        (made,) = triton.server.options.model_repository
+        assert pathlib.Path(made).is_dir()
+    assert not pathlib.Path(made).exists()

@@ -317,12 +317,11 @@ class Triton:
         merged = {**given(TritonConfig.from_env().to_dict()), **given(config.to_dict() if config else {})}
         self._config = TritonConfig(**merged)
         self._security_config = security_config or TritonSecurityConfig()
-        self._own_workspace = workspace is None
-        self._workspace = pathlib.Path(workspace) if workspace is not None else \
-            pathlib.Path(tempfile.mkdtemp(prefix="pytriton-"))
-        self._workspace.mkdir(parents=True, exist_ok=True)
+        # the model repository folder the server starts with: made by run(), removed by stop() when made here
+        self._workspace_given = pathlib.Path(workspace) if workspace is not None else None
+        self._workspace: Optional[pathlib.Path] = None
         # the flags checked now, as PyTriton checks its config when made
-        self._settings = _serve_settings_of(_flags(self._config, self._security_config, str(self._workspace)))
+        self._settings = _serve_settings_of(_flags(self._config, self._security_config, "<workspace>"))
         self._triton_context = TritonContext()
         self._models: Dict[str, _BoundModel] = {}
         self._server: Optional[Server] = None
@@ -331,7 +330,6 @@ class Triton:
         self._stopped = True
         self._connected = False
         self._id = self._config.id or f"triton-{id(self):x}"
-        atexit.register(self.stop)
 
     # -- models -----------------------------------------------------------------------------
     def bind(self, model_name: str, infer_func: Union[Callable[..., Any], Sequence[Callable[..., Any]]],
@@ -386,7 +384,15 @@ class Triton:
         with self._cv:
             if self._server is not None:
                 return
-            server = Server(**self._settings.server)
+            options = dict(self._settings.server)
+            if self._config.model_repository is None:
+                if self._workspace_given is not None:
+                    self._workspace_given.mkdir(parents=True, exist_ok=True)
+                    self._workspace = self._workspace_given
+                else:
+                    self._workspace = pathlib.Path(tempfile.mkdtemp(prefix="pytriton-"))
+                options["model_repository"] = [str(self._workspace)]
+            server = Server(**options)
             try:
                 server.start(wait_until_ready=True)
                 self._server = server
@@ -398,7 +404,9 @@ class Triton:
                 self._stopped = True
                 with contextlib.suppress(TritonError):  # a server that did not start has nothing to stop
                     server.stop()
+                self._remove_workspace()
                 raise
+            atexit.register(self.stop)
             with _running_lock:
                 _running[self._id] = self
 
@@ -477,9 +485,13 @@ class Triton:
             self._cv.notify_all()
         if server is not None:
             server.stop()
-        if self._own_workspace:
-            shutil.rmtree(self._workspace, ignore_errors=True)
+        self._remove_workspace()
         return True
+
+    def _remove_workspace(self) -> None:
+        if self._workspace is not None and self._workspace_given is None:
+            shutil.rmtree(self._workspace, ignore_errors=True)
+        self._workspace = None
 
     def is_alive(self) -> bool:
         """Whether the server is live and every bound model ready."""
