@@ -20,8 +20,8 @@ from tritonserver.pytriton.client import (DecoupledModelClient, ModelClient, PyT
                                           PyTritonClientTimeoutError, PyTritonClientValueError)
 from tritonserver.pytriton.decorators import (ConstantPadder, batch, fill_optionals, first_value, group_by_keys,
                                               group_by_values, pad_batch, sample, triton_context)
-from tritonserver.pytriton.exceptions import (PyTritonBadParameterError, PyTritonUnrecoverableError,
-                                              PyTritonValidationError)
+from tritonserver.pytriton.exceptions import (PyTritonBadParameterError, PyTritonRuntimeError,
+                                              PyTritonUnrecoverableError, PyTritonValidationError)
 from tritonserver.pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
 from tritonserver.pytriton.triton import Triton, TritonConfig
 
@@ -446,3 +446,44 @@ def test_the_workspace_is_the_repository_folder_and_goes_with_stop(tmp_path):
         (made,) = triton.server.options.model_repository
         assert pathlib.Path(made).is_dir()
     assert not pathlib.Path(made).exists()
+
+
+def test_response_cache_and_the_batchers_queue_policies():
+    from tritonserver.pytriton.model_config import QueuePolicy, TimeoutAction
+
+    calls = []
+
+    def counted(requests):
+        calls.append(len(requests))
+        return [{"y": r["x"] * 2} for r in requests]
+
+    batcher = DynamicBatcher(max_queue_delay_microseconds=50, priority_levels=2,
+                             default_priority_level=1,
+                             default_queue_policy=QueuePolicy(timeout_action=TimeoutAction.DELAY, max_queue_size=10),
+                             priority_queue_policy={2: QueuePolicy(default_timeout_microseconds=5000)})
+    with Triton(config=pytriton_config(id="cached", cache_config=["local,size=1048576"])) as triton:
+        triton.bind("cached", counted, inputs=[Tensor(name="x", dtype=FP32, shape=(1,))],
+                    outputs=[Tensor(name="y", dtype=FP32, shape=(1,))],
+                    config=ModelConfig(max_batch_size=4, batcher=batcher, response_cache=True))
+        config = triton.server.model("cached").config()
+        assert config["response_cache"]["enable"] is True
+        dynamic = config["dynamic_batching"]
+        assert dynamic["priority_levels"] == 2 and dynamic["default_priority_level"] == 1
+        assert dynamic["default_queue_policy"]["timeout_action"] == "DELAY"
+        assert dynamic["default_queue_policy"]["max_queue_size"] == 10
+        assert dynamic["priority_queue_policy"]["2"]["default_timeout_microseconds"] == 5000
+        with ModelClient("inprocess://cached", "cached") as client:
+            for _ in range(3):
+                assert client.infer_sample(x=np.array([4.0], FP32))["y"].tolist() == [8.0]
+        assert calls == [1]  # the second and third came from Triton's response cache
+        # a model Triton refuses is not bound (the Triton stays alive), naming the cause
+        with pytest.raises(PyTritonRuntimeError, match="Model 'refused' could not be loaded: .*default priority level must be in range"):
+            triton.bind("refused", counted, inputs=[Tensor(name="x", dtype=FP32, shape=(1,))],
+                        outputs=[Tensor(name="y", dtype=FP32, shape=(1,))],
+                        config=ModelConfig(batcher=DynamicBatcher(preserve_ordering=True, priority_levels=2)))
+        assert triton.is_alive()
+    with pytest.raises(PyTritonBadParameterError, match="Provide the `priority_levels`"):
+        with Triton(config=pytriton_config(id="bad-batcher")) as triton:
+            triton.bind("bad", counted, inputs=[Tensor(name="x", dtype=FP32, shape=(1,))],
+                        outputs=[Tensor(name="y", dtype=FP32, shape=(1,))],
+                        config=ModelConfig(batcher=DynamicBatcher(priority_queue_policy={1: QueuePolicy()})))

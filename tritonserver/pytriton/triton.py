@@ -355,9 +355,9 @@ class Triton:
             raise PyTritonBadParameterError(f"Model '{model_name}': infer_func must be a callable or a non-empty "
                                             "list of callables (one per model instance)")
         model = _BoundModel(self, model_name, functions, inputs, outputs, config or ModelConfig(), strict)
-        self._models[model_name] = model
         if self.is_connected() and self._server is not None:
-            self._load(model)
+            self._load(model)  # a model that fails to load is not bound
+        self._models[model_name] = model
 
     def _load(self, model: _BoundModel) -> None:
         assert self._server is not None
@@ -376,9 +376,14 @@ class Triton:
         self.stop()
 
     def run(self) -> None:
-        """Start the server (and its frontends) and load the bound models."""
+        """Start the server (and its frontends) and load the bound models;
+        if a model fails to load, the server stops and the error is raised."""
         self._run_server()
-        self.connect()
+        try:
+            self.connect()
+        except BaseException:
+            self.stop()
+            raise
 
     def _run_server(self) -> None:
         with self._cv:
