@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo check test build develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-cores test-ray ray-env ray-demo wheel lint docs docs-check gpu-bundle gpu-dryrun
+.PHONY: demo check test build develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-pytriton-unit test-cores test-ray ray-env ray-demo wheel lint docs docs-check gpu-bundle gpu-dryrun
 
 # The base environment: what building and running the package needs, and
 # no more (make demo stops here).
@@ -159,6 +159,12 @@ test-numpy2:
 # The suite on Python 3.13 with numpy 2 (make test runs it too).
 test-python313:
 	bash tests/run_python313.sh
+
+# PyTriton's own unit tests of the API tritonserver.pytriton provides, against
+# it (their imports redirected): make test-pytriton-unit PYTRITON=<a PyTriton checkout>
+test-pytriton-unit: build
+	@test -n "$(PYTRITON)" || { echo "usage: make test-pytriton-unit PYTRITON=<a PyTriton checkout, e.g. tag v0.7.0>" >&2; exit 2; }
+	PY=$(PY) bash tests/run_pytriton_unit_tests.sh $(PYTRITON)
 
 # Every Triton core on PyPI (nvidia-pytriton 0.4.2, 0.5.0, 0.7.0: Triton
 # 2.39, 2.41, 2.51), each downloaded once into build/cores/, with the
