@@ -487,3 +487,28 @@ def test_response_cache_and_the_batchers_queue_policies():
             triton.bind("bad", counted, inputs=[Tensor(name="x", dtype=FP32, shape=(1,))],
                         outputs=[Tensor(name="y", dtype=FP32, shape=(1,))],
                         config=ModelConfig(batcher=DynamicBatcher(priority_queue_policy={1: QueuePolicy()})))
+
+
+def test_a_decoupled_stream_that_fails_midway_and_an_async_generator(triton):
+    @batch
+    def fails_after_one(n):
+        yield {"i": np.zeros((len(n), 1), dtype=np.int32)}
+        raise RuntimeError("stream broke")
+
+    async def async_tokens(requests):
+        for i in range(2):
+            await asyncio.sleep(0)
+            yield [{"i": np.full((1, 1), i, dtype=np.int32)} for _ in requests]
+
+    spec = dict(inputs=[Tensor(name="n", dtype=np.int32, shape=(1,))],
+                outputs=[Tensor(name="i", dtype=np.int32, shape=(1,))])
+    triton.bind("fails_after_one", fails_after_one, config=ModelConfig(max_batch_size=4, decoupled=True), **spec)
+    triton.bind("async_tokens", async_tokens, config=ModelConfig(max_batch_size=4, decoupled=True), **spec)
+    with DecoupledModelClient("inprocess://pytriton-api", "fails_after_one") as client:
+        received = []
+        with pytest.raises(PyTritonClientInferenceServerError, match="RuntimeError: stream broke"):
+            for outputs in client.infer_sample(n=np.array([1], np.int32)):
+                received.append(outputs["i"].tolist())
+        assert received == [[0]]
+    with DecoupledModelClient("inprocess://pytriton-api", "async_tokens") as client:
+        assert [o["i"].tolist() for o in client.infer_sample(n=np.array([1], np.int32))] == [[0], [1]]
