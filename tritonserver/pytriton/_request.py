@@ -10,6 +10,8 @@ from typing import Any, Dict, Iterator, List, Optional, Union
 
 import numpy
 
+Array = numpy.ndarray[Any, Any]
+
 
 @dataclasses.dataclass
 class Request:
@@ -19,15 +21,15 @@ class Request:
     header pattern); ``requested_output_names``: the outputs the client
     asked for (the others are not sent back)."""
 
-    data: Dict[str, numpy.ndarray]
+    data: Dict[str, Array]
     parameters: Optional[Dict[str, Union[str, int, bool]]] = None
     span: Optional[Any] = None  # PyTriton's telemetry span: always None here
     requested_output_names: Optional[List[str]] = None
 
-    def __getitem__(self, input_name: str) -> numpy.ndarray:
+    def __getitem__(self, input_name: str) -> Array:
         return self.data[input_name]
 
-    def __setitem__(self, input_name: str, input_data: numpy.ndarray) -> None:
+    def __setitem__(self, input_name: str, input_data: Array) -> None:
         self.data[input_name] = input_data
 
     def __delitem__(self, input_name: str) -> None:

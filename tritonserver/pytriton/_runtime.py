@@ -122,7 +122,7 @@ class Runtime:
         for sender in senders:
             sender.send(flags=_FINAL)
 
-    def _response(self, request: Request, outputs: Dict[str, numpy.ndarray]) -> Any:
+    def _response(self, request: Request, outputs: Dict[str, Any]) -> Any:
         wanted = request.requested_output_names
         tensors = []
         for name, value in outputs.items():
@@ -171,7 +171,7 @@ class Runtime:
                 raise ValueError(f"Only bytes as objects dtype are supported by PyTriton. Returned "
                                  f"`{output_name}` from `{name}` has `{type(first)}` type.")
 
-    def _validate_declared(self, output_name: str, value: numpy.ndarray) -> None:
+    def _validate_declared(self, output_name: str, value: Any) -> None:
         name = self._config.model_name
         spec = self._outputs.get(output_name)
         if spec is None:

@@ -25,9 +25,9 @@ TRITON_CONTEXT_FIELD_NAME = "triton_context"
 _SPECIAL_KEYS = ["__triton_context__"]
 
 InputNames = List[str]
-InferenceRequest = Dict[str, numpy.ndarray]
+InferenceRequest = Dict[str, "numpy.ndarray[Any, Any]"]
 InferenceRequests = Union[List[InferenceRequest], Tuple[InferenceRequest, ...]]
-InferenceResult = Dict[str, numpy.ndarray]
+InferenceResult = Dict[str, "numpy.ndarray[Any, Any]"]
 InferenceResults = Union[List[InferenceResult], Tuple[InferenceResult, ...]]
 
 
@@ -60,7 +60,7 @@ def _model_config_key(infer_callable: Any) -> str:
     return str(infer_callable)
 
 
-class ModelConfigDict(MutableMapping):
+class ModelConfigDict(MutableMapping[Callable[..., Any], TritonModelConfig]):
     """The model configuration of each bound callable (keyed by the
     callable; a callable object and its ``__call__`` are one key)."""
 
@@ -101,7 +101,7 @@ def inject_triton_context(triton_context: TritonContext, model_callable: Callabl
     """Attach `triton_context` to a callable (to its object for a method),
     as bind() does."""
     if inspect.ismethod(model_callable):
-        model_callable.__self__.__triton_context__ = triton_context
+        setattr(model_callable.__self__, "__triton_context__", triton_context)
     else:
         model_callable.__triton_context__ = triton_context  # type: ignore[attr-defined]
     return model_callable
@@ -242,7 +242,7 @@ class ConstantPadder:
         def padded_shape(batches: List[Any]) -> Tuple[int, ...]:
             return tuple(numpy.max([b.shape[1:] for b in batches if b is not None], axis=0))
 
-        def padded_dtype(batches: List[Any]) -> numpy.dtype:
+        def padded_dtype(batches: List[Any]) -> Any:
             dtypes = [b.dtype for b in batches if b is not None]
             result = dtypes[0]
             if not all(d.kind == result.kind for d in dtypes):
@@ -254,7 +254,7 @@ class ConstantPadder:
             return result
 
         names = list(collections.OrderedDict.fromkeys(name for b in batches_list for name in b.keys()))
-        by_name = {name: [b.get(name) for b in batches_list] for name in names}
+        by_name: Dict[str, List[Any]] = {name: [b.get(name) for b in batches_list] for name in names}
         for batches in by_name.values():
             shape, dtype = padded_shape(batches), padded_dtype(batches)
             for i, array in enumerate(batches):
@@ -274,7 +274,7 @@ def group_by_keys(wrapped: Any, instance: Any, args: Tuple[Any, ...], kwargs: Di
     requests = args[0]
     indexed = [(i, tuple(sorted(request.keys())), request) for i, request in enumerate(requests)]
     indexed.sort(key=operator.itemgetter(1))
-    answered = []
+    answered: List[Tuple[int, Any]] = []
     for _, group in itertools.groupby(indexed, key=operator.itemgetter(1)):
         indices, _keys, members = zip(*group)
         outputs = wrapped(list(members), *args[1:], **kwargs)
@@ -283,7 +283,7 @@ def group_by_keys(wrapped: Any, instance: Any, args: Tuple[Any, ...], kwargs: Di
     return [response for _, response in answered]
 
 
-def fill_optionals(**defaults: numpy.ndarray) -> Any:
+def fill_optionals(**defaults: "numpy.ndarray[Any, Any]") -> Any:
     """Fill the optional inputs a request left out with `defaults` (NumPy
     arrays without the batch axis, repeated over the request's batch when
     the model batches). The defaults are checked against the inputs'
@@ -320,11 +320,11 @@ def fill_optionals(**defaults: numpy.ndarray) -> Any:
         verify(config)
         (requests,) = args
         for request in requests:
-            size = get_inference_request_batch_size(request) if config.batching else None
             for name, value in defaults.items():
                 if name in request:
                     continue
                 if config.batching:
+                    size = get_inference_request_batch_size(request)
                     value = numpy.tile(value, (size,) + (1,) * value.ndim)
                 request[name] = value
         return wrapped(*args, **kwargs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Dict, List, Optional, Sequence, Type, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, Union
 
 import numpy
 
@@ -48,7 +48,7 @@ class DynamicBatcher:
     """Triton's dynamic batcher settings (ModelDynamicBatching)."""
 
     max_queue_delay_microseconds: int = 0
-    preferred_batch_size: Optional[list] = None
+    preferred_batch_size: Optional[List[int]] = None
     preserve_ordering: bool = False
     priority_levels: int = 0
     default_priority_level: int = 0
@@ -81,8 +81,8 @@ class Tensor:
     1 in the declaration order), ``optional`` (inputs only: a request may
     leave it out, and the callable's request then lacks it)."""
 
-    shape: tuple
-    dtype: Union[numpy.dtype, Type[numpy.dtype], Type[object]]
+    shape: Tuple[int, ...]
+    dtype: Union["numpy.dtype[Any]", Type["numpy.dtype[Any]"], Type[object]]
     name: Optional[str] = None
     optional: Optional[bool] = False
 
@@ -103,8 +103,8 @@ class TensorSpec:
     """A named input or output of `TritonModelConfig`."""
 
     name: str
-    shape: tuple
-    dtype: Union[Type[numpy.dtype], Type[object]]
+    shape: Tuple[int, ...]
+    dtype: Any  # a NumPy scalar type, or bytes / object
     optional: Optional[bool] = False
 
 
@@ -204,7 +204,7 @@ def model_config_json(config: TritonModelConfig) -> Dict[str, Any]:
                            for d in dims):
             raise PyTritonBadParameterError(f"Model '{config.model_name}': {what} '{spec.name}' has shape "
                                             f"{spec.shape!r}; a shape is a non-empty tuple of sizes >= 1 or -1")
-        entry = {"name": spec.name, "data_type": triton_data_type(spec.dtype, f"{what} '{spec.name}'"),
+        entry: Dict[str, Any] = {"name": spec.name, "data_type": triton_data_type(spec.dtype, f"{what} '{spec.name}'"),
                  "dims": [int(d) for d in dims]}
         if spec.optional:
             entry["optional"] = True

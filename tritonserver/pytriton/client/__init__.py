@@ -4,8 +4,8 @@
 docs/pytriton.md. Over HTTP or gRPC, use PyTriton's own clients or
 tritonclient against the frontends (TritonConfig's ports)."""
 
-from ._inprocess import DecoupledModelClient, ModelClient  # noqa: F401
-from .exceptions import (  # noqa: F401
+from ._inprocess import DecoupledModelClient, ModelClient
+from .exceptions import (
     PyTritonClientClosedError,
     PyTritonClientError,
     PyTritonClientInferenceServerError,
@@ -16,3 +16,17 @@ from .exceptions import (  # noqa: F401
     PyTritonClientTimeoutError,
     PyTritonClientValueError,
 )
+
+__all__ = [
+    "DecoupledModelClient",
+    "ModelClient",
+    "PyTritonClientClosedError",
+    "PyTritonClientError",
+    "PyTritonClientInferenceServerError",
+    "PyTritonClientInvalidUrlError",
+    "PyTritonClientModelDoesntSupportBatchingError",
+    "PyTritonClientModelUnavailableError",
+    "PyTritonClientQueueFullError",
+    "PyTritonClientTimeoutError",
+    "PyTritonClientValueError",
+]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy
 
@@ -31,6 +31,7 @@ DEFAULT_INIT_TIMEOUT_S = 300.0
 DEFAULT_INFERENCE_TIMEOUT_S = 60.0
 _NUMPY_BY_TYPE = numpy_types()
 Value = Union[str, int, bool]
+Array = numpy.ndarray[Any, Any]
 
 
 def _triton_id(url: str) -> str:
@@ -64,7 +65,7 @@ def _check_parameters(values: Optional[Dict[str, Value]]) -> None:
 def _model_config_of(name: str, config: Dict[str, Any]) -> TritonModelConfig:
     """A TritonModelConfig of a served model's configuration (a model of
     the repository, not bound)."""
-    def specs(entries: Any) -> list:
+    def specs(entries: Any) -> List[TensorSpec]:
         result = []
         for entry in entries or ():
             type_name = str(entry.get("data_type", "TYPE_FP32")).replace("TYPE_", "")
@@ -103,7 +104,7 @@ class ModelClient:
         self._closed = False
         self._triton: Optional[Triton] = None
         self._served: Optional[Tuple[Any, Any]] = None  # (server, model)
-        self._output_names: Optional[list] = None
+        self._output_names: Optional[List[str]] = None
         if not lazy_init:
             self._init()
 
@@ -152,8 +153,8 @@ class ModelClient:
         assert self._model_config is not None
         return self._model_config
 
-    def infer_sample(self, *inputs: numpy.ndarray, parameters: Optional[Dict[str, Value]] = None,
-                     headers: Optional[Dict[str, Value]] = None, **named_inputs: numpy.ndarray) -> Any:
+    def infer_sample(self, *inputs: Array, parameters: Optional[Dict[str, Value]] = None,
+                     headers: Optional[Dict[str, Value]] = None, **named_inputs: Array) -> Any:
         """Infer one sample (no batch axis: the client adds it, and removes
         it from the outputs, when the model batches)."""
         _check_inputs(inputs, named_inputs)
@@ -165,8 +166,8 @@ class ModelClient:
             named_inputs = {name: data[numpy.newaxis, ...] for name, data in named_inputs.items()}
         return self._infer(inputs or named_inputs, parameters, headers, debatch=batching)
 
-    def infer_batch(self, *inputs: numpy.ndarray, parameters: Optional[Dict[str, Value]] = None,
-                    headers: Optional[Dict[str, Value]] = None, **named_inputs: numpy.ndarray) -> Any:
+    def infer_batch(self, *inputs: Array, parameters: Optional[Dict[str, Value]] = None,
+                    headers: Optional[Dict[str, Value]] = None, **named_inputs: Array) -> Any:
         """Infer a batch (the first axis of every input)."""
         _check_inputs(inputs, named_inputs)
         _check_parameters(parameters)
@@ -246,7 +247,7 @@ class ModelClient:
             self._output_names = [spec.name for spec in config.outputs or ()]
         return model, dict(inputs=inputs, parameters=merged, output_names=self._output_names)
 
-    def _responses(self, inputs: Any, parameters: Any, headers: Any) -> Iterator[Dict[str, numpy.ndarray]]:
+    def _responses(self, inputs: Any, parameters: Any, headers: Any) -> Iterator[Dict[str, Array]]:
         model, kwargs = self._request(inputs, parameters, headers)
         try:
             iterator = model.infer(raise_on_error=False, **kwargs)
@@ -271,7 +272,7 @@ class ModelClient:
     def _infer(self, inputs: Any, parameters: Any, headers: Any, debatch: bool) -> Any:
         if self.model_config.decoupled:
             raise PyTritonClientInferenceServerError("Model config is decoupled. Use DecoupledModelClient instead.")
-        result: Dict[str, numpy.ndarray] = {}
+        result: Dict[str, Array] = {}
         for outputs in self._responses(inputs, parameters, headers):
             result = outputs
         return {name: value[0] for name, value in result.items()} if debatch else result
