@@ -28,7 +28,8 @@ from .._python_models._awaiting import OwnLoop
 from .._python_models._bound import _close, _drain_async
 from ._request import Request
 from .exceptions import PyTritonUnrecoverableError
-from .model_config import TritonModelConfig, is_bytes_dtype
+from .model_config.generator import is_bytes_dtype
+from .model_config.triton_model_config import TritonModelConfig
 
 LOGGER = logging.getLogger("tritonserver.pytriton")
 _FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL

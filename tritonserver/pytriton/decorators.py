@@ -19,7 +19,7 @@ import numpy
 
 from ._wrapping import decorator
 from .exceptions import PyTritonBadParameterError, PyTritonRuntimeError, PyTritonValidationError
-from .model_config import TritonModelConfig
+from .model_config.triton_model_config import TritonModelConfig
 
 TRITON_CONTEXT_FIELD_NAME = "triton_context"
 _SPECIAL_KEYS = ["__triton_context__"]

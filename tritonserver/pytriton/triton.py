@@ -39,7 +39,8 @@ from ._runtime import Runtime
 from .decorators import TritonContext, inject_triton_context
 from .exceptions import (PyTritonBadParameterError, PyTritonInvalidOperationError, PyTritonRuntimeError,
                          PyTritonValidationError)
-from .model_config import ModelConfig, Tensor, is_bytes_dtype, model_config_json, triton_model_config
+from .model_config import ModelConfig, Tensor
+from .model_config.generator import is_bytes_dtype, model_config_json, triton_model_config
 
 LOGGER = logging.getLogger("tritonserver.pytriton")
 MONITORING_PERIOD_S = 10.0

@@ -19,7 +19,7 @@ from ..._api._datautils import numpy_types
 from ..._api._enums import DataType
 from ..._api._errors import TritonError
 from ..exceptions import PyTritonError
-from ..model_config import TensorSpec, TritonModelConfig
+from ..model_config.triton_model_config import TensorSpec, TritonModelConfig
 from ..triton import Triton, running_triton
 from ._deadlines import DEADLINES
 from .exceptions import (PyTritonClientClosedError, PyTritonClientInferenceServerError,

@@ -1,134 +1,20 @@
-"""PyTriton's model configuration (``pytriton.model_config``): `Tensor`,
-`ModelConfig`, `DynamicBatcher`, `QueuePolicy`, `TimeoutAction`,
-`DeviceKind`, with PyTriton's fields and defaults; and `TritonModelConfig` /
-`TensorSpec`, the model's whole configuration as ``@triton_context`` shows
-it. `model_config_json` writes the Triton model config of a bound model."""
+"""A bind()'s TritonModelConfig, checked as PyTriton checks it, and the
+Triton model-config fields written from it as PyTriton writes them."""
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Dict, Sequence
 
 import numpy
 
-from .._api._datautils import numpy_to_triton_dtype
-from .._api._enums import DataType
-from .._api._errors import InvalidArgumentError
-from .exceptions import PyTritonBadParameterError
-
-
-class DeviceKind(enum.Enum):
-    """Where a model instance runs (PyTriton's models run on the CPU kind)."""
-
-    KIND_AUTO = "KIND_AUTO"
-    KIND_CPU = "KIND_CPU"
-    KIND_GPU = "KIND_GPU"
-
-
-class TimeoutAction(enum.Enum):
-    """What the queue does with a request that timed out."""
-
-    REJECT = "REJECT"
-    DELAY = "DELAY"
-
-
-@dataclasses.dataclass
-class QueuePolicy:
-    """A queue policy of the dynamic batcher (Triton's ModelQueuePolicy)."""
-
-    timeout_action: TimeoutAction = TimeoutAction.REJECT
-    default_timeout_microseconds: int = 0
-    allow_timeout_override: bool = False
-    max_queue_size: int = 0
-
-
-@dataclasses.dataclass
-class DynamicBatcher:
-    """Triton's dynamic batcher settings (ModelDynamicBatching)."""
-
-    max_queue_delay_microseconds: int = 0
-    preferred_batch_size: Optional[List[int]] = None
-    preserve_ordering: bool = False
-    priority_levels: int = 0
-    default_priority_level: int = 0
-    default_queue_policy: Optional[QueuePolicy] = None
-    priority_queue_policy: Optional[Dict[int, QueuePolicy]] = None
-
-
-@dataclasses.dataclass
-class ModelConfig:
-    """How a bound inference callable is served: ``batching`` (the first
-    axis of every input and output is the batch), ``max_batch_size``,
-    ``batcher`` (Triton's dynamic batcher; None: one request a call, as
-    Triton's default scheduler), ``response_cache`` (Triton's response
-    cache, which needs the server's cache_config), ``decoupled`` (the
-    callable yields any number of responses per request)."""
-
-    batching: bool = True
-    max_batch_size: int = 4
-    batcher: DynamicBatcher = dataclasses.field(default_factory=DynamicBatcher)
-    response_cache: bool = False
-    decoupled: bool = False
-    model_warmup: Optional[List[Any]] = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Tensor:
-    """An input or output: ``shape`` without the batch axis (-1: any size),
-    ``dtype`` a NumPy type (``numpy.bytes_``, ``bytes`` or ``object`` for
-    BYTES), ``name`` (default ``INPUT_<n>`` / ``OUTPUT_<n>``, n counted from
-    1 in the declaration order), ``optional`` (inputs only: a request may
-    leave it out, and the callable's request then lacks it)."""
-
-    shape: Tuple[int, ...]
-    dtype: Union["numpy.dtype[Any]", Type["numpy.dtype[Any]"], Type[object]]
-    name: Optional[str] = None
-    optional: Optional[bool] = False
-
-    def __post_init__(self) -> None:
-        if isinstance(self.dtype, numpy.dtype):
-            object.__setattr__(self, "dtype", self.dtype.type)
-
-
-@dataclasses.dataclass
-class ResponseCache:
-    """Triton's response cache setting of a model."""
-
-    enable: bool
-
-
-@dataclasses.dataclass
-class TensorSpec:
-    """A named input or output of `TritonModelConfig`."""
-
-    name: str
-    shape: Tuple[int, ...]
-    dtype: Any  # a NumPy scalar type, or bytes / object
-    optional: Optional[bool] = False
-
-
-@dataclasses.dataclass
-class TritonModelConfig:
-    """A bound model's whole configuration, as ``@triton_context``'s
-    ``model_configs[infer_func]`` gives it."""
-
-    model_name: str
-    model_version: int = 1
-    max_batch_size: int = 4
-    batching: bool = True
-    batcher: Optional[DynamicBatcher] = None
-    instance_group: Dict[DeviceKind, Optional[int]] = dataclasses.field(default_factory=dict)
-    decoupled: bool = False
-    backend_parameters: Dict[str, str] = dataclasses.field(default_factory=dict)
-    inputs: Optional[Sequence[TensorSpec]] = None
-    outputs: Optional[Sequence[TensorSpec]] = None
-    response_cache: Optional[ResponseCache] = None
-    model_warmup: Optional[List[Any]] = None
-
-    @property
-    def backend(self) -> str:
-        return "python"
+from ..._api._datautils import numpy_to_triton_dtype
+from ..._api._enums import DataType
+from ..._api._errors import InvalidArgumentError
+from ..exceptions import PyTritonBadParameterError
+from .common import DeviceKind, DynamicBatcher, QueuePolicy
+from .model_config import ModelConfig
+from .tensor import Tensor
+from .triton_model_config import ResponseCache, TensorSpec, TritonModelConfig
 
 
 _BYTES_TYPES = (bytes, object, numpy.bytes_, numpy.object_, str, numpy.str_)
