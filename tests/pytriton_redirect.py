@@ -23,13 +23,14 @@ MODULES = {
     "pytriton.model_config.tensor": "tritonserver.pytriton.model_config.tensor",
     "pytriton.model_config.model_config": "tritonserver.pytriton.model_config.model_config",
     "pytriton.model_config.triton_model_config": "tritonserver.pytriton.model_config.triton_model_config",
-    "pytriton.proxy.types": "tritonserver.pytriton._request",
+    "pytriton.proxy": "tritonserver.pytriton.proxy",
+    "pytriton.proxy.types": "tritonserver.pytriton.proxy.types",
     "pytriton.triton": "tritonserver.pytriton.triton",
     "pytriton.client": "tritonserver.pytriton.client",
     "pytriton.client.exceptions": "tritonserver.pytriton.client.exceptions",
 }
 # Packages that exist only to hold a mapped module or name.
-SHELLS = ("pytriton.models", "pytriton.models.model", "pytriton.proxy")
+SHELLS = ("pytriton.models", "pytriton.models.model")
 
 
 class _Redirect(importlib.abc.MetaPathFinder, importlib.abc.Loader):

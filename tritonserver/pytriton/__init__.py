@@ -6,7 +6,7 @@ imports (``from tritonserver.pytriton.triton import Triton, TritonConfig``,
 See docs/pytriton.md for what is the same and every difference."""
 
 from . import client, decorators, exceptions, model_config, triton
-from ._request import Request, Requests
+from .proxy.types import Request, Requests
 from .decorators import (
     ConstantPadder,
     TritonContext,

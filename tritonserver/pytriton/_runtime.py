@@ -26,7 +26,7 @@ import numpy
 from .._python_models import pb_utils
 from .._python_models._awaiting import OwnLoop
 from .._python_models._bound import _close, _drain_async
-from ._request import Request
+from .proxy.types import Request
 from .exceptions import PyTritonUnrecoverableError
 from .model_config.generator import is_bytes_dtype
 from .model_config.triton_model_config import TritonModelConfig
