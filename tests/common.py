@@ -750,3 +750,14 @@ def server_process(command: list[str], model_repository: str | os.PathLike, flag
 def reference_server(model_repository: str | os.PathLike, flags: list[str] = (), **kwargs):
     """server_process() running NVIDIA's binary (skips when it cannot run)."""
     return server_process(reference_command(), model_repository, flags, **kwargs)
+
+
+def pytriton_config(**fields):
+    """A tritonserver.pytriton TritonConfig serving in-process clients only
+    (no ports), GPU metrics as the suite's setting; `fields` override."""
+    from tritonserver.pytriton.triton import TritonConfig
+
+    settings = dict(allow_http=False, allow_grpc=False, allow_metrics=False, allow_gpu_metrics=GPU_METRICS,
+                    exit_timeout_secs=10)
+    settings.update(fields)
+    return TritonConfig(**settings)
