@@ -321,7 +321,7 @@ def test_bad_declarations_and_urls_are_refused(triton):
         triton.bind("bad_batch", _add_sub, inputs=[Tensor(dtype=FP32, shape=(1,))],
                     outputs=[Tensor(dtype=FP32, shape=(1,))], config=ModelConfig(max_batch_size=0))
     with pytest.raises(PyTritonClientInvalidUrlError, match="inprocess://"):
-        ModelClient("http://localhost:8000", "add_sub")
+        ModelClient("ftp://localhost:8000", "add_sub")
 
 
 def test_binding_while_running_loads_at_once(triton):

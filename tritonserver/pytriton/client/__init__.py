@@ -1,10 +1,13 @@
-"""PyTriton's clients (``pytriton.client``). In this version they reach a
-`Triton` of the same process without a socket: ``ModelClient("inprocess://",
-"add_sub")`` (``inprocess://<TritonConfig.id>`` when several run); see
-docs/pytriton.md. Over HTTP or gRPC, use PyTriton's own clients or
-tritonclient against the frontends (TritonConfig's ports)."""
+"""PyTriton's clients (``pytriton.client``): `ModelClient`,
+`DecoupledModelClient`, `FuturesModelClient`, `AsyncioModelClient`,
+`AsyncioDecoupledModelClient`, over HTTP or gRPC (tritonclient) by the url
+as PyTriton takes it ("localhost", "http://host:port", "grpc://host:port"),
+or to a `Triton` of the same process without a socket: "inprocess://"
+("inprocess://<TritonConfig.id>" when several run); see docs/pytriton.md."""
 
-from ._inprocess import DecoupledModelClient, ModelClient
+from ._asyncio import AsyncioDecoupledModelClient, AsyncioModelClient
+from ._futures import FuturesModelClient
+from ._model_client import DecoupledModelClient, ModelClient
 from .exceptions import (
     PyTritonClientClosedError,
     PyTritonClientError,
@@ -18,7 +21,10 @@ from .exceptions import (
 )
 
 __all__ = [
+    "AsyncioDecoupledModelClient",
+    "AsyncioModelClient",
     "DecoupledModelClient",
+    "FuturesModelClient",
     "ModelClient",
     "PyTritonClientClosedError",
     "PyTritonClientError",
