@@ -54,8 +54,7 @@ class NetworkTransport:
             kwargs["client_timeout"] = self._network_timeout_s
         return getattr(self._general, method)(*args, headers=self._headers or None, **kwargs)
 
-    def _poll(self, ready: Any, timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
+    def _poll(self, ready: Any, deadline: float, timeout_s: float, what: str) -> None:
         delay = FIRST_POLL_S
         while True:
             try:
@@ -72,15 +71,15 @@ class NetworkTransport:
             delay = next_poll(delay)
 
     def wait_for_server(self, timeout_s: float) -> None:
-        self._poll(lambda: self._call("is_server_ready") and self._call("is_server_live"), timeout_s, "server")
+        self._poll(lambda: self._call("is_server_ready") and self._call("is_server_live"),
+                   time.monotonic() + timeout_s, timeout_s, "server")
 
     def wait_for_model(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         self.wait_for_server(timeout_s)
         try:
-            self._poll(lambda: self._call("is_model_ready", self._model_name, self._model_version),
-                       max(0.0, deadline - time.monotonic()),
-                       f"model {self._model_name}/{self._model_version or LATEST}")
+            self._poll(lambda: self._call("is_model_ready", self._model_name, self._model_version), deadline,
+                       timeout_s, f"model {self._model_name}/{self._model_version or LATEST}")
         except PyTritonClientTimeoutError as e:
             raise PyTritonClientTimeoutError(f"{e} {self._model_state()}") from None
 
@@ -88,8 +87,8 @@ class NetworkTransport:
         """What the server's repository index says of the model (for the timeout's message)."""
         try:
             index = self._call("get_model_repository_index")
-        except Exception:
-            return ""
+        except Exception as e:  # e.g. a restricted API (ModelClient(access_token=...) reads it)
+            return f"(The server's model repository index could not be read: {e})"
         entries = index if isinstance(index, list) else [
             {"name": m.name, "version": m.version, "state": m.state, "reason": m.reason} for m in index.models]
         found = [e for e in entries if e.get("name") == self._model_name]
