@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo check test build perf-analyzer bench-frontends develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-pytriton-unit test-cores test-ray ray-env ray-demo wheel lint docs docs-check gpu-bundle gpu-dryrun
+.PHONY: demo check test build perf-analyzer bench-frontends develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-pytriton-unit test-pytriton-examples test-cores test-ray ray-env ray-demo wheel lint docs docs-check gpu-bundle gpu-dryrun
 
 # The base environment: what building and running the package needs, and
 # no more (make demo stops here).
@@ -230,3 +230,12 @@ $(PYTRITON_VENV)/.ready:
 
 bench-pytriton: build $(PYTRITON_VENV)/.ready
 	$(PY) benchmarks/pytriton_compare.py --pytriton-python $(PYTRITON_VENV)/bin/python
+
+# PyTriton's examples that run on a CPU without downloads, server and client
+# each, their imports redirected, each client's output compared with the same
+# example run on PyTriton 0.7 (.venv-pytriton):
+#   make test-pytriton-examples PYTRITON=<a PyTriton checkout> [EXAMPLES_PY=.venv-py313/bin/python]
+EXAMPLES_PY ?= $(PY)
+test-pytriton-examples: build $(PYTRITON_VENV)/.ready
+	@test -n "$(PYTRITON)" || { echo "usage: make test-pytriton-examples PYTRITON=<a PyTriton checkout, e.g. tag v0.7.0>" >&2; exit 2; }
+	PY=$(EXAMPLES_PY) REFERENCE_PY=$(PYTRITON_VENV)/bin/python bash tests/run_pytriton_examples.sh $(PYTRITON)
