@@ -322,3 +322,52 @@ def test_model_client_against_nvidias_binary():
                 result = client.infer_sample(A, B)
                 assert result["OUTPUT0"].tolist() == [1.5, 2.5] and result["OUTPUT1"].tolist() == [0.5, 1.5]
                 assert client.infer_sample(INPUT0=B, INPUT1=A)["OUTPUT1"].tolist() == [-0.5, -1.5]
+
+
+PYTRITON_PYTHON = pathlib.Path(__file__).resolve().parent.parent / ".venv-pytriton" / "bin" / "python"
+PYTRITON_CLIENT = """
+import json, sys
+import numpy as np
+from pytriton.client import DecoupledModelClient, ModelClient
+from pytriton.client.exceptions import PyTritonClientInferenceServerError
+http, grpc = sys.argv[1], sys.argv[2]
+out = {}
+for url in (http, grpc):
+    with ModelClient(url, "add_sub", init_timeout_s=30) as client:
+        r = client.infer_sample(np.array([1.0, 2.0], np.float32), np.array([0.5, 0.5], np.float32))
+        b = client.infer_batch(a=np.ones((2, 1), np.float32), b=np.ones((2, 1), np.float32))
+        out[url] = {"sample": {k: v.tolist() for k, v in r.items()}, "batch": {k: v.tolist() for k, v in b.items()}}
+    with ModelClient(url, "echo") as client:
+        r = client.infer_sample(x=np.array([2.0], np.float32), parameters={"factor": 3}, headers={"x-tag": "t"})
+        out[url]["echo"] = {"y": r["y"].tolist(), "header": [h.decode() for h in r["header"].tolist()]}
+    with ModelClient(url, "fails") as client:
+        try:
+            client.infer_sample(x=np.array([1.0], np.float32))
+        except PyTritonClientInferenceServerError as e:
+            out[url]["error"] = "the callable refuses" in str(e)
+with DecoupledModelClient(grpc, "count_up") as client:
+    out["stream"] = [r["i"].tolist() for r in client.infer_sample(np.array([3], np.int32))]
+print(json.dumps(out))
+"""
+
+
+def test_pytritons_own_client_from_a_pytriton_environment(triton):
+    """PyTriton 0.7's ModelClient and DecoupledModelClient, unchanged, in
+    its own environment (numpy<2, `make bench-pytriton` makes it), against
+    this package's frontends."""
+    import json
+    import subprocess
+
+    if not PYTRITON_PYTHON.exists():
+        pytest.skip(f"no PyTriton 0.7 environment at {PYTRITON_PYTHON.parent.parent} (make .venv-pytriton/.ready)")
+    http, grpc = _url(triton, "http"), _url(triton, "grpc")
+    run = subprocess.run([str(PYTRITON_PYTHON), "-c", PYTRITON_CLIENT, http, grpc], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    for url in (http, grpc):
+        assert out[url]["sample"] == {"add": [1.5, 2.5], "sub": [0.5, 1.5]}
+        assert out[url]["batch"] == {"add": [[2.0], [2.0]], "sub": [[0.0], [0.0]]}
+        assert out[url]["echo"] == {"y": [6.0], "header": ["t"]}
+        assert out[url]["error"] is True
+    assert out["stream"] == [[0], [1], [2]]
