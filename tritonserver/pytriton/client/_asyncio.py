@@ -175,7 +175,7 @@ class AsyncioModelClient:
             await self.wait_for_model(self._init_timeout_s)
             self._model_ready = True
         if self._model_config is None:
-            from tritonclient.utils import InferenceServerException
+            from tritonclient.utils import InferenceServerException  # type: ignore[import-untyped]
 
             try:
                 if self._grpc:

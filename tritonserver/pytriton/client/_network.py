@@ -100,7 +100,7 @@ class NetworkTransport:
             for e in found) + "."
 
     def model_config(self, timeout_s: float) -> TritonModelConfig:
-        from tritonclient.utils import InferenceServerException
+        from tritonclient.utils import InferenceServerException  # type: ignore[import-untyped]
 
         try:
             if self._grpc:

@@ -47,7 +47,7 @@ def merged_headers(own: Dict[str, str], given: Optional[Dict[str, Any]]) -> Opti
 
 def request_tensors(lib: Any, inputs: Dict[str, Array], output_names: List[str]) -> tuple[List[Any], List[Any]]:
     """tritonclient's InferInput and InferRequestedOutput objects."""
-    from tritonclient.utils import np_to_triton_dtype
+    from tritonclient.utils import np_to_triton_dtype  # type: ignore[import-untyped]
 
     wrapped = []
     for name, data in inputs.items():
