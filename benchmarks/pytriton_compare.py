@@ -17,6 +17,12 @@ order from round to round (medians over rounds; ratios also per round):
   row is a client process of that venv with N threads, one
   `pytriton.client.ModelClient` each (HTTP or gRPC), `infer_sample` in a
   loop.
+- the same PyTriton server program moved here (`tritonserver.pytriton`):
+  the `pytriton-server` role run by .venv's Python with its `pytriton`
+  imports redirected (tests/pytriton_redirect.py, as
+  `make test-pytriton-examples` runs PyTriton's examples), its endpoints
+  this package's frontends; the same PyTriton client processes (from
+  .venv-pytriton) against it.
 - this package (in .venv): one process that starts a Server with python
   models in-process, binds the same function twice (max_batch_size 0, and
   16 with dynamic batching), and sends requests itself: sync `infer` from 1
@@ -90,7 +96,8 @@ def rss_mib(pid: int) -> float:
 
 
 # What a process of either side is, by a part of its command line.
-PROCESS_KINDS = (("pytriton-server", "PyTriton's Python process"), ("bind-worker", "Python process (server and client)"),
+PROCESS_KINDS = (("--redirect", "Python process (tritonserver.pytriton)"),
+                 ("pytriton-server", "PyTriton's Python process"), ("bind-worker", "Python process (server and client)"),
                  ("triton_python_backend_stub", "python-backend stub"), ("resource_tracker", "multiprocessing tracker"),
                  ("multiprocessing", "multiprocessing child"), ("tritonserver", "tritonserver binary"))
 
@@ -163,7 +170,13 @@ def read_record(stream: IO[str]) -> dict[str, Any]:
 
 def pytriton_server(args: argparse.Namespace) -> None:
     """Serve add_sub through PyTriton; answer `stats` (batch sizes seen since
-    the last `stats`) and `quit` on stdin."""
+    the last `stats`) and `quit` on stdin. With --redirect (.venv's Python),
+    the same program runs on tritonserver.pytriton."""
+    if args.redirect:
+        sys.path.insert(0, str(ROOT / "tests"))
+        import pytriton_redirect
+
+        pytriton_redirect.install()
     from pytriton.decorators import batch
     from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
     from pytriton.triton import Triton, TritonConfig
@@ -311,7 +324,8 @@ class Results:
     startup_s: dict[str, list[float]] = field(default_factory=lambda: collections.defaultdict(list))
     # Per round: the processes of each side with their RSS.
     processes: dict[str, list[list[dict[str, Any]]]] = field(default_factory=lambda: collections.defaultdict(list))
-    client_rss_mib: list[float] = field(default_factory=list)  # PyTriton's largest client, per round
+    # The largest PyTriton client process, per side and round.
+    client_rss_mib: dict[str, list[float]] = field(default_factory=lambda: collections.defaultdict(list))
     load: list[float] = field(default_factory=list)  # the 1-minute load average as each round starts
 
     def median(self, row: str, key: str = "requests_per_s") -> float:
@@ -345,7 +359,13 @@ class Child:
                 self.process.wait()
 
 
-def pytriton_round(args: argparse.Namespace, results: Results, free_port: Callable[[], int]) -> None:
+MOVED = "tritonserver.pytriton"  # the PyTriton server program on this package
+
+
+def pytriton_round(args: argparse.Namespace, results: Results, free_port: Callable[[], int],
+                   side: str = "PyTriton") -> None:
+    """PyTriton's client processes against the PyTriton server program, run
+    on PyTriton (side "PyTriton") or moved here (side MOVED)."""
     python = args.pytriton_python
     libdir = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
                             capture_output=True, text=True, check=True).stdout.strip()
@@ -353,11 +373,14 @@ def pytriton_round(args: argparse.Namespace, results: Results, free_port: Callab
     # Under pyenv's CPython the stub finds libpython only through this.
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH", "")) if p)
     ports = {"http": free_port(), "grpc": free_port()}
-    server = Child([python, __file__, "pytriton-server", "--http-port", str(ports["http"]),
-                    "--grpc-port", str(ports["grpc"]), "--metrics-port", str(free_port())], env)
+    server_command = ([python, __file__, "pytriton-server"] if side == "PyTriton"
+                      else [sys.executable, __file__, "pytriton-server", "--redirect"])
+    server = Child([*server_command, "--http-port", str(ports["http"]),
+                    "--grpc-port", str(ports["grpc"]), "--metrics-port", str(free_port())],
+                   env if side == "PyTriton" else None)
     try:
         server.read()
-        results.startup_s["PyTriton"].append(time.perf_counter() - server.started)
+        results.startup_s[side].append(time.perf_counter() - server.started)
         client_rss = 0.0
         for model in ("add_sub_plain", "add_sub_batch"):
             for protocol in ("http", "grpc"):
@@ -373,11 +396,12 @@ def pytriton_round(args: argparse.Namespace, results: Results, free_port: Callab
                     server.send("stats")
                     row["batches"] = server.read()[model]
                     client_rss = max(client_rss, row["client_rss_mib"])
-                    label = f"PyTriton {protocol} {'@batch mbs 16' if model == 'add_sub_batch' else 'mbs 0'}, c{concurrency}"
+                    label = (f"{side} {protocol} {'@batch mbs 16' if model == 'add_sub_batch' else 'mbs 0'}, "
+                             f"c{concurrency}")
                     results.rows[label].append(row)
                     print(f"  {label}: {row['requests_per_s']:,.0f}/s p50 {row['p50_us']:,.0f} us", flush=True)
-        results.processes["PyTriton"].append(process_tree(server.process.pid))
-        results.client_rss_mib.append(client_rss)
+        results.processes[side].append(process_tree(server.process.pid))
+        results.client_rss_mib[side].append(client_rss)
     finally:
         server.close()
 
@@ -409,8 +433,9 @@ def batch_text(rows: list[dict[str, Any]]) -> str:
 
 
 def report(results: Results, args: argparse.Namespace, seconds: float) -> list[str]:
-    ours = [r for r in results.rows if not r.startswith("PyTriton")]
+    ours = [r for r in results.rows if r.startswith("bind") or r.startswith("identity")]
     theirs = [r for r in results.rows if r.startswith("PyTriton")]
+    moved = [r for r in results.rows if r.startswith(MOVED)]
     lines = [
         "## `bind` vs PyTriton (`make bench-pytriton`)",
         "",
@@ -421,6 +446,9 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
         "`@batch`); `mbs 0`: one call per request. The identity C++ backend is the reference (no Python function).",
         "A PyTriton request crosses a loopback socket, the tritonserver process and its proxy model's",
         "ZeroMQ/shared-memory hop to the function's process; a `bind` request is a call within one process.",
+        f"`{MOVED}` rows: the same PyTriton server program (`Triton().bind`, `@batch`) with its imports",
+        "redirected to `tritonserver.pytriton` (its endpoints this package's HTTP/gRPC frontends), against the",
+        "same PyTriton client processes: what a PyTriton program gains by moving here, its clients unchanged.",
         "",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()},"
         f" numpy {numpy.__version__} (ours); PyTriton in its own venv",
@@ -433,7 +461,7 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
         "| row | req/s | p50 us | p99 us | batch | rounds req/s |",
         "|---|---:|---:|---:|---:|---|",
     ]
-    for row in ours + theirs:
+    for row in ours + theirs + moved:
         spread = ", ".join(f"{r['requests_per_s']:,.0f}" for r in results.rows[row])
         lines.append(f"| {row} | {results.median(row):,.0f} | {results.median(row, 'p50_us'):,.0f} "
                      f"| {results.median(row, 'p99_us'):,.0f} | {batch_text(results.rows[row])} | {spread} |")
@@ -463,9 +491,23 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
         lines.append(f"| {label} | {m_name} ({m_rate:,.0f}/s) | {o_name} ({o_rate:,.0f}/s) | {m_rate / o_rate:.1f}x "
                      f"| {', '.join(f'{x:.1f}' for x in per_round)} |")
 
+    if moved:
+        lines += ["", f"| PyTriton's client against | PyTriton req/s | {MOVED} req/s | ratio of medians "
+                  "| per-round ratios |", "|---|---:|---:|---:|---|"]
+        for row in moved:
+            other = "PyTriton" + row[len(MOVED):]
+            if other not in results.rows:
+                continue
+            rounds = [m["requests_per_s"] / o["requests_per_s"]
+                      for m, o in zip(results.rows[row], results.rows[other])]
+            lines.append(f"| {row[len(MOVED) + 1:]} | {results.median(other):,.0f} | {results.median(row):,.0f} "
+                         f"| {results.median(row) / results.median(other):.1f}x "
+                         f"| {', '.join(f'{x:.1f}' for x in rounds)} |")
     lines += ["", "| side | start to ready s | server-side processes: RSS MiB | server-side total MiB "
               "| client process MiB |", "|---|---:|---|---:|---:|"]
-    for side in ("PyTriton", "bind"):
+    for side in ("PyTriton", MOVED, "bind"):
+        if not results.processes[side]:
+            continue
         per_kind: dict[str, list[float]] = collections.defaultdict(list)
         totals = []
         for tree in results.processes[side]:
@@ -478,14 +520,14 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
         counts = collections.Counter(p["name"] for p in results.processes[side][-1])
         parts = ", ".join(f"{kind}{f' x{counts[kind]}' if counts[kind] > 1 else ''} {statistics.median(v):.0f}"
                           for kind, v in per_kind.items())
-        client = (f"{statistics.median(results.client_rss_mib):.0f}" if side == "PyTriton"
+        client = (f"{statistics.median(results.client_rss_mib[side]):.0f}" if results.client_rss_mib[side]
                   else "(the same process)")
         lines.append(f"| {side} | {statistics.median(results.startup_s[side]):.2f} | {parts} "
                      f"| {statistics.median(totals):.0f} | {client} |")
     lines += ["", "Start to ready: from spawning the server process (interpreter start and imports included) to",
               "its models ready (ours: both add_sub bindings and the identity model). RSS: medians over rounds,",
-              "read after each round's rows (a kind with xN: N processes together); PyTriton's client: the largest",
-              "client process of the round (16 threads).", ""]
+              "read after each round's rows (a kind with xN: N processes together); client: the largest",
+              "PyTriton client process of the round (16 threads).", ""]
     return lines
 
 
@@ -520,8 +562,10 @@ def orchestrate(args: argparse.Namespace) -> None:
             results.load.append(os.getloadavg()[0])
             sides: list[tuple[str, Callable[[], None]]] = [
                 ("PyTriton", lambda: pytriton_round(args, results, free_port)),
+                (MOVED, lambda: pytriton_round(args, results, free_port, MOVED)),
                 ("bind", lambda: bind_round(args, results))]
-            for name, run_side in sides if index % 2 == 0 else reversed(sides):
+            turn = index % len(sides)  # each side first in turn
+            for name, run_side in sides[turn:] + sides[:turn]:
                 print(f"round {index + 1}/{args.rounds}: {name}", flush=True)
                 run_side()
     finally:
@@ -544,6 +588,7 @@ def main() -> None:
     server = roles.add_parser("pytriton-server")
     for port in ("--http-port", "--grpc-port", "--metrics-port"):
         server.add_argument(port, type=int, required=True)
+    server.add_argument("--redirect", action="store_true", help="run on tritonserver.pytriton (.venv's Python)")
     client = roles.add_parser("pytriton-client")
     client.add_argument("--url", required=True)
     client.add_argument("--model", required=True)
