@@ -63,6 +63,19 @@ def _count_up(n):
         yield {"i": np.array([[i]] * len(n), np.int32)}
 
 
+def _count_from(requests):
+    # decoupled, a parameter and a forwarded header read: "start" counts up to "stop"
+    start = int(requests[0].parameters.get("start", 0))
+    for i in range(start, int(requests[0].parameters.get("x-stop", start + 2))):
+        yield [{"i": np.array([i], np.int32)} for _ in requests]
+
+
+def _slow_stream(requests):
+    yield [{"y": r["x"]} for r in requests]
+    RELEASE.wait(60)
+    yield [{"y": r["x"] + 1} for r in requests]
+
+
 def _fails(requests):
     raise ValueError("the callable refuses")
 
@@ -90,6 +103,10 @@ def triton():
            outputs=[Tensor(name="y", **scalar), Tensor(name="header", dtype=np.bytes_, shape=(1,))])
     t.bind("count_up", _count_up, inputs=[Tensor(name="n", dtype=np.int32, shape=(1,))],
            outputs=[Tensor(name="i", dtype=np.int32, shape=(1,))], config=ModelConfig(decoupled=True))
+    t.bind("count_from", _count_from, inputs=[Tensor(name="x", **scalar)],
+           outputs=[Tensor(name="i", dtype=np.int32, shape=(1,))], config=ModelConfig(batching=False, decoupled=True))
+    t.bind("slow_stream", _slow_stream, inputs=[Tensor(name="x", **scalar)], outputs=[Tensor(name="y", **scalar)],
+           config=ModelConfig(batching=False, decoupled=True))
     t.bind("fails", _fails, inputs=[Tensor(name="x", **scalar)], outputs=[Tensor(name="y", **scalar)])
     t.bind("slow", _slow, inputs=[Tensor(name="x", **scalar)], outputs=[Tensor(name="y", **scalar)])
     t.bind("no_batching", _no_batching, inputs=[Tensor(name="x", **scalar)], outputs=[Tensor(name="y", **scalar)],
@@ -184,6 +201,67 @@ def test_decoupled_clients_stream_over_grpc(triton):
     assert asyncio.run(run()) == [[0], [1], [2], [3]]
 
 
+def test_decoupled_clients_send_parameters_and_headers(triton):
+    url, x = _url(triton, "grpc"), np.array([0.0], FP32)
+    with DecoupledModelClient(url, "count_from") as client:
+        responses = client.infer_sample(x, parameters={"start": 3}, headers={"x-stop": 6})  # an int header: "6"
+        assert [r["i"].tolist() for r in responses] == [[3], [4], [5]]
+
+    async def run():
+        async with AsyncioDecoupledModelClient(url, "count_from") as client:
+            return [r["i"].tolist() async for r in client.infer_sample(x=x, parameters={"start": 7})]
+
+    assert asyncio.run(run()) == [[7], [8]]
+
+
+def test_a_late_response_of_a_stream_times_out_and_the_server_serves_on(triton):
+    url, x = _url(triton, "grpc"), np.array([1.0], FP32)
+
+    def serves_on():  # once the late request is done (the model has one instance)
+        with DecoupledModelClient(url, "slow_stream") as client:
+            assert [r["y"].tolist() for r in client.infer_sample(x)] == [[1.0], [2.0]]
+
+    RELEASE.clear()
+    try:
+        with DecoupledModelClient(url, "slow_stream", inference_timeout_s=0.5) as client:
+            responses = client.infer_sample(x)
+            assert next(responses)["y"].tolist() == [1.0]
+            with pytest.raises(PyTritonClientTimeoutError):
+                next(responses)
+    finally:
+        RELEASE.set()
+    serves_on()
+
+    async def run():
+        async with AsyncioDecoupledModelClient(url, "slow_stream", inference_timeout_s=0.5) as client:
+            seen = []
+            with pytest.raises(PyTritonClientTimeoutError):
+                async for r in client.infer_sample(x):
+                    seen.append(r["y"].tolist())
+            return seen
+
+    RELEASE.clear()
+    try:
+        assert asyncio.run(run()) == [[1.0]]
+    finally:
+        RELEASE.set()
+    serves_on()
+
+
+def test_every_client_reaches_a_triton_of_this_process(triton):
+    url = "inprocess://pytriton-clients"
+    with FuturesModelClient(url, "add_sub") as client:
+        assert client.infer_sample(A, B).result(30)["add"].tolist() == [1.5, 2.5]
+
+    async def run():
+        async with AsyncioModelClient(url, "add_sub") as client:
+            assert (await client.infer_batch(a=A[None], b=B[None]))["sub"].tolist() == [[0.5, 1.5]]
+        async with AsyncioDecoupledModelClient(url, "count_up") as client:
+            return [r["i"].tolist() async for r in client.infer_sample(np.array([3], np.int32))]
+
+    assert asyncio.run(run()) == [[0], [1], [2]]
+
+
 def test_decoupled_and_coupled_clients_refuse_the_other_kind_of_model(triton):
     with pytest.raises(PyTritonClientValueError, match="only supported for grpc"):
         DecoupledModelClient(_url(triton, "http"), "count_up")
@@ -242,7 +320,7 @@ def test_a_model_that_is_not_there(triton, protocol):
     with ModelClient(_url(triton, protocol), "not_there", init_timeout_s=0.5,
                      access_token=triton.get_access_token()) as client:
         with pytest.raises(PyTritonClientTimeoutError, match="The server has no model 'not_there' \\(its models: "
-                           "add_sub, count_up, echo, fails, no_batching, slow\\)"):
+                           "add_sub, count_from, count_up, echo, fails, no_batching, slow, slow_stream\\)"):
             client.infer_sample(x=np.array([1.0], FP32))
     with ModelClient(_url(triton, protocol), "not_there", init_timeout_s=0.5) as client:
         with pytest.raises(PyTritonClientTimeoutError, match="Waiting for model not_there/<latest> to be ready "

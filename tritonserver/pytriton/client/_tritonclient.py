@@ -41,8 +41,10 @@ def auth_headers(url: ClientUrl, access_token: Optional[str]) -> Dict[str, str]:
     return {ACCESS_HEADER: access_token}
 
 
-def merged_headers(own: Dict[str, str], given: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    return {**own, **(given or {})} or None
+def merged_headers(own: Dict[str, str], given: Optional[Dict[str, Any]]) -> Optional[Dict[str, str]]:
+    """The request's headers: the access token's and the given ones (int and
+    bool values as text, as HTTP and gRPC metadata carry them)."""
+    return {**own, **{key: str(value) for key, value in (given or {}).items()}} or None
 
 
 def request_tensors(lib: Any, inputs: Dict[str, Array], output_names: List[str]) -> tuple[List[Any], List[Any]]:
