@@ -95,6 +95,19 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of these processes so far (those gone count 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 # What a process of either side is, by a part of its command line.
 PROCESS_KINDS = (("--redirect", "Python process (tritonserver.pytriton)"),
                  ("pytriton-server", "PyTriton's Python process"), ("bind-worker", "Python process (server and client)"),
@@ -249,12 +262,14 @@ def pytriton_client(args: argparse.Namespace) -> None:
         start_line.wait()
     except threading.BrokenBarrierError:
         pass
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for t in threads:
         t.join()
     if errors:
         raise errors[0]
-    emit(summary(latencies, time.perf_counter() - started, client_rss_mib=rss_mib(os.getpid())))
+    cpu = time.process_time() - cpu
+    emit(summary(latencies, time.perf_counter() - started, client_rss_mib=rss_mib(os.getpid()),
+                 client_cpu_us=cpu / max(1, len(latencies)) * 1e6))
 
 
 # ---------------------------------------------------------------- this package's side (.venv)
@@ -386,6 +401,8 @@ def pytriton_round(args: argparse.Namespace, results: Results, free_port: Callab
             for protocol in ("http", "grpc"):
                 for concurrency in (1, 16):
                     requests = args.pytriton_requests * (1 if concurrency == 1 else 3)
+                    server_pids = [p["pid"] for p in process_tree(server.process.pid)]
+                    server_cpu = cpu_seconds(server_pids)
                     done = subprocess.run(
                         [python, __file__, "pytriton-client", "--url", f"{protocol}://127.0.0.1:{ports[protocol]}",
                          "--model", model, "--concurrency", str(concurrency), "--requests", str(requests)],
@@ -393,6 +410,9 @@ def pytriton_round(args: argparse.Namespace, results: Results, free_port: Callab
                     if done.returncode != 0:
                         raise RuntimeError(f"pytriton client failed:\n{done.stderr[-3000:]}")
                     row = json.loads(done.stdout.strip().splitlines()[-1])
+                    # the server's CPU over the client's run (its warm-up requests included: ~10% more)
+                    warm = concurrency * max(5, max(1, requests // concurrency) // 10)
+                    row["server_cpu_us"] = (cpu_seconds(server_pids) - server_cpu) / (row["requests"] + warm) * 1e6
                     server.send("stats")
                     row["batches"] = server.read()[model]
                     client_rss = max(client_rss, row["client_rss_mib"])
@@ -454,7 +474,7 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
         f" numpy {numpy.__version__} (ours); PyTriton in its own venv",
         f"- load average (1 min) {', '.join(f'{x:.1f}' for x in results.load)} at the start of each round"
         " (other work on the machine)",
-        f"- {args.rounds} rounds, each side started afresh per round, the sides alternating in order;"
+        f"- {args.rounds} rounds, each side started afresh per round, each side first in turn;"
         f" medians over rounds; whole run {seconds:.0f} s",
         "- batch: the mean number of requests per call of the function (largest in brackets)",
         "",
@@ -493,16 +513,26 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
 
     if moved:
         lines += ["", f"| PyTriton's client against | PyTriton req/s | {MOVED} req/s | ratio of medians "
-                  "| per-round ratios |", "|---|---:|---:|---:|---|"]
+                  "| per-round ratios | CPU us/req: client, server (PyTriton) | CPU us/req: client, server "
+                  f"({MOVED}) |", "|---|---:|---:|---:|---|---|---|"]
         for row in moved:
             other = "PyTriton" + row[len(MOVED):]
             if other not in results.rows:
                 continue
             rounds = [m["requests_per_s"] / o["requests_per_s"]
                       for m, o in zip(results.rows[row], results.rows[other])]
+            def cpu(name: str) -> str:
+                if "client_cpu_us" not in results.rows[name][0]:
+                    return "–"
+                return (f"{results.median(name, 'client_cpu_us'):,.0f}, "
+                        f"{results.median(name, 'server_cpu_us'):,.0f}")
+
             lines.append(f"| {row[len(MOVED) + 1:]} | {results.median(other):,.0f} | {results.median(row):,.0f} "
                          f"| {results.median(row) / results.median(other):.1f}x "
-                         f"| {', '.join(f'{x:.1f}' for x in rounds)} |")
+                         f"| {', '.join(f'{x:.1f}' for x in rounds)} | {cpu(other)} | {cpu(row)} |")
+        lines += ["", "CPU us/req: the client process's CPU time (all its threads) over its timed requests, and the",
+                  "server side's (every process of it) over the client's run, per request; with 2 cores shared by",
+                  "client and server, their sum over 2 bounds the rate at concurrency 16."]
     lines += ["", "| side | start to ready s | server-side processes: RSS MiB | server-side total MiB "
               "| client process MiB |", "|---|---:|---|---:|---:|"]
     for side in ("PyTriton", MOVED, "bind"):
