@@ -23,6 +23,12 @@ $(VENV)/.base-ready:
 	$(PY) -m pip install -q --no-deps --group core
 	touch $@
 
+# What every later install into $(VENV) keeps, so that tritonclient 2.51 (the
+# tests' client) keeps working beside Ray and the rest: numpy<2 (the stub),
+# protobuf<5 (its generated gRPC modules), setuptools<81 (its shared-memory
+# utilities import pkg_resources).
+KEEP := "numpy<2" "protobuf<5" "setuptools<81"
+
 # The test tooling on top of it (make build, check, test, lint, docs).
 $(VENV)/.ready: $(VENV)/.base-ready
 	@echo "== [+] installing the test tooling: the dependency group test of pyproject.toml (pytest, hypothesis)"
@@ -31,8 +37,8 @@ $(VENV)/.ready: $(VENV)/.base-ready
 	@echo "         the serve extra (the network frontends' servers) with tritonclient[grpc,http] 2.51: NVIDIA's"
 	@echo "         clients check the frontends and routes in the tests (setuptools<81: tritonclient 2.51's"
 	@echo "         shared-memory utilities import pkg_resources)"
-	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" "numpy<2" "setuptools<81"
-	VENV=$(VENV) bash -c 'source tests/suite_env.sh && install_serve_extra "numpy<2"'
+	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" $(KEEP)
+	VENV=$(VENV) bash -c 'source tests/suite_env.sh && install_serve_extra "$$@"' _ $(KEEP)
 	@echo "         and torch 2.13.0+cpu where this machine has it on disk (no download: PyPI has no +cpu build),"
 	@echo "         for the tests of torch tensors (bind's zero-copy output); without it they skip"
 	$(PY) -m pip install -q "torch==2.13.0+cpu" 2>/dev/null || echo "         (torch 2.13.0+cpu not available here: the torch tests skip)"
@@ -76,7 +82,7 @@ RAY := "ray[serve]>=2.40"
 RAY_TESTS := cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m ray --run-ray -rP test_ray_example.py test_ray_serve.py
 
 ray-env: venv
-	$(PY) -m pip install -q $(RAY) "numpy<2"
+	$(PY) -m pip install -q $(RAY) $(KEEP)
 
 # perf_analyzer 2.51 with its libraries in build/perf_analyzer/ (made once;
 # tests/suite_env.sh): tests/test_perf_analyzer.py and make bench-frontends
@@ -205,7 +211,7 @@ bench-build: build
 	$(VENV)/bin/cmake --build build/bench
 
 bench: bench-build
-	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" "numpy<2"
+	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" $(KEEP)
 	$(PY) benchmarks/run.py
 
 # The network frontends (python -m tritonserver serve) against NVIDIA's

@@ -37,14 +37,13 @@ ensure_identity_backend() {
 }
 
 # Installs what the serve extra of pyproject.toml lists (the frontends'
-# servers and tritonclient[grpc]) with `numpy_spec` kept, plus tritonclient's
-# HTTP client for the tests.
+# servers and tritonclient[grpc]) with the requirements given as arguments
+# kept (e.g. "numpy>=2"), plus tritonclient's HTTP client for the tests.
 install_serve_extra() {
-  local numpy_spec=$1
-  "$PY" - "$numpy_spec" <<'PYEOF' > "$VENV/serve-requirements.txt"
+  "$PY" - "$@" <<'PYEOF' > "$VENV/serve-requirements.txt"
 import sys, tomllib
 extra = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["serve"]
-print("\n".join(extra + ["tritonclient[http]", sys.argv[1]]))
+print("\n".join(extra + ["tritonclient[http]"] + sys.argv[1:]))
 PYEOF
   "$PY" -m pip install -q -r "$VENV/serve-requirements.txt"
 }

@@ -13,6 +13,7 @@ from .._api._server import Server
 from .._kserve.grpc_service import INSTALL_HINT, GrpcInferenceService, generated_modules, grpc_module
 from .._kserve.restricted import parse_restrictions
 from ._asgi_server import listening_socket
+from ._frontend import Frontend
 from ._loop_thread import LoopThread
 from ._option_checks import check_address, check_bool, check_int, check_port, check_str
 
@@ -43,7 +44,7 @@ def _health_modules() -> tuple[Any, Any]:
     return health_pb2, health_pb2_grpc
 
 
-class KServeGrpc:
+class KServeGrpc(Frontend):
     """Serves `server` over Triton's gRPC protocol at address:port (and the
     standard grpc.health.v1 Check: SERVING while the server is ready)."""
 
@@ -125,15 +126,7 @@ class KServeGrpc:
                 self.restricted_protocols, "KServeGrpc.Options.restricted_protocols", RESTRICTED_HEADER_PREFIX)
 
     def __init__(self, server: Server, options: Optional["KServeGrpc.Options"] = None) -> None:
-        if not isinstance(server, Server):
-            raise InvalidArgumentError(f"KServeGrpc serves a tritonserver.Server, not {type(server).__name__}")
-        if options is None:
-            options = KServeGrpc.Options()
-        if not isinstance(options, KServeGrpc.Options):
-            raise InvalidArgumentError(
-                "Incorrect type for options. options argument must be of type KServeGrpc.Options")
-        self._server = server
-        self.options = options
+        super().__init__(server, options)
         self._thread = LoopThread("tritonserver-grpc")
         self._grpc_server: Any = None
         self.port: Optional[int] = None
@@ -233,13 +226,6 @@ class KServeGrpc:
         finally:
             self._thread.stop()
             self._grpc_server = None
-
-    def __enter__(self) -> "KServeGrpc":
-        self.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
 
 class _Health:

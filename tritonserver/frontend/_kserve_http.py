@@ -21,12 +21,13 @@ from .._kserve.restricted import parse_restrictions
 from .._kserve.routes import DEFAULT_MAX_BODY_BYTES, KServeRoutes, Reply
 from .._kserve.shared_memory import system_shared_memory
 from ._asgi_server import AsgiServer
+from ._frontend import Frontend
 from ._option_checks import check_address, check_bool, check_int, check_port, check_str
 
 _logger = logging.getLogger("tritonserver.frontend")
 
 
-class KServeHttp:
+class KServeHttp(Frontend):
     """Serves `server`'s models over HTTP, as the KServe v2 protocol with
     Triton's extensions (docs/serving.md lists the routes)."""
 
@@ -77,16 +78,7 @@ class KServeHttp:
             parse_restrictions(self.restricted_apis, "KServeHttp.Options.restricted_apis")
 
     def __init__(self, server: Server, options: Optional["KServeHttp.Options"] = None) -> None:
-        if not isinstance(server, Server):
-            raise InvalidArgumentError(f"KServeHttp serves a tritonserver.Server, not {type(server).__name__}")
-        if options is None:
-            options = KServeHttp.Options()
-        if not isinstance(options, KServeHttp.Options):
-            raise InvalidArgumentError(
-                "Incorrect type for options. options argument must be of type KServeHttp.Options"
-            )
-        self._server = server
-        self.options = options
+        super().__init__(server, options)
         self._http: Optional[AsgiServer] = None
 
     @property
@@ -120,13 +112,6 @@ class KServeHttp:
         """Stop listening, let the requests in flight finish, then return."""
         if self._http is not None:
             self._http.stop()
-
-    def __enter__(self) -> "KServeHttp":
-        self.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
 
 class _AsgiApp:
