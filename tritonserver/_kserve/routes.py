@@ -32,6 +32,7 @@ from .._api._errors import (
 )
 from .._api._model import Model
 from .._api._server import Server
+from . import fast_infer
 from .codec import (
     ProtocolError,
     bad_request,
@@ -183,6 +184,10 @@ class KServeRoutes:
         return statistics
 
     async def _infer(self, model: Model, headers: Mapping[str, str], body: bytes) -> Reply:
+        fast = await fast_infer.infer(model, body, headers.get(HEADER_LENGTH), headers.get("content-encoding"),
+                                      self._max_body_bytes, self._response_parameters)
+        if fast is not None:
+            return _infer_reply(*fast)
         body = _decompress(headers.get("content-encoding"), body, self._max_body_bytes)
         request = decode_request(body, parse_header_length(headers.get(HEADER_LENGTH)))
         if model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED:
@@ -207,9 +212,15 @@ class KServeRoutes:
             model.name, response.model_version, request, response.outputs,
             {**response.parameters, **self._response_parameters},
         )
-        if header_length is None:
-            return Reply(200, payload, {"content-type": "application/json"})
-        return Reply(200, payload, {"content-type": "application/octet-stream", HEADER_LENGTH: str(header_length)})
+        return _infer_reply(payload, header_length)
+
+
+def _infer_reply(payload: bytes, header_length: Optional[int]) -> Reply:
+    """An infer response: JSON alone, or JSON of `header_length` bytes and
+    binary data."""
+    if header_length is None:
+        return Reply(200, payload, {"content-type": "application/json"})
+    return Reply(200, payload, {"content-type": "application/octet-stream", HEADER_LENGTH: str(header_length)})
 
 
 def _require(method: str, expected: str, path: str) -> None:
