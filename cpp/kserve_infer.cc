@@ -94,7 +94,7 @@ bool c_text(PyObject* value, std::string_view* out) {
 // A dict holding only `key`, whose value is returned (borrowed); null for
 // anything else.
 PyObject* only_item(PyObject* dict, const nb::object& key) {
-  if (dict == nullptr || !PyDict_Check(dict) || PyDict_GET_SIZE(dict) != 1) return nullptr;
+  if (dict == nullptr || !PyDict_Check(dict) || PyDict_Size(dict) != 1) return nullptr;
   return item(dict, key);
 }
 
@@ -142,13 +142,13 @@ bool plan_input(PyObject* entry, const unsigned char* binary, size_t binary_size
   if (datatype == nullptr) return false;
   PyObject* shape = item(entry, k.shape);
   if (shape == nullptr || !PyList_Check(shape)) return false;
-  const size_t ndim = static_cast<size_t>(PyList_GET_SIZE(shape));
+  const size_t ndim = static_cast<size_t>(PyList_Size(shape));
   if (ndim > kMaxDims) return false;
   // The element count; a zero dimension (an empty tensor) or one the
   // general path might refuse as too large is left to it.
   uint64_t count = 1;
   for (size_t d = 0; d < ndim; ++d) {
-    PyObject* dim = PyList_GET_ITEM(shape, d);
+    PyObject* dim = PyList_GetItem(shape, d);
     if (!PyLong_CheckExact(dim)) return false;
     int overflow = 0;
     const long long value = PyLong_AsLongLongAndOverflow(dim, &overflow);
@@ -193,20 +193,20 @@ bool plan_request(PyObject* document, const unsigned char* binary, size_t binary
   if (PyObject* parameters = item(document, k.parameters);
       parameters != nullptr && parameters != Py_None) {
     if (!PyDict_Check(parameters)) return false;
-    if (PyDict_GET_SIZE(parameters) != 0) {
+    if (PyDict_Size(parameters) != 0) {
       PyObject* value = only_item(parameters, k.binary_data_output);
       if (value == nullptr || !PyBool_Check(value)) return false;
       all_binary = value == Py_True;
     }
   }
   PyObject* inputs = item(document, k.inputs);
-  if (inputs == nullptr || !PyList_Check(inputs) || PyList_GET_SIZE(inputs) == 0) return false;
-  const size_t count = static_cast<size_t>(PyList_GET_SIZE(inputs));
+  if (inputs == nullptr || !PyList_Check(inputs) || PyList_Size(inputs) == 0) return false;
+  const size_t count = static_cast<size_t>(PyList_Size(inputs));
   plan->inputs.resize(count);
   size_t offset = 0;
   for (size_t i = 0; i < count; ++i) {
     PlannedInput& input = plan->inputs[i];
-    if (!plan_input(PyList_GET_ITEM(inputs, i), binary, binary_size, offset, &input)) {
+    if (!plan_input(PyList_GetItem(inputs, i), binary, binary_size, offset, &input)) {
       return false;
     }
     for (size_t j = 0; j < i; ++j) {
@@ -220,18 +220,18 @@ bool plan_request(PyObject* document, const unsigned char* binary, size_t binary
   PyObject* outputs = item(document, k.outputs);
   if (outputs == nullptr || outputs == Py_None) return all_binary;
   if (!PyList_Check(outputs)) return false;
-  const size_t outputs_count = static_cast<size_t>(PyList_GET_SIZE(outputs));
+  const size_t outputs_count = static_cast<size_t>(PyList_Size(outputs));
   if (outputs_count == 0) return all_binary;
   plan->outputs.reserve(outputs_count);
   for (size_t i = 0; i < outputs_count; ++i) {
-    PyObject* entry = PyList_GET_ITEM(outputs, i);
+    PyObject* entry = PyList_GetItem(outputs, i);
     std::string_view name;
     if (!PyDict_Check(entry) || !c_text(item(entry, k.name), &name)) return false;
     PyObject* parameters = item(entry, k.parameters);
     bool binary_data = false;
     if (parameters != nullptr && parameters != Py_None) {
       if (!PyDict_Check(parameters)) return false;
-      if (PyDict_GET_SIZE(parameters) != 0) {
+      if (PyDict_Size(parameters) != 0) {
         PyObject* value = only_item(parameters, k.binary_data);
         if (value == nullptr || !PyBool_Check(value)) return false;
         binary_data = value == Py_True;
@@ -271,7 +271,7 @@ bool plan_route_parameters(PyObject* parameters,
       if (overflow != 0) return false;
       append_json_int(text, number);
     } else if (PyFloat_CheckExact(value)) {
-      append_json_double(text, PyFloat_AS_DOUBLE(value));
+      append_json_double(text, PyFloat_AsDouble(value));
     } else if (PyUnicode_CheckExact(value)) {
       Py_ssize_t length = 0;
       const char* utf8 = PyUnicode_AsUTF8AndSize(value, &length);
@@ -412,8 +412,9 @@ nb::object KServeInferStream::deliver(const ResponseData& taken) {
   PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(total));
   if (raw == nullptr) throw nb::python_error();
   nb::object body = nb::steal(raw);
+  char* const start = PyBytes_AsString(raw);
   const auto fill = [&] {
-    char* at = PyBytes_AS_STRING(raw);
+    char* at = start;
     std::memcpy(at, header.data(), header.size());
     at += header.size();
     for (size_t i = 0; i < data.outputs.size(); ++i) {
@@ -489,7 +490,7 @@ nb::object kserve_infer(Server& server, nb::handle model, const std::string& mod
                                                  static_cast<Py_ssize_t>(binary_size));
       if (copy == nullptr) throw nb::python_error();
       owner = nb::steal(copy);
-      binary = reinterpret_cast<const unsigned char*>(PyBytes_AS_STRING(copy));
+      binary = reinterpret_cast<const unsigned char*>(PyBytes_AsString(copy));
     }
   }
 
