@@ -204,6 +204,44 @@ def test_requests_outside_the_fast_path_still_work(loop, routes, count_fast):
         assert numpy.array_equal(result.as_numpy("OUTPUT0"), array)
 
 
+NO_OUTPUTS_CONFIG = """
+name: "fast_infer_no_outputs"
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ -1 ] } ]
+output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU, count: 1 } ]
+"""
+NO_OUTPUTS_MODEL = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse(output_tensors=[]) for _ in requests]
+"""
+
+
+def test_a_response_without_outputs_is_json_alone_as_in_the_python_path(loop, server, routes, tmp_path,
+                                                                          count_fast):
+    folder = tmp_path / "fast_infer_no_outputs"
+    (folder / "1").mkdir(parents=True)
+    (folder / "config.pbtxt").write_text(NO_OUTPUTS_CONFIG)
+    (folder / "1" / "model.py").write_text(NO_OUTPUTS_MODEL)
+    server.register_model_repository(str(tmp_path))
+    try:
+        server.load("fast_infer_no_outputs")
+        try:
+            body, headers = client_body([binary_input("INPUT0", "FP32", numpy.ones(2, dtype=numpy.float32))])
+            reply = both(loop, routes, "fast_infer_no_outputs", body, headers, count_fast, True)
+            assert reply.headers == {"content-type": "application/json"}
+            assert json.loads(reply.body)["outputs"] == []
+        finally:
+            server.unload("fast_infer_no_outputs", wait_until_unloaded=True)
+    finally:
+        server.unregister_model_repository(str(tmp_path))
+
+
 # -- the same errors as the Python path -------------------------------------------
 
 def _header(*inputs: dict, outputs=({"name": "OUTPUT0", "parameters": {"binary_data": True}},), **fields) -> bytes:
