@@ -413,6 +413,33 @@ def test_a_bytes_body_is_held_until_its_request_is_released_then_let_go(loop, ro
     assert sys.getrefcount(body) == base
 
 
+def test_a_request_whose_task_is_cancelled_in_flight_is_let_go(loop, routes, count_fast):
+    # As when the HTTP client goes away: the route's task is cancelled while
+    # it awaits the response.
+    header = _header(_fp32(n=LARGE))
+    body = header + numpy.ones(LARGE, dtype=numpy.float32).tobytes()
+    headers = {HEADER_LENGTH: str(len(header))}
+    base = sys.getrefcount(body)
+
+    async def cancelled_midway():
+        for _ in range(20):
+            task = asyncio.ensure_future(routes.handle("POST", "/v2/models/identity_fp32/infer", headers, body))
+            await asyncio.sleep(0)  # one turn: the task ran up to its await of the response
+            assert not task.done()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    loop.run_until_complete(cancelled_midway())
+    assert count_fast == ["raised"] * 20  # each cancelled inside the fast path
+    reply = handle(loop, routes, "identity_fp32", body, headers, True)
+    assert _values(reply.body, int(reply.headers[HEADER_LENGTH]))[-1] == 1.0
+    gc.collect()
+    drain_deferred()
+    assert sys.getrefcount(body) == base
+    assert_no_live_buffers()
+
+
 # -- no leak ------------------------------------------------------------------------
 
 def test_many_requests_leak_nothing(loop, routes, count_fast):
