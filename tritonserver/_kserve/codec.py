@@ -5,6 +5,12 @@ tensor data extension: the ``Inference-Header-Content-Length`` header gives
 the JSON's length, and each binary input says its ``binary_data_size``).
 Responses are JSON, with the outputs that asked for it (or all, with the
 request parameter ``binary_data_output``) as raw bytes after the JSON.
+With a shared-memory registry (``shared_memory.SystemSharedMemory``),
+inputs may be read from registered regions and outputs written into them
+(the ``shared_memory_region``/``_offset``/``_byte_size`` parameters of
+Triton's shared-memory extension); without one those parameters are
+refused. ``decode_generate``/``encode_generate``: the bodies of Triton's
+generate extension (inputs by name in one JSON object, outputs as JSON).
 """
 
 from __future__ import annotations
@@ -13,12 +19,13 @@ import ctypes
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Union, cast
 
 import numpy
 
 from .._api._datautils import ELEMENT_TYPES, deserialize_bytes
 from .._api._enums import DataType, MemoryType, RequestFlag
+from .._api._errors import InternalError, TritonError, UnsupportedError
 from .._api._memorybuffer import MemoryBuffer
 from .._api._checks import text as _text
 from .._api._tensor import Tensor
@@ -65,6 +72,8 @@ class DecodedRequest:
     output_names: Optional[list[str]] = None
     binary_outputs: set[str] = field(default_factory=set)
     all_outputs_binary: bool = False
+    # output name -> (region, offset, byte_size): written into shared memory
+    shm_outputs: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     # correlation_id, flags, priority, timeout: from the protocol's parameters
     fields: dict[str, Any] = field(default_factory=dict)
 
@@ -74,9 +83,11 @@ class DecodedRequest:
 
 # -- requests ----------------------------------------------------------------
 
-def decode_request(body: bytes, header_length: Optional[int] = None) -> DecodedRequest:
+def decode_request(body: bytes, header_length: Optional[int] = None,
+                   shared_memory: Optional[Any] = None) -> DecodedRequest:
     """Parse an infer request body; raises ProtocolError (400) when it is
-    not a valid request."""
+    not a valid request. `shared_memory`: the registry that inputs and
+    outputs in shared memory use (None: refused)."""
     if header_length is None:
         header_length = len(body)
     if not 0 <= header_length <= len(body):
@@ -112,7 +123,7 @@ def decode_request(body: bytes, header_length: Optional[int] = None) -> DecodedR
     inputs: dict[str, Any] = {}
     offset = 0
     for entry in entries:
-        name, value, used = _decode_input(entry, binary[offset:])
+        name, value, used = _decode_input(entry, binary[offset:], shared_memory)
         if name in inputs:
             raise bad_request(f"input '{name}' is given twice")
         inputs[name] = value
@@ -120,8 +131,9 @@ def decode_request(body: bytes, header_length: Optional[int] = None) -> DecodedR
     if offset != len(binary):
         raise bad_request(f"{len(binary) - offset} bytes of binary data follow the inputs unclaimed")
 
-    output_names, binary_outputs = _requested_outputs(document.get("outputs"))
-    return DecodedRequest(inputs, request_id, parameters, output_names, binary_outputs, all_binary, fields)
+    output_names, binary_outputs, shm_outputs = _requested_outputs(document.get("outputs"), shared_memory)
+    return DecodedRequest(inputs, request_id, parameters, output_names, binary_outputs, all_binary,
+                          fields=fields, shm_outputs=shm_outputs)
 
 
 def _request_fields(parameters: dict[str, ParameterValue]) -> dict[str, Any]:
@@ -181,14 +193,14 @@ def _parameters(value: Any, where: str) -> dict[str, ParameterValue]:
     return dict(value)
 
 
-def _tensor_parameters(value: Any, where: str) -> dict[str, ParameterValue]:
-    """An input's or requested output's parameters; Triton's shared-memory
-    extension is refused: these routes register no regions, so an output
-    asked into one would be answered inline while the client reads its
+def _tensor_parameters(value: Any, where: str, shared_memory: Optional[Any]) -> dict[str, ParameterValue]:
+    """An input's or requested output's parameters. Without a shared-memory
+    registry Triton's shared-memory extension is refused: an output asked
+    into a region would be answered inline while the client reads its
     region."""
     parameters = _parameters(value, where)
     shared = [key for key in parameters if key.startswith("shared_memory_")]
-    if shared:
+    if shared and shared_memory is None:
         raise bad_request(
             f"{where}: the shared-memory extension is not supported here (parameter '{shared[0]}'): "
             "send inputs in the body (JSON 'data' or binary_data_size) and read outputs from the response"
@@ -196,7 +208,48 @@ def _tensor_parameters(value: Any, where: str) -> dict[str, ParameterValue]:
     return parameters
 
 
-def _decode_input(entry: Any, binary: memoryview) -> tuple[str, Any, int]:
+SHM_PARAMETERS = ("shared_memory_region", "shared_memory_offset", "shared_memory_byte_size")
+
+
+def _shm_location(parameters: dict[str, ParameterValue], where: str) -> Optional[tuple[str, int, int]]:
+    """(region, offset, byte_size) of a tensor in shared memory, None when
+    its parameters name no region."""
+    unknown = [key for key in parameters if key.startswith("shared_memory_") and key not in SHM_PARAMETERS]
+    if unknown:
+        raise bad_request(f"{where}: unknown shared-memory parameter '{unknown[0]}' (one of {', '.join(SHM_PARAMETERS)})")
+    region = parameters.get("shared_memory_region")
+    if region is None:
+        if "shared_memory_byte_size" in parameters or "shared_memory_offset" in parameters:
+            raise bad_request(f"{where}: 'shared_memory_byte_size' and 'shared_memory_offset' need a "
+                              "'shared_memory_region'")
+        return None
+    if not isinstance(region, str):
+        raise bad_request(f"{where}: Unable to parse 'shared_memory_region': it must be a string")
+    values = []
+    for key in ("shared_memory_offset", "shared_memory_byte_size"):
+        value = parameters.get(key, 0)
+        if type(value) is not int or not 0 <= value < 2**64:
+            raise bad_request(f"{where}: Unable to parse '{key}': it must be an integer from 0 to 2**64 - 1")
+        values.append(value)
+    if "shared_memory_byte_size" not in parameters:
+        raise bad_request(f"{where}: 'shared_memory_byte_size' is required with 'shared_memory_region'")
+    if "binary_data_size" in parameters:  # an output's binary_data is moot: its data goes to the region
+        raise bad_request(f"{where}: shared memory and binary data are exclusive (give one of "
+                          "'shared_memory_region' and 'binary_data_size')")
+    return region, values[0], values[1]
+
+
+def _shm_view(shared_memory: Any, location: tuple[str, int, int], where: str) -> memoryview:
+    """The bytes of a region, errors naming the tensor (the registry's are
+    TritonErrors: a 400 for bad offsets, 404 for an unknown region)."""
+    region, offset, byte_size = location
+    try:
+        return cast("memoryview", shared_memory.view(region, offset, byte_size))
+    except TritonError as error:
+        raise type(error)(f"{where}: {error}") from None
+
+
+def _decode_input(entry: Any, binary: memoryview, shared_memory: Optional[Any] = None) -> tuple[str, Any, int]:
     """One input: its name, the array (or Tensor for BF16) and the number
     of binary bytes it used."""
     if not isinstance(entry, dict):
@@ -212,7 +265,15 @@ def _decode_input(entry: Any, binary: memoryview) -> tuple[str, Any, int]:
         )
     shape = _checked_shape(name, entry.get("shape"), DATATYPES[datatype][1].itemsize)
     count = math.prod(shape)
-    parameters = _tensor_parameters(entry.get("parameters"), f"input '{name}'")
+    parameters = _tensor_parameters(entry.get("parameters"), f"input '{name}'", shared_memory)
+    location = _shm_location(parameters, f"input '{name}'")
+    if location is not None:
+        if "data" in entry:
+            raise bad_request(f"input '{name}': 'data' and 'shared_memory_region' are exclusive")
+        with _shm_view(shared_memory, location, f"input '{name}'") as view:
+            raw = bytes(view)  # a copy: the region may change once the call returns
+        array = _from_binary(name, datatype, shape, count, raw)
+        return name, _as_input(datatype, array), 0
     size = parameters.get("binary_data_size")
     if size is not None:
         if type(size) is not int or size < 0:
@@ -397,18 +458,25 @@ def _as_input(datatype: str, array: Any) -> Any:
     return Tensor(DataType.BF16, list(array.shape), memory)
 
 
-def _requested_outputs(value: Any) -> tuple[Optional[list[str]], set[str]]:
+def _requested_outputs(value: Any, shared_memory: Optional[Any] = None
+                       ) -> tuple[Optional[list[str]], set[str], dict[str, tuple[str, int, int]]]:
     if value is None:
-        return None, set()
+        return None, set(), {}
     if not isinstance(value, list):
         raise bad_request("'outputs' must be a list")
     names: list[str] = []
     binary: set[str] = set()
+    shm: dict[str, tuple[str, int, int]] = {}
     for entry in value:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise bad_request("each requested output must be a JSON object with a 'name' string")
         name = core_text("output name", entry["name"])
-        parameters = _tensor_parameters(entry.get("parameters"), f"output '{name}'")
+        parameters = _tensor_parameters(entry.get("parameters"), f"output '{name}'", shared_memory)
+        location = _shm_location(parameters, f"output '{name}'")
+        if location is not None:
+            with _shm_view(shared_memory, location, f"output '{name}'"):
+                pass  # checked now (region, offset, size), written once the response is there
+            shm[name] = location
         if parameters.get("classification"):
             raise bad_request(f"output '{name}': the classification extension is not supported")
         wants_binary = parameters.get("binary_data", False)
@@ -417,7 +485,7 @@ def _requested_outputs(value: Any) -> tuple[Optional[list[str]], set[str]]:
         if wants_binary:
             binary.add(name)
         names.append(name)
-    return names, binary
+    return names, binary, shm
 
 
 # -- responses ---------------------------------------------------------------
@@ -428,9 +496,11 @@ def encode_response(
     request: DecodedRequest,
     outputs: dict[str, Tensor],
     parameters: Optional[dict[str, Any]] = None,
+    shared_memory: Optional[Any] = None,
 ) -> tuple[bytes, Optional[int]]:
     """The response body, and the JSON's length when binary data follows
-    (the value of the Inference-Header-Content-Length header)."""
+    (the value of the Inference-Header-Content-Length header). Outputs
+    asked into shared memory are written there and carry no data."""
     document: dict[str, Any] = {"model_name": model_name}
     if model_version is not None:
         document["model_version"] = str(model_version)
@@ -443,7 +513,10 @@ def encode_response(
     for name, tensor in outputs.items():
         datatype = _NAMES[DataType(tensor.data_type)]
         entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": [int(d) for d in tensor.shape]}
-        if request.wants_binary(name):
+        location = request.shm_outputs.get(name)
+        if location is not None:
+            _write_shm(shared_memory, location, name, _raw_bytes(tensor))
+        elif request.wants_binary(name):
             raw = _raw_bytes(tensor)
             entry["parameters"] = {"binary_data_size": len(raw)}
             chunks.append(raw)
@@ -455,6 +528,16 @@ def encode_response(
     if not chunks:
         return header, None
     return header + b"".join(chunks), len(header)
+
+
+def _write_shm(shared_memory: Any, location: tuple[str, int, int], name: str, raw: bytes) -> None:
+    if len(raw) > location[2]:
+        raise InternalError(
+            f"shared memory size specified with the request for output '{name}' ({location[2]} bytes) should "
+            f"be at least {len(raw)} bytes to hold the results"
+        )
+    with _shm_view(shared_memory, (location[0], location[1], len(raw)), f"output '{name}'") as view:
+        view[:] = raw
 
 
 def _raw_bytes(tensor: Tensor) -> bytes:
@@ -502,3 +585,108 @@ def parse_header_length(value: Optional[str]) -> Optional[int]:
     except ValueError:
         raise bad_request(f"Inference-Header-Content-Length {value!r} is not an integer") from None
 
+
+
+# -- the generate extension ----------------------------------------------------
+
+@dataclass
+class GenerateRequest:
+    """What a generate body asks for: inputs by name, the other keys as
+    request parameters."""
+
+    inputs: dict[str, Any]
+    parameters: dict[str, ParameterValue]
+    request_id: Optional[str] = None
+
+
+def decode_generate(model_name: str, body: bytes, metadata: dict[str, Any]) -> GenerateRequest:
+    """A generate body: one JSON object whose keys are the model's inputs
+    (a value or a list of values, shaped to the input's shape, its one
+    variable dimension taking the count, as Triton's binary does), "id",
+    and request parameters (strings, numbers, booleans)."""
+    try:
+        document = json.loads(body) if body else {}
+    except (ValueError, UnicodeDecodeError) as error:
+        raise bad_request(f"the generate request body is not valid JSON: {error}") from None
+    except RecursionError:
+        raise bad_request("the generate request body nests too deeply") from None
+    if not isinstance(document, dict):
+        raise bad_request("the generate request body must be a JSON object (input names and parameters as keys)")
+    specs = {spec["name"]: spec for spec in metadata.get("inputs", [])}
+    request_id = document.pop("id", None)
+    if request_id is not None:
+        if not isinstance(request_id, str):
+            raise bad_request("'id' must be a string")
+        core_text("'id'", request_id)
+    inputs: dict[str, Any] = {}
+    parameters: dict[str, ParameterValue] = {}
+    for key, value in document.items():
+        spec = specs.get(key)
+        if spec is None:
+            core_text("parameter name", key)
+            if type(value) not in (str, int, float, bool):
+                raise bad_request(
+                    f"generate: key '{key}' is not an input of model '{model_name}' (its inputs: "
+                    f"{', '.join(specs) or 'none'}), and as a request parameter it must be a string, number or "
+                    f"boolean, not {type(value).__name__}")
+            if isinstance(value, str):
+                core_text(f"parameter '{key}'", value)
+            parameters[key] = _checked_parameter(key, value)
+            continue
+        datatype = spec["datatype"]
+        flat = _flatten(value)
+        if any(isinstance(item, (dict, list)) for item in flat):
+            raise bad_request(f"input '{key}': generate takes a value or a list of values")
+        shape = _generate_shape(key, [int(d) for d in spec["shape"]], len(flat))
+        array = _from_json(key, datatype, shape, len(flat), flat)
+        inputs[key] = _as_input(datatype, array)
+    return GenerateRequest(inputs, parameters, request_id)
+
+
+def _checked_parameter(key: str, value: ParameterValue) -> ParameterValue:
+    if type(value) is int and not -(2**63) <= value < 2**63:
+        raise bad_request(f"parameter '{key}': {value} does not fit a 64-bit integer")
+    return value
+
+
+def _generate_shape(name: str, shape: list[int], count: int) -> list[int]:
+    """The input's shape with its variable (-1) dimensions filled: the
+    fixed ones divide `count`, the innermost variable one takes the rest,
+    the others are 1 (Triton's rule)."""
+    left = count
+    for dim in shape:
+        if dim != -1:
+            if dim == 0 or left % dim:
+                raise bad_request(f"The schema can not convert input '{name}' to tensor with proper shape "
+                                  f"({count} values for shape {shape})")
+            left //= dim
+    filled = list(shape)
+    for index in range(len(filled) - 1, -1, -1):
+        if filled[index] == -1:
+            filled[index], left = left, 1
+    if left != 1:
+        raise bad_request(f"The schema can not convert input '{name}' to tensor with proper shape "
+                          f"({count} values for shape {shape})")
+    return filled
+
+
+def encode_generate(model_name: str, model_version: Optional[int], request_id: Optional[str],
+                    outputs: dict[str, Tensor], parameters: dict[str, Any]) -> dict[str, Any]:
+    """One generate response: each output by name (a value when it holds
+    one element, else a flat list), the response parameters, model_name,
+    model_version and id."""
+    document: dict[str, Any] = {}
+    for name, value in parameters.items():
+        if isinstance(value, bytes):
+            raise UnsupportedError(f"Response parameter '{name}' has type 'TRITONSERVER_PARAMETER_BYTES' which is "
+                                   "not currently supported")
+        document[name] = value
+    for name, tensor in outputs.items():
+        values = _json_data(name, _NAMES[DataType(tensor.data_type)], tensor)
+        document[name] = values[0] if len(values) == 1 else values
+    if request_id:
+        document["id"] = request_id
+    document["model_name"] = model_name
+    if model_version is not None:
+        document["model_version"] = str(model_version)
+    return document

@@ -53,7 +53,11 @@ async def infer(
     )
     if stream is None:
         return None
-    result = await anext(stream)
-    while result is None:  # a response without outputs that is not the last
+    try:
         result = await anext(stream)
+        while result is None:  # a response without outputs that is not the last
+            result = await anext(stream)
+    except BaseException:
+        stream.cancel()  # e.g. this task was cancelled (the client went away): so is the request
+        raise
     return result  # type: ignore[no-any-return]

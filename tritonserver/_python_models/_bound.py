@@ -52,16 +52,21 @@ class TritonPythonModel:
                 "(bind it again)")
         self.binding: Binding = found
         self._loop = OwnLoop()
+        # A binding with a runtime of its own (tritonserver.pytriton) is
+        # served by it.
+        self._runtime = found.runtime(found, args) if found.runtime is not None else None
         # Calls of a plain function (not streaming, no context) take the
         # runtime's native path: arrays in, output bytes out, no pb_utils
         # objects between (the runtime looks for this attribute).
         self._output_types = {name: int(pb_utils.numpy_to_triton_type(dtype) or 0)
                               for name, dtype in found.output_dtypes.items()}
-        fast = found.kind == "function" and not found.decoupled and not found.wants_context
+        fast = found.kind == "function" and not found.decoupled and not found.wants_context and self._runtime is None
         self._tritonserver_execute_natives = self._execute_natives if fast else None
 
     # -- one call ----------------------------------------------------------------------------
     def execute(self, requests: list[pb_utils.InferenceRequest]) -> Optional[list[pb_utils.InferenceResponse]]:
+        if self._runtime is not None:
+            return self._runtime.execute(requests)  # type: ignore[no-any-return]
         groups = self._calls(requests)
         if self.binding.decoupled:
             for group in groups:
@@ -209,6 +214,9 @@ class TritonPythonModel:
                 for arrays in _rows(outputs, sizes)]
 
     def finalize(self) -> None:
+        finalize = getattr(self._runtime, "finalize", None)
+        if finalize is not None:
+            finalize()
         self._loop.close()
 
 

@@ -10,15 +10,16 @@ import json
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional
 
-from .._api._errors import InvalidArgumentError, TritonError
+from .._api._errors import TritonError
 from .._api._server import Server
 from ._asgi_server import AsgiServer
+from ._frontend import Frontend
 from ._option_checks import check_address, check_int, check_port
 
 _CONTENT_TYPE = (b"content-type", b"text/plain; charset=utf-8")
 
 
-class Metrics:
+class Metrics(Frontend):
     """Serves `server`'s metrics at http://address:port/metrics."""
 
     @dataclass
@@ -37,17 +38,8 @@ class Metrics:
             check_int(self, "thread_count", 1)
 
     def __init__(self, server: Server, options: Optional["Metrics.Options"] = None) -> None:
-        if not isinstance(server, Server):
-            raise InvalidArgumentError(f"Metrics serves a tritonserver.Server, not {type(server).__name__}")
-        if options is None:
-            options = Metrics.Options()
-        if not isinstance(options, Metrics.Options):
-            raise InvalidArgumentError(
-                "Incorrect type for options. options argument must be of type Metrics.Options"
-            )
-        self._server = server
-        self.options = options
-        self._http = AsgiServer("metrics", _metrics_app(server), options.address, options.port)
+        super().__init__(server, options)
+        self._http = AsgiServer("metrics", _metrics_app(server), self.options.address, self.options.port)
 
     @property
     def port(self) -> Optional[int]:
@@ -59,13 +51,6 @@ class Metrics:
 
     def stop(self) -> None:
         self._http.stop()
-
-    def __enter__(self) -> "Metrics":
-        self.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]

@@ -1,0 +1,673 @@
+"""KServeGrpc (tritonserver.frontend): Triton's GRPCInferenceService and
+grpc.health.v1 served from an embedded Server, driven by NVIDIA's own
+clients (tritonclient.grpc: sync, asyncio, streaming) over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import socket
+import sys
+import threading
+import time
+
+import numpy
+import pytest
+
+grpc = pytest.importorskip("grpc", reason="the serve extra (grpcio) is not installed")
+grpcclient = pytest.importorskip("tritonclient.grpc", reason="tritonclient[grpc] is not installed")
+pytest.importorskip("grpc_health", reason="the serve extra (grpcio-health-checking) is not installed")
+
+import tritonclient.grpc.aio as aioclient  # noqa: E402
+from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
+from tritonclient.grpc import service_pb2, service_pb2_grpc  # noqa: E402
+from tritonclient.utils import InferenceServerException  # noqa: E402
+
+import tritonserver  # noqa: E402
+from tritonserver import TensorSpec  # noqa: E402
+from tritonserver.frontend import KServeGrpc  # noqa: E402
+
+from common import call_with_deadline, kserve_grpc, make_options, wait_for  # noqa: E402
+
+MODELS_LOADED = ("add_sub", "identity_fp32", "identity_bytes", "streaming", "parameters")
+
+
+class Cancellable:
+    """A bound decoupled function that streams until its request is
+    cancelled, and says so (`started`, `saw_cancel`)."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.saw_cancel = threading.Event()
+
+    def __call__(self, X, context):
+        self.started.set()
+        i = 0
+        deadline = time.monotonic() + 60
+        while not context.cancelled():
+            if time.monotonic() > deadline:
+                return
+            yield {"Y": X + i}
+            i += 1
+            time.sleep(0.01)
+        self.saw_cancel.set()
+
+
+@pytest.fixture(scope="module")
+def served(backend_directory, tmp_path_factory):
+    """(server, frontend, url): a server running python models in-process,
+    with repository models and bound functions, served by KServeGrpc."""
+    server = tritonserver.Server(make_options(backend_directory, server_id="grpc", python_models="in-process",
+                                              log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    for name in MODELS_LOADED:
+        server.load(name)
+    server.bind("bound_add", lambda A, B: {"SUM": A + B},
+                inputs=[TensorSpec("A", numpy.int32, (-1,)), TensorSpec("B", numpy.int32, (-1,))],
+                outputs=[TensorSpec("SUM", numpy.int32, (-1,))])
+
+    def count(N):
+        for i in range(int(N[0])):
+            yield {"OUT": numpy.array([i], numpy.int32)}
+
+    server.bind("bound_count", count, inputs=[TensorSpec("N", numpy.int32, (1,))],
+                outputs=[TensorSpec("OUT", numpy.int32, (1,))])
+    cancellable = Cancellable()
+    server.bind("bound_endless", cancellable, inputs=[TensorSpec("X", numpy.float32, (1,))],
+                outputs=[TensorSpec("Y", numpy.float32, (1,))])
+    server.cancellable = cancellable
+    try:
+        with kserve_grpc(server) as frontend:
+            yield server, frontend, f"127.0.0.1:{frontend.port}"
+    finally:
+        call_with_deadline(server.stop, 60)
+
+
+@pytest.fixture
+def client(served):
+    with grpcclient.InferenceServerClient(served[2]) as c:
+        yield c
+
+
+def _input(name, array, datatype=None):
+    tensor = grpcclient.InferInput(name, list(array.shape), datatype or _datatype(array))
+    tensor.set_data_from_numpy(array)
+    return tensor
+
+
+def _datatype(array):
+    return "BYTES" if array.dtype == object else {"float32": "FP32", "int32": "INT32"}[str(array.dtype)]
+
+
+def _code(call):
+    with pytest.raises(InferenceServerException) as caught:
+        call()
+    return caught.value.status(), caught.value.message()
+
+
+def _add_sub_inputs(a, b):
+    return [_input("INPUT0", numpy.asarray(a, numpy.float32)), _input("INPUT1", numpy.asarray(b, numpy.float32))]
+
+
+# -- the call table -------------------------------------------------------------
+
+def test_health_metadata_config_statistics_and_repository(served, client):
+    server = served[0]
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.is_model_ready("add_sub") and client.is_model_ready("add_sub", "1")
+    assert not client.is_model_ready("no_such_model")
+    metadata = client.get_server_metadata()
+    assert (metadata.name, metadata.version) == (server.metadata()["name"], server.metadata()["version"])
+    assert "system_shared_memory" in metadata.extensions and "trace" not in metadata.extensions
+    model = client.get_model_metadata("add_sub", as_json=True)
+    assert model["name"] == "add_sub" and model["versions"] == ["1"] and model["platform"] == "python"
+    assert [(t["name"], t["datatype"], t["shape"]) for t in model["inputs"]] == [
+        ("INPUT0", "FP32", ["-1"]), ("INPUT1", "FP32", ["-1"])]
+    config = client.get_model_config("add_sub").config  # a ModelConfig proto
+    assert config.name == "add_sub" and config.backend == "python"
+    assert [i.name for i in config.input] == ["INPUT0", "INPUT1"]
+    assert client.get_model_config("streaming").config.model_transaction_policy.decoupled
+    client.infer("add_sub", _add_sub_inputs([1, 2], [3, 4]))
+    statistics = client.get_inference_statistics("add_sub", as_json=True)["model_stats"][0]
+    assert statistics["name"] == "add_sub" and int(statistics["inference_stats"]["success"]["count"]) >= 1
+    all_models = client.get_inference_statistics(as_json=True)["model_stats"]
+    assert {"add_sub", "bound_add"} <= {s["name"] for s in all_models}
+    index = {m["name"]: m for m in client.get_model_repository_index(as_json=True)["models"]}
+    assert index["add_sub"]["state"] == "READY" and index["add_sub"]["version"] == "1"
+    assert "sleep" in index  # in the repository, not loaded
+
+
+def test_load_with_config_and_files_then_unload(served, client):
+    server = served[0]
+    config = json.dumps({"backend": "python", "max_batch_size": 0,
+                         "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]},
+                                   {"name": "INPUT1", "data_type": "TYPE_FP32", "dims": [-1]}],
+                         "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]},
+                                    {"name": "OUTPUT1", "data_type": "TYPE_FP32", "dims": [-1]}]})
+    source = (__import__("common").MODELS / "add_sub" / "1" / "model.py").read_bytes()
+    client.load_model("grpc_loaded", config=config, files={"file:1/model.py": source})
+    assert client.is_model_ready("grpc_loaded")
+    result = client.infer("grpc_loaded", _add_sub_inputs([5], [2]))
+    assert result.as_numpy("OUTPUT0").tolist() == [7] and result.as_numpy("OUTPUT1").tolist() == [3]
+    client.unload_model("grpc_loaded")
+    assert wait_for(lambda: not server.model("grpc_loaded").ready())
+    # as the binary: an unknown name is INTERNAL to load (the message names the repositories), OK to unload
+    status, message = _code(lambda: client.load_model("no_such_model"))
+    assert status == "StatusCode.INTERNAL" and "no model named 'no_such_model'" in message
+    client.unload_model("no_such_model")
+
+
+def test_infer_raw_typed_bytes_and_requested_outputs(served, client):
+    result = client.infer("add_sub", _add_sub_inputs([1, 2, 3], [1, 1, 1]), request_id="r1",
+                          outputs=[grpcclient.InferRequestedOutput("OUTPUT1")])
+    assert result.get_response().id == "r1" and result.get_response().model_version == "1"
+    assert [o.name for o in result.get_response().outputs] == ["OUTPUT1"]
+    assert result.as_numpy("OUTPUT1").tolist() == [0, 1, 2] and result.as_numpy("OUTPUT0") is None
+    words = numpy.array([b"a", b"", b"\x00\xffbytes"], dtype=object)
+    assert client.infer("identity_bytes", [_input("INPUT0", words)]).as_numpy("OUTPUT0").tolist() == words.tolist()
+    # typed contents (what other clients send), through the generated stub itself
+    import grpc as grpc_module
+
+    with grpc_module.insecure_channel(served[2]) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        request = service_pb2.ModelInferRequest(model_name="add_sub")
+        for name, values in (("INPUT0", [1.5, 2.5]), ("INPUT1", [0.5, 0.5])):
+            tensor = request.inputs.add(name=name, datatype="FP32", shape=[2])
+            tensor.contents.fp32_contents.extend(values)
+        response = stub.ModelInfer(request)
+        assert numpy.frombuffer(response.raw_output_contents[0], numpy.float32).tolist() == [2.0, 3.0]
+        request = service_pb2.ModelInferRequest(model_name="identity_bytes")
+        request.inputs.add(name="INPUT0", datatype="BYTES", shape=[2]).contents.bytes_contents.extend([b"x", b"yz"])
+        raw = stub.ModelInfer(request).raw_output_contents[0]
+        assert raw == b"\x01\x00\x00\x00x\x02\x00\x00\x00yz"
+        # FP32 contents for an INT32 input: the binary's message
+        request = service_pb2.ModelInferRequest(model_name="bound_add")
+        request.inputs.add(name="A", datatype="INT32", shape=[1]).contents.fp32_contents.append(1.0)
+        with pytest.raises(grpc_module.RpcError) as caught:
+            stub.ModelInfer(request)
+        assert caught.value.code() == grpc_module.StatusCode.INVALID_ARGUMENT
+        assert "of type 'FP32', expected datatype 'INT32'" in caught.value.details()
+
+
+def test_request_parameters_and_forwarded_headers_reach_the_model(served):
+    server = served[0]
+    with kserve_grpc(server, forward_header_pattern="^x-fwd-") as frontend:
+        with grpcclient.InferenceServerClient(f"127.0.0.1:{frontend.port}") as c:
+            result = c.infer("parameters", [_input("INPUT0", numpy.zeros(1, numpy.float32))],
+                             parameters={"temperature": 0.5, "n": 3, "flag": True, "who": "me"},
+                             headers={"x-fwd-tenant": "t1", "x-other": "no"})
+    seen = json.loads(result.as_numpy("PARAMETERS")[0])
+    assert seen == {"temperature": 0.5, "n": 3, "flag": True, "who": "me", "x-fwd-tenant": "t1"}
+
+
+def test_bound_functions_served(client):
+    result = client.infer("bound_add", [_input("A", numpy.array([1, 2], numpy.int32)),
+                                        _input("B", numpy.array([10, 20], numpy.int32))])
+    assert result.as_numpy("SUM").tolist() == [11, 22]
+
+
+def test_asyncio_client_infer_and_stream(served):
+    async def main():
+        async with aioclient.InferenceServerClient(served[2]) as c:
+            assert await c.is_server_ready()
+            results = await asyncio.gather(*[
+                c.infer("add_sub", _add_sub_inputs([i], [1])) for i in range(8)])
+            sums = [r.as_numpy("OUTPUT0").tolist() for r in results]
+
+            async def requests():
+                yield {"model_name": "bound_count", "inputs": [_input("N", numpy.array([3], numpy.int32))],
+                       "request_id": "s1"}
+
+            outs = []
+            async for result, error in c.stream_infer(requests()):
+                assert error is None
+                outs.append(int(result.as_numpy("OUT")[0]))
+                if len(outs) == 3:
+                    break
+            return sums, outs
+
+    sums, outs = asyncio.run(main())
+    assert sums == [[i + 1] for i in range(8)]
+    assert outs == [0, 1, 2]
+
+
+def _stream(url, requests, expect, timeout=30):
+    """Send `requests` (kwargs of async_stream_infer) on one stream; the
+    (result, error) pairs until `expect` of them came."""
+    got: queue.Queue = queue.Queue()
+    with grpcclient.InferenceServerClient(url) as c:
+        c.start_stream(callback=lambda result, error: got.put((result, error)))
+        for kwargs in requests:
+            c.async_stream_infer(**kwargs)
+        out = [got.get(timeout=timeout) for _ in range(expect)]
+        c.stop_stream()
+    return out
+
+
+def test_stream_decoupled_python_model_with_empty_final_response(served):
+    count = _input("COUNT", numpy.array([3], numpy.int32))
+    got = _stream(served[2], [dict(model_name="streaming", inputs=[count], request_id="a",
+                                   enable_empty_final_response=True)], 4)
+    assert all(error is None for _, error in got)
+    values = [r.as_numpy("OUT") for r, _ in got]
+    assert [v.tolist() for v in values[:3]] == [[0], [1], [2]] and values[3] is None
+    finals = [r.get_response().parameters["triton_final_response"].bool_param for r, _ in got]
+    assert finals == [False, False, False, True]
+    assert {r.get_response().id for r, _ in got} == {"a"}
+    # without the parameter: only the 3 responses (then a later request's answer)
+    got = _stream(served[2], [dict(model_name="streaming", inputs=[count]),
+                              dict(model_name="add_sub", inputs=_add_sub_inputs([1], [1]), request_id="after")], 4)
+    assert sorted(r.get_response().id for r, _ in got) == ["", "", "", "after"]
+
+
+def test_stream_errors_go_in_the_stream_and_it_goes_on(served):
+    got = _stream(served[2], [dict(model_name="no_such_model", inputs=_add_sub_inputs([1], [1]), request_id="bad"),
+                              dict(model_name="add_sub", inputs=_add_sub_inputs([2], [1]), request_id="good")], 2)
+    by_id = {}
+    for result, error in got:
+        by_id["bad" if error is not None else result.get_response().id] = (result, error)
+    assert "no_such_model" in by_id["bad"][1].message()
+    assert by_id["good"][0].as_numpy("OUTPUT0").tolist() == [3]
+
+
+def test_triton_grpc_error_header_ends_the_stream_at_the_first_error(served):
+    with grpc.insecure_channel(served[2]) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        request = service_pb2.ModelInferRequest(model_name="no_such_model")
+        calls = stub.ModelStreamInfer(iter([request]), metadata=[("triton_grpc_error", "true")])
+        with pytest.raises(grpc.RpcError) as caught:
+            list(calls)
+    assert caught.value.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND)
+    assert "no_such_model" in caught.value.details()
+
+
+def test_model_infer_refuses_decoupled_models(client):
+    status, message = _code(lambda: client.infer("streaming", [_input("COUNT", numpy.array([1], numpy.int32))]))
+    assert status == "StatusCode.UNIMPLEMENTED"
+    assert message == "ModelInfer RPC doesn't support models with decoupled transaction policy"
+
+
+def test_errors_have_the_binarys_status_codes(served, client):
+    server = served[0]
+    # unknown model: the core's class, as the binary maps it
+    status, message = _code(lambda: client.infer("no_such_model", _add_sub_inputs([1], [1])))
+    try:
+        server.model("no_such_model").transaction_properties()
+    except tritonserver.TritonError as error:
+        expected = {tritonserver.InvalidArgumentError: "INVALID_ARGUMENT",
+                    tritonserver.NotFoundError: "NOT_FOUND"}[type(error)]
+    assert status == f"StatusCode.{expected}" and "no_such_model" in message
+    # bad input: raw data of the wrong size (the core's check, as in the binary)
+    with grpc.insecure_channel(served[2]) as channel:
+        request = service_pb2.ModelInferRequest(model_name="add_sub")
+        request.inputs.add(name="INPUT0", datatype="FP32", shape=[3])
+        request.inputs.add(name="INPUT1", datatype="FP32", shape=[3])
+        request.raw_input_contents.extend([b"\x00" * 8, b"\x00" * 12])
+        with pytest.raises(grpc.RpcError) as caught:
+            service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "INPUT0" in caught.value.details()
+    status, message = _code(lambda: client.infer("add_sub", _add_sub_inputs([1], [1]),
+                                                 parameters={"triton_x": True}))
+    assert status == "StatusCode.INVALID_ARGUMENT" and "reserved for Triton usage" in message
+    status, message = _code(lambda: client.get_model_metadata("add_sub", model_version="x"))
+    assert status == "StatusCode.INVALID_ARGUMENT" and "failed to get model version" in message
+    status, message = _code(lambda: client.get_inference_statistics("no_such_model"))
+    assert status == "StatusCode.INVALID_ARGUMENT"
+    status, message = _code(lambda: client.get_trace_settings())
+    assert status == "StatusCode.UNAVAILABLE" and "does not support trace" in message
+    status, message = _code(lambda: client.register_cuda_shared_memory("c", b"\x00" * 64, 0, 16))
+    assert status == "StatusCode.INVALID_ARGUMENT" and "GPUs not supported" in message
+    assert client.get_cuda_shared_memory_status(as_json=True) == {}
+    status, _ = _code(lambda: client.get_cuda_shared_memory_status("c"))
+    assert status == "StatusCode.NOT_FOUND"
+    assert client.is_server_ready()  # and it keeps serving
+
+
+def test_log_settings_get_and_update(client):
+    settings = client.get_log_settings(as_json=True)["settings"]
+    assert set(settings) == {"log_file", "log_info", "log_warning", "log_error", "log_verbose_level", "log_format"}
+    updated = client.update_log_settings({"log_format": "ISO8601"}, as_json=True)["settings"]
+    assert updated["log_format"]["string_param"] == "ISO8601"
+    client.update_log_settings({"log_format": "default"})
+    status, message = _code(lambda: client.update_log_settings({"log_file": "/tmp/x"}))
+    assert status == "StatusCode.UNIMPLEMENTED" and "log file location" in message
+    status, message = _code(lambda: client.update_log_settings({"log_format": "fancy"}))
+    assert status == "StatusCode.INVALID_ARGUMENT" and "invalid argument for log_format, got: fancy" == message
+
+
+def test_system_shared_memory_inputs_and_outputs(served, client):
+    from multiprocessing import shared_memory
+
+    region = shared_memory.SharedMemory(f"grpc_test_{id(client)}", create=True, size=64)
+    key = "/" + region.name
+    memory = numpy.ndarray((16,), numpy.float32, region.buf)
+    try:
+        memory[:4] = [1, 2, 3, 4]
+        client.register_system_shared_memory("io", key, 64)
+        status = client.get_system_shared_memory_status(as_json=True)["regions"]["io"]
+        assert status["key"] == key and int(status["byte_size"]) == 64
+        def shm_inputs(offset=0):
+            inputs = [grpcclient.InferInput("INPUT0", [4], "FP32"), _input("INPUT1", numpy.ones(4, numpy.float32))]
+            inputs[0].set_shared_memory("io", 16, offset=offset)
+            return inputs
+
+        def shm_outputs(byte_size):
+            outputs = [grpcclient.InferRequestedOutput("OUTPUT0"), grpcclient.InferRequestedOutput("OUTPUT1")]
+            outputs[0].set_shared_memory("io", byte_size, offset=32)
+            return outputs
+
+        result = client.infer("add_sub", shm_inputs(), outputs=shm_outputs(16))
+        assert memory[8:12].tolist() == [2, 3, 4, 5]
+        assert result.as_numpy("OUTPUT1").tolist() == [0, 1, 2, 3]
+        # offsets outside the region: INVALID_ARGUMENT, the binary's text
+        code, message = _code(lambda: client.infer("add_sub", shm_inputs(offset=56)))
+        assert code == "StatusCode.INVALID_ARGUMENT"
+        assert message == "Invalid offset + byte size for shared memory region: 'io'"
+        # an output region too small: INTERNAL, the binary's text
+        code, message = _code(lambda: client.infer("add_sub", shm_inputs(), outputs=shm_outputs(8)))
+        assert code == "StatusCode.INTERNAL" and "should be at least 16 bytes" in message, message
+        code, _ = _code(lambda: client.register_system_shared_memory("io", key, 64))
+        assert code == "StatusCode.ALREADY_EXISTS"
+        code, _ = _code(lambda: client.register_system_shared_memory("bad", "/etc/passwd", 64))
+        assert code == "StatusCode.INVALID_ARGUMENT"
+        client.unregister_system_shared_memory("io")
+        assert client.get_system_shared_memory_status(as_json=True) == {}
+        code, message = _code(lambda: client.infer("add_sub", shm_inputs()))
+        assert code == "StatusCode.NOT_FOUND" and message == "Unable to find shared memory region: 'io'"
+    finally:
+        client.unregister_system_shared_memory()
+        del memory
+        region.close()
+        region.unlink()
+
+
+def test_grpc_health_v1_check(served):
+    with grpc.insecure_channel(served[2]) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        answer = stub.Check(health_pb2.HealthCheckRequest(service=""))
+    assert answer.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_one_inference_proto_package_beside_tritonclient():
+    """The service runs on tritonclient's generated modules: this process
+    imported tritonclient.grpc (above) and serves, with one copy of the
+    `inference` package's descriptors."""
+    from google.protobuf import descriptor_pool
+
+    from tritonserver._kserve.grpc_service import generated_modules
+
+    pb, _, _ = generated_modules()
+    assert pb is service_pb2
+    assert descriptor_pool.Default().FindFileByName("grpc_service.proto") is service_pb2.DESCRIPTOR
+    assert not [name for name in sys.modules if name.startswith("tritonserver") and name.endswith("_pb2")]
+
+
+# -- cancellation and stopping ----------------------------------------------------
+
+def _cancellation_seen(server):
+    cancellable = server.cancellable
+    assert wait_for(cancellable.saw_cancel.is_set, 30), "the bound function never saw its request cancelled"
+    cancellable.started.clear()
+    cancellable.saw_cancel.clear()
+
+
+def test_a_cancelled_stream_cancels_its_request_in_the_core(served):
+    server, _, url = served
+    with grpcclient.InferenceServerClient(url) as c:
+        c.start_stream(callback=lambda result, error: None)
+        c.async_stream_infer("bound_endless", [_input("X", numpy.zeros(1, numpy.float32))])
+        assert server.cancellable.started.wait(30)
+        c.stop_stream(cancel_requests=True)
+    _cancellation_seen(server)
+
+
+def test_a_client_that_goes_away_cancels_its_request(served):
+    server, _, url = served
+    channel = grpc.insecure_channel(url)
+    stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+    request = service_pb2.ModelInferRequest(model_name="bound_endless")
+    request.inputs.add(name="X", datatype="FP32", shape=[1]).contents.fp32_contents.append(0)
+    calls = stub.ModelStreamInfer(iter([request]))
+    next(calls)  # the first response came: the request runs
+    channel.close()  # the connection goes
+    _cancellation_seen(server)
+
+
+def test_a_cancelled_future_cancels_its_request(served):
+    """ModelInfer of a model that waits (the python `sleep` model in the
+    stub would not look; a bound function waiting on cancellation does):
+    the client's future.cancel() reaches the core."""
+    server, _, url = served
+    release = threading.Event()
+    seen = threading.Event()
+    entered = threading.Event()
+
+    def wait(X, context):
+        entered.set()
+        while not context.cancelled() and not release.is_set():
+            time.sleep(0.005)
+        if context.cancelled():
+            seen.set()
+        return {"Y": X}
+
+    server.bind("bound_wait", wait, inputs=[TensorSpec("X", numpy.float32, (1,))],
+                outputs=[TensorSpec("Y", numpy.float32, (1,))])
+    try:
+        with grpc.insecure_channel(url) as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            request = service_pb2.ModelInferRequest(model_name="bound_wait")
+            request.inputs.add(name="X", datatype="FP32", shape=[1]).contents.fp32_contents.append(0)
+            future = stub.ModelInfer.future(request)
+            assert entered.wait(30)  # the function runs
+            assert future.cancel()
+            assert seen.wait(30), "the bound function never saw the cancellation"
+    finally:
+        release.set()
+        server.unbind("bound_wait", timeout=30)
+
+
+def test_stop_lets_an_rpc_in_flight_finish(served):
+    server = served[0]
+    release = threading.Event()
+    entered = threading.Event()
+
+    def slow(X):
+        entered.set()
+        release.wait(30)
+        return {"Y": X + 1}
+
+    server.bind("bound_slow", slow, inputs=[TensorSpec("X", numpy.float32, (1,))],
+                outputs=[TensorSpec("Y", numpy.float32, (1,))])
+    try:
+        frontend = KServeGrpc(server, KServeGrpc.Options(address="127.0.0.1", port=0))
+        frontend.start()
+        c = grpcclient.InferenceServerClient(f"127.0.0.1:{frontend.port}")
+        results: queue.Queue = queue.Queue()
+        c.async_infer("bound_slow", [_input("X", numpy.zeros(1, numpy.float32))],
+                      callback=lambda result, error: results.put((result, error)))
+        assert entered.wait(30)
+        stopper = threading.Thread(target=frontend.stop)
+        stopper.start()
+        # stop() is waiting on the call in flight: it has not returned
+        assert stopper.is_alive()
+        release.set()
+        stopper.join(60)
+        assert not stopper.is_alive()
+        result, error = results.get(timeout=30)
+        assert error is None and result.as_numpy("Y").tolist() == [1]
+        c.close()
+    finally:
+        release.set()
+        server.unbind("bound_slow", timeout=30)
+
+
+# -- options -----------------------------------------------------------------------
+
+def test_restricted_protocols_need_their_header(served):
+    server = served[0]
+    # the binary's flag text, and the serve command's triples
+    assert (KServeGrpc.Options(restricted_protocols=["model-repository,health:admin=yes"]).restrictions
+            == KServeGrpc.Options(restricted_protocols=[("model-repository,health", "admin", "yes")]).restrictions)
+    with kserve_grpc(server, restricted_protocols=["model-repository,health:admin=yes"]) as frontend:
+        url = f"127.0.0.1:{frontend.port}"
+        with grpcclient.InferenceServerClient(url) as c:
+            status, message = _code(lambda: c.get_model_repository_index())
+            assert status == "StatusCode.UNAVAILABLE"
+            assert message == "This protocol is restricted, expecting header 'triton-grpc-protocol-admin'"
+            assert _code(lambda: c.is_server_live())[0] == "StatusCode.UNAVAILABLE"
+            assert c.get_model_repository_index(headers={"triton-grpc-protocol-admin": "yes"}).models
+            assert c.is_server_live(headers={"triton-grpc-protocol-admin": "yes"})
+            assert c.get_model_metadata("add_sub").name == "add_sub"  # metadata: not restricted
+        with grpc.insecure_channel(url) as channel:
+            with pytest.raises(grpc.RpcError) as caught:
+                health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+            assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_compressed_infer_responses(served):
+    with kserve_grpc(served[0], infer_compression_level=KServeGrpc.Grpc_compression_level.HIGH) as frontend:
+        with grpcclient.InferenceServerClient(f"127.0.0.1:{frontend.port}") as c:
+            result = c.infer("add_sub", _add_sub_inputs(numpy.zeros(1000), numpy.ones(1000)),
+                             compression_algorithm="gzip")
+    assert result.as_numpy("OUTPUT0").tolist() == [1.0] * 1000
+
+
+def test_bad_options_and_a_port_in_use(served):
+    server = served[0]
+    for options, field in ((dict(port=-1), "port"), (dict(keepalive_time_ms="1"), "keepalive_time_ms"),
+                           (dict(restricted_protocols=["nothing:k=v"]), "restricted_protocols"),
+                           (dict(restricted_protocols=["health"]), "restricted_protocols"),
+                           (dict(restricted_protocols=["health:a=b", "health:c=d"]), "multiple config groups"),
+                           (dict(infer_compression_level=7), "infer_compression_level"),
+                           (dict(use_ssl=True), "use_ssl")):
+        with pytest.raises(tritonserver.InvalidArgumentError, match=field):
+            KServeGrpc.Options(**options)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        frontend = KServeGrpc(server, KServeGrpc.Options(address="127.0.0.1", port=port))
+        with pytest.raises(tritonserver.UnavailableError, match=f"127.0.0.1:{port}"):
+            frontend.start()
+    assert frontend.port is None
+
+
+def test_ssl_and_mutual_authentication(served, tmp_path):
+    """use_ssl with a server certificate; use_mutual_auth refuses a client
+    without a certificate of root_cert's authority."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make certificates")
+
+    def make(name, *extra):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-keyout", str(tmp_path / f"{name}.key"), "-out", str(tmp_path / f"{name}.crt"),
+                        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", *extra],
+                       check=True, capture_output=True)
+        return str(tmp_path / f"{name}.key"), str(tmp_path / f"{name}.crt")
+
+    server_key, server_cert = make("server")
+    client_key, client_cert = make("client")
+    with kserve_grpc(served[0], use_ssl=True, server_cert=server_cert, server_key=server_key) as frontend:
+        with grpcclient.InferenceServerClient(f"localhost:{frontend.port}", ssl=True,
+                                              root_certificates=server_cert) as c:
+            assert c.infer("add_sub", _add_sub_inputs([1], [2])).as_numpy("OUTPUT0").tolist() == [3]
+    with kserve_grpc(served[0], use_ssl=True, server_cert=server_cert, server_key=server_key,
+                     root_cert=client_cert, use_mutual_auth=True) as frontend:
+        url = f"localhost:{frontend.port}"
+        with grpcclient.InferenceServerClient(url, ssl=True, root_certificates=server_cert,
+                                              private_key=client_key, certificate_chain=client_cert) as c:
+            assert c.is_server_live()
+        with grpcclient.InferenceServerClient(url, ssl=True, root_certificates=server_cert) as c:
+            with pytest.raises(InferenceServerException):
+                c.is_server_live()
+
+
+def test_every_served_models_config_is_a_model_config(served, client):
+    for name in (*MODELS_LOADED, "bound_add", "bound_count", "bound_endless"):
+        config = client.get_model_config(name, as_json=True)["config"]
+        assert config["name"] == name
+        assert [i["name"] for i in config["input"]] == [i["name"] for i in served[0].model(name).config()["input"]]
+
+
+def test_context_manager_and_restart_as_tritonfrontend_is_used(served):
+    """As NVIDIA's tritonfrontend docs use it: `with KServeGrpc(server,
+    options):`; a stopped frontend starts again."""
+    options = KServeGrpc.Options(address="127.0.0.1", port=0)
+    frontend = KServeGrpc(served[0], options)
+    for _ in range(2):
+        with frontend:
+            with grpcclient.InferenceServerClient(f"127.0.0.1:{frontend.port}") as c:
+                assert c.is_server_live()
+    with pytest.raises(tritonserver.InvalidArgumentError, match="KServeGrpc.Options"):
+        KServeGrpc(served[0], {"port": 0})
+
+
+def test_a_region_is_free_to_unregister_once_the_answer_came(served, client):
+    """Inputs of 1 MiB in a region are passed to the core without a copy:
+    the answer (ModelInfer's, a stream's final response) comes once the core
+    let go of them, so the client may unregister the region at once, as
+    with the binary (before: 'currently in use' about 4 times in 5)."""
+    from multiprocessing import shared_memory
+
+    count = 1 << 18
+    region = shared_memory.SharedMemory(f"grpc_free_{id(client)}", create=True, size=count * 4)
+    try:
+        def inputs():
+            made = []
+            for name in ("INPUT0", "INPUT1"):
+                tensor = grpcclient.InferInput(name, [count], "FP32")
+                tensor.set_shared_memory("big", count * 4)
+                made.append(tensor)
+            return made
+
+        for _ in range(10):
+            client.register_system_shared_memory("big", "/" + region.name, count * 4)
+            client.infer("add_sub", inputs())
+            client.unregister_system_shared_memory("big")
+        for _ in range(5):
+            client.register_system_shared_memory("big", "/" + region.name, count * 4)
+            [(result, error)] = _stream(served[2], [dict(model_name="add_sub", inputs=inputs())], 1)
+            assert error is None
+            client.unregister_system_shared_memory("big")
+    finally:
+        client.unregister_system_shared_memory()
+        region.close()
+        region.unlink()
+
+
+def test_hostile_requests_are_invalid_argument_and_the_server_keeps_serving(served):
+    def infer(**fields):
+        request = service_pb2.ModelInferRequest(model_name=fields.pop("model_name", "add_sub"), **fields)
+        return request
+
+    def with_inputs(request, shape, raw, names=("INPUT0", "INPUT1"), datatype="FP32"):
+        for name in names:
+            request.inputs.add(name=name, datatype=datatype, shape=shape)
+            request.raw_input_contents.append(raw)
+        return request
+
+    cases = [
+        with_inputs(infer(), [1] * 40, b"\0" * 4),                      # more dimensions than NumPy's
+        with_inputs(infer(), [2**61], b"\0" * 8),                        # a shape far past the data
+        with_inputs(infer(), [-3], b"\0" * 8),                           # a negative dimension
+        with_inputs(infer(model_name="identity_bytes"), [2], b"\x01\0\0\0a", names=("INPUT0",), datatype="BYTES"),
+        infer(model_name="add_sub\0x"),                                  # NUL in a name
+        infer(id="a\0b"),
+        with_inputs(infer(), [1], b"\0" * 4, names=("IN\0PUT0",)),
+    ]
+    with grpc.insecure_channel(served[2]) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        for request in cases:
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.ModelInfer(request)
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (request, caught.value.details())
+            [answer] = list(stub.ModelStreamInfer(iter([request])))
+            assert answer.error_message
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.ModelMetadata(service_pb2.ModelMetadataRequest(name="a\0b"))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert stub.ServerLive(service_pb2.ServerLiveRequest()).live

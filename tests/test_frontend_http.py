@@ -1,0 +1,656 @@
+"""KServeHttp (tritonserver.frontend): the KServe v2 HTTP frontend on a real
+Server, driven by NVIDIA's tritonclient.http (sync and asyncio), urllib and
+raw sockets: the call table of tritonclient.http, the generate extension,
+system shared memory, the model repository, logging, restricted APIs,
+hostile requests and a stop with a request in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import socket
+import threading
+import urllib.error
+import urllib.request
+import zlib
+
+import numpy
+import pytest
+
+pytest.importorskip("uvicorn", reason="the serve extra (uvicorn, uvloop, httptools) is not installed")
+pytest.importorskip("httptools", reason="the serve extra (uvicorn, uvloop, httptools) is not installed")
+pytest.importorskip("uvloop", reason="the serve extra (uvicorn, uvloop, httptools) is not installed")
+
+import tritonclient.http as httpclient  # noqa: E402
+import tritonclient.http.aio as aiohttpclient  # noqa: E402
+import tritonclient.utils.shared_memory as shm  # noqa: E402
+from tritonclient.utils import InferenceServerException  # noqa: E402
+
+import tritonserver  # noqa: E402
+from tritonserver import TensorSpec  # noqa: E402
+from tritonserver.frontend import KServeHttp  # noqa: E402
+
+from common import dedicated_server, wait_for  # noqa: E402
+
+MODELS = ["identity_fp32", "add_sub", "streaming", "parameters", "echo_all_types"]
+
+
+@pytest.fixture(scope="module")
+def server(backend_directory):
+    """Python models in-process (the package's own runtime)."""
+    with dedicated_server(backend_directory, "http-frontend", MODELS, python_models="in-process") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def frontend(server):
+    with KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=0)) as http:
+        yield http
+
+
+@pytest.fixture(scope="module")
+def url(frontend):
+    return f"127.0.0.1:{frontend.port}"
+
+
+@pytest.fixture
+def client(url):
+    client = httpclient.InferenceServerClient(url, connection_timeout=30, network_timeout=30)
+    yield client
+    client.close()
+
+
+def fp32_input(values, name="INPUT0", binary=True) -> httpclient.InferInput:
+    array = numpy.asarray(values, dtype=numpy.float32)
+    item = httpclient.InferInput(name, list(array.shape), "FP32")
+    item.set_data_from_numpy(array, binary_data=binary)
+    return item
+
+
+def raw(url: str, method: str, path: str, body: bytes | None = None,
+        headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One request with urllib: status, headers (lower-case names), body."""
+    request = urllib.request.Request(f"http://{url}{path}", data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            return reply.status, {k.lower(): v for k, v in reply.headers.items()}, reply.read()
+    except urllib.error.HTTPError as error:
+        return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()
+
+
+def error_of(status_and_body: tuple[int, dict, bytes], status: int) -> str:
+    code, _, body = status_and_body
+    assert code == status, (code, body)
+    return json.loads(body)["error"]
+
+
+def assert_serving(url: str) -> None:
+    client = httpclient.InferenceServerClient(url, network_timeout=30)
+    try:
+        assert client.infer("identity_fp32", [fp32_input([7.0])]).as_numpy("OUTPUT0").tolist() == [7.0]
+    finally:
+        client.close()
+
+
+# -- the tritonclient.http call table --------------------------------------------
+
+def test_health_metadata_and_config(client, server):
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.is_model_ready("identity_fp32") and not client.is_model_ready("no_such_model")
+    metadata = client.get_server_metadata()
+    assert metadata["version"] == server.metadata()["version"]
+    # exactly what is served: not CUDA shared memory, trace or classification
+    assert set(metadata["extensions"]) == {
+        "binary_tensor_data", "parameters", "sequence", "schedule_policy", "model_configuration", "statistics",
+        "system_shared_memory", "model_repository", "model_repository(unload_dependents)", "logging"}
+    assert client.get_model_metadata("add_sub") == server.model("add_sub").metadata()
+    assert client.get_model_config("add_sub")["name"] == "add_sub"
+    assert client.get_model_metadata("add_sub", model_version="1")["versions"] == ["1"]
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
+def test_infer_binary_and_json(client, binary):
+    inputs = [fp32_input([1.0, 2.0, 3.0, 4.0], "INPUT0", binary), fp32_input([1.0] * 4, "INPUT1", binary)]
+    outputs = [httpclient.InferRequestedOutput("OUTPUT0", binary_data=binary)]
+    result = client.infer("add_sub", inputs, outputs=outputs, request_id="r-1")
+    assert result.get_response()["id"] == "r-1"
+    assert result.as_numpy("OUTPUT0").tolist() == [2.0, 3.0, 4.0, 5.0]
+    assert result.get_output("OUTPUT1") is None  # not asked for
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "deflate"])
+def test_request_and_response_compression(client, url, algorithm):
+    result = client.infer("identity_fp32", [fp32_input(numpy.arange(64))], request_compression_algorithm=algorithm,
+                          response_compression_algorithm=algorithm)
+    assert result.as_numpy("OUTPUT0").tolist() == list(range(64))
+    # the reply is compressed as asked (Accept-Encoding), and says so
+    body = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2], "data": [1, 2]}]}).encode()
+    status, headers, payload = raw(url, "POST", "/v2/models/identity_fp32/infer", body,
+                                   {"Accept-Encoding": algorithm})
+    assert status == 200 and headers["content-encoding"] == algorithm
+    inflated = gzip.decompress(payload) if algorithm == "gzip" else zlib.decompress(payload)
+    assert json.loads(inflated)["outputs"][0]["data"] == [1.0, 2.0]
+
+
+def test_async_infer_and_the_asyncio_client(client, url):
+    pending = [client.async_infer("identity_fp32", [fp32_input([i])]) for i in range(8)]
+    assert [p.get_result(timeout=60).as_numpy("OUTPUT0").tolist() for p in pending] == [[i] for i in range(8)]
+
+    async def main():
+        async with aiohttpclient.InferenceServerClient(url) as aio:
+            assert await aio.is_server_ready()
+            results = await asyncio.gather(*[aio.infer("identity_fp32", [fp32_input([i])]) for i in range(16)])
+            return [r.as_numpy("OUTPUT0").tolist() for r in results]
+
+    assert asyncio.run(main()) == [[i] for i in range(16)]
+
+
+def test_statistics(client):
+    def count() -> int:
+        (stats,) = client.get_inference_statistics("identity_fp32")["model_stats"]
+        return int(stats["inference_count"])
+
+    before = count()
+    for i in range(3):
+        client.infer("identity_fp32", [fp32_input([i])])
+    assert count() == before + 3
+    assert {"identity_fp32", "add_sub"} <= {s["name"] for s in client.get_inference_statistics()["model_stats"]}
+
+
+def test_model_repository_index_load_with_config_and_files_and_unload(client):
+    index = {entry["name"]: entry for entry in client.get_model_repository_index()}
+    assert index["identity_fp32"]["state"] == "READY" and "bls" in index
+    config = json.dumps({"name": "from_files", "backend": "identity", "max_batch_size": 0,
+                         "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+                         "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]})
+    client.load_model("from_files", config=config, files={"file:1/unused.txt": b"a model file"})
+    assert client.is_model_ready("from_files")
+    assert client.infer("from_files", [fp32_input([2.5])]).as_numpy("OUTPUT0").tolist() == [2.5]
+    client.unload_model("from_files", unload_dependents=True)
+    assert wait_for(lambda: not client.is_model_ready("from_files"))
+    with pytest.raises(InferenceServerException) as refused:
+        client.load_model("no_such_model")
+    assert refused.value.status() == "500" and "no_such_model" in refused.value.message()  # the binary's class
+    client.unload_model("no_such_model")  # as the binary: nothing to unload is no error
+
+
+def test_load_refuses_bad_parameters_naming_them(url):
+    path = "/v2/repository/models/identity_fp32/load"
+    message = error_of(raw(url, "POST", path, json.dumps({"parameters": {"config": 5}}).encode()), 400)
+    assert "'config' must be a string" in message
+    message = error_of(raw(url, "POST", path, json.dumps({"parameters": {"file:1/x": "***"}}).encode()), 400)
+    assert "'file:1/x' is not valid base64" in message
+    assert "not supported" in error_of(raw(url, "POST", "/v2/repository/other/models/x/load", b""), 501)
+
+
+def test_system_shared_memory_inputs_and_outputs(client, url):
+    key = f"/http_frontend_{id(client)}"
+    region = shm.create_shared_memory_region("http_io", key, 32)
+    try:
+        shm.set_shared_memory_region(region, [numpy.arange(4, dtype=numpy.float32)])
+        client.register_system_shared_memory("http_io", key, 32)
+        (status,) = client.get_system_shared_memory_status("http_io")
+        assert status == {"name": "http_io", "key": key, "offset": 0, "byte_size": 32}
+        item = httpclient.InferInput("INPUT0", [4], "FP32")
+        item.set_shared_memory("http_io", 16)
+        output = httpclient.InferRequestedOutput("OUTPUT0")
+        output.set_shared_memory("http_io", 16, offset=16)
+        result = client.infer("identity_fp32", [item], outputs=[output])
+        entry = result.get_output("OUTPUT0")
+        assert entry == {"name": "OUTPUT0", "datatype": "FP32", "shape": [4]}  # no data, as the binary
+        written = shm.get_contents_as_numpy(region, numpy.float32, [4], offset=16)
+        assert written.tolist() == [0.0, 1.0, 2.0, 3.0]
+        # an output larger than its region: refused, naming the sizes
+        small = httpclient.InferRequestedOutput("OUTPUT0")
+        small.set_shared_memory("http_io", 8, offset=16)
+        with pytest.raises(InferenceServerException) as refused:
+            client.infer("identity_fp32", [item], outputs=[small])
+        assert "should be at least 16 bytes" in refused.value.message()
+        # offsets beyond the region
+        bad = httpclient.InferInput("INPUT0", [4], "FP32")
+        bad.set_shared_memory("http_io", 16, offset=24)
+        with pytest.raises(InferenceServerException) as refused:
+            client.infer("identity_fp32", [bad])
+        assert refused.value.status() == "400" and "Invalid offset + byte size" in refused.value.message()
+        client.unregister_system_shared_memory("http_io")
+        assert client.get_system_shared_memory_status() == []
+        with pytest.raises(InferenceServerException) as refused:
+            client.infer("identity_fp32", [item])
+        assert refused.value.status() == "404" and "http_io" in refused.value.message()
+    finally:
+        client.unregister_system_shared_memory()
+        shm.destroy_shared_memory_region(region)
+    assert_serving(url)
+
+
+def test_shared_memory_keys_are_posix_names_not_paths(client):
+    for key in ("/etc/passwd", "../x", "/a/b"):
+        with pytest.raises(InferenceServerException) as refused:
+            client.register_system_shared_memory("evil", key, 8)
+        assert refused.value.status() == "400" and "not a path" in refused.value.message()
+    assert client.get_system_shared_memory_status() == []
+
+
+def test_cuda_shared_memory_is_refused_as_by_a_binary_without_gpus(client, url):
+    assert client.get_cuda_shared_memory_status() == []
+    with pytest.raises(InferenceServerException) as refused:
+        client.register_cuda_shared_memory("gpu", b"\0" * 64, 0, 8)
+    assert refused.value.status() == "400" and "GPUs not supported" in refused.value.message()
+    client.unregister_cuda_shared_memory()
+
+
+def test_log_settings(client, server):
+    settings = client.get_log_settings()
+    assert not server.options.log_error  # dedicated_server's
+    assert settings == {"log_file": "", "log_info": False, "log_warning": False, "log_error": False,
+                        "log_verbose_level": 0, "log_format": "default"}
+    try:
+        changed = client.update_log_settings({"log_verbose_level": 1, "log_format": "ISO8601"})
+        assert changed == {**settings, "log_verbose_level": 1, "log_format": "ISO8601"}
+        assert client.get_log_settings() == changed
+    finally:
+        assert client.update_log_settings({"log_verbose_level": 0, "log_format": "default"}) == settings
+    with pytest.raises(InferenceServerException) as refused:
+        client.update_log_settings({"log_file": "/tmp/x.log"})
+    assert refused.value.status() == "501" and "log file location can not be updated" in refused.value.message()
+    with pytest.raises(InferenceServerException) as refused:
+        client.update_log_settings({"log_info": "yes"})
+    assert refused.value.status() == "400" and "log_info" in refused.value.message()
+    assert client.get_log_settings() == settings
+
+
+def test_trace_is_refused_clearly(client):
+    with pytest.raises(InferenceServerException) as refused:
+        client.get_trace_settings()
+    assert refused.value.status() == "501" and "trace is not supported" in refused.value.message()
+
+
+def test_errors_have_the_binarys_status_codes(client, url):
+    with pytest.raises(InferenceServerException) as refused:
+        client.infer("no_such_model", [fp32_input([1.0])])
+    assert refused.value.status() == "404" and "no_such_model" in refused.value.message()
+    with pytest.raises(InferenceServerException) as refused:
+        client.infer("identity_fp32", [fp32_input([1.0], name="NOPE")])
+    assert refused.value.status() == "400" and "NOPE" in refused.value.message()
+    count = httpclient.InferInput("COUNT", [1], "INT32")
+    count.set_data_from_numpy(numpy.array([2], dtype=numpy.int32))
+    with pytest.raises(InferenceServerException) as refused:
+        client.infer("streaming", [count])
+    assert refused.value.status() == "501"
+    assert "doesn't support models with decoupled transaction policy" in refused.value.message()
+    assert error_of(raw(url, "GET", "/v2/models/identity_fp32/infer"), 405)
+    assert error_of(raw(url, "GET", "/v2/nothing"), 404) .startswith("Not Found")
+    assert error_of(raw(url, "GET", "/v2/models/no_such_model/ready"), 400)
+
+
+# -- generate ----------------------------------------------------------------------
+
+def test_generate_and_generate_stream(url):
+    body = json.dumps({"INPUT0": [1, 2, 3, 4], "INPUT1": [1, 1, 1, 1], "id": "g"}).encode()
+    status, headers, payload = raw(url, "POST", "/v2/models/add_sub/generate", body)
+    assert status == 200 and headers["content-type"] == "application/json"
+    assert json.loads(payload) == {"OUTPUT0": [2.0, 3.0, 4.0, 5.0], "OUTPUT1": [0.0, 1.0, 2.0, 3.0], "id": "g",
+                                   "model_name": "add_sub", "model_version": "1"}
+    status, headers, payload = raw(url, "POST", "/v2/models/streaming/generate_stream",
+                                   json.dumps({"COUNT": 3}).encode())
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    events = [json.loads(chunk[len(b"data: "):]) for chunk in payload.split(b"\n\n") if chunk]
+    assert [event["OUT"] for event in events] == [0, 1, 2]
+    # a non-decoupled model streams its one response
+    status, _, payload = raw(url, "POST", "/v2/models/add_sub/generate_stream", body)
+    assert status == 200 and payload.startswith(b"data: {") and payload.endswith(b"\n\n")
+    # a decoupled model on generate: the binary's refusal
+    message = error_of(raw(url, "POST", "/v2/models/streaming/generate", json.dumps({"COUNT": 2}).encode()), 500)
+    assert "use generate stream" in message
+    message = error_of(raw(url, "POST", "/v2/models/add_sub/generate", json.dumps({"INPUT0": {"a": 1}}).encode()),
+                       400)
+    assert "INPUT0" in message
+
+
+@pytest.mark.parametrize("restricted", [["model-repository:admin-key=s3cret"],
+                                        [("model-repository,logging", "admin-key", "s3cret")]],
+                         ids=["flag-text", "triples"])
+def test_header_forward_pattern_and_restricted_apis(server, restricted):
+    options = KServeHttp.Options(address="127.0.0.1", port=0, header_forward_pattern="^x-fwd-",
+                                 restricted_apis=restricted)
+    with KServeHttp(server, options) as http:
+        url = f"127.0.0.1:{http.port}"
+        client = httpclient.InferenceServerClient(url)
+        try:
+            result = client.infer("parameters", [fp32_input([1.0])], headers={"X-Fwd-User": "ada", "Other": "no"})
+            parameters = json.loads(result.as_numpy("PARAMETERS")[0])
+            assert parameters == {"x-fwd-user": "ada"}
+            with pytest.raises(InferenceServerException) as refused:
+                client.get_model_repository_index()
+            assert refused.value.status() == "403"
+            assert "This API is restricted, expecting header 'admin-key'" in refused.value.message()
+            assert client.get_model_repository_index(headers={"admin-key": "s3cret"})
+            assert client.is_server_ready()  # other categories are open
+        finally:
+            client.close()
+
+
+def test_a_client_that_leaves_cancels_its_request(server, frontend):
+    """Mid-stream (generate_stream), and while its infer runs."""
+    cancelled = {"stream": threading.Event(), "infer": threading.Event()}
+    entered = threading.Event()
+
+    def endless(N, context):
+        for i in range(3000):  # at most ~30 s: a failure ends too
+            if context.cancelled():
+                cancelled["stream"].set()
+                return
+            yield {"OUT": numpy.array([i], dtype=numpy.int32)}
+            threading.Event().wait(0.01)
+
+    def stuck(X, context):
+        entered.set()
+        for _ in range(3000):
+            if context.cancelled():
+                cancelled["infer"].set()
+                break
+            threading.Event().wait(0.01)
+        return {"Y": X}
+
+    server.bind("http_endless", endless, inputs=[TensorSpec("N", numpy.int32, (1,))],
+                outputs=[TensorSpec("OUT", numpy.int32, (1,))])
+    server.bind("http_stuck", stuck, inputs=[TensorSpec("X", numpy.float32, (1,))],
+                outputs=[TensorSpec("Y", numpy.float32, (1,))])
+    try:
+        body = json.dumps({"N": 1}).encode()
+        with socket.create_connection(("127.0.0.1", frontend.port), timeout=30) as sock:
+            sock.sendall(b"POST /v2/models/http_endless/generate_stream HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            received = b""
+            while b"data: " not in received:
+                received += sock.recv(65536)
+            assert received.startswith(b"HTTP/1.1 200")
+        assert cancelled["stream"].wait(30), "the stream went on after its client left"
+
+        body = _infer_body({"name": "X", "datatype": "FP32", "shape": [1], "data": [1.0]})
+        with socket.create_connection(("127.0.0.1", frontend.port), timeout=30) as sock:
+            sock.sendall(b"POST /v2/models/http_stuck/infer HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            assert entered.wait(30)
+        assert cancelled["infer"].wait(30), "the request went on after its client left"
+        assert_serving(f"127.0.0.1:{frontend.port}")
+    finally:
+        server.unbind("http_endless")
+        server.unbind("http_stuck")
+
+
+# -- python models and bound functions -----------------------------------------------
+
+def test_a_bound_function_over_http(server, client, url):
+    def add_sub(INPUT0, INPUT1):
+        return {"OUTPUT0": INPUT0 + INPUT1, "OUTPUT1": INPUT0 - INPUT1}
+
+    specs = [TensorSpec("INPUT0", numpy.float32, (4,)), TensorSpec("INPUT1", numpy.float32, (4,))]
+    server.bind("http_bound", add_sub, inputs=specs,
+                outputs=[TensorSpec("OUTPUT0", numpy.float32, (4,)), TensorSpec("OUTPUT1", numpy.float32, (4,))])
+
+    def count(N):
+        for i in range(int(N[0])):
+            yield {"OUT": numpy.array([i], dtype=numpy.int32)}
+
+    server.bind("http_bound_stream", count, inputs=[TensorSpec("N", numpy.int32, (1,))],
+                outputs=[TensorSpec("OUT", numpy.int32, (1,))])
+    try:
+        result = client.infer("http_bound", [fp32_input([1, 2, 3, 4]), fp32_input([1] * 4, "INPUT1")])
+        assert result.as_numpy("OUTPUT1").tolist() == [0.0, 1.0, 2.0, 3.0]
+        status, _, payload = raw(url, "POST", "/v2/models/http_bound_stream/generate_stream",
+                                 json.dumps({"N": 2}).encode())
+        assert status == 200 and payload.count(b"data: ") == 2
+    finally:
+        server.unbind("http_bound")
+        server.unbind("http_bound_stream")
+
+
+# -- hostile requests ------------------------------------------------------------
+
+def send_raw(port: int, data: bytes) -> bytes:
+    """Send bytes on a fresh connection; what comes back until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+_TRUNCATED = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [4],
+                                     "parameters": {"binary_data_size": 16}}]}).encode()
+HOSTILE = [
+    ("malformed-json", b"{nope", {}, "not valid JSON"),
+    ("truncated-binary", _TRUNCATED + b"\0" * 8, {"Inference-Header-Content-Length": str(len(_TRUNCATED))},
+     "binary_data_size 16 exceeds"),
+    ("bad-shm-region", json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "parameters": {
+        "shared_memory_region": "nope", "shared_memory_byte_size": 4}}]}).encode(), {}, "'nope'"),
+    ("bad-shm-offset-type", json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "parameters": {
+        "shared_memory_region": "r", "shared_memory_byte_size": 4, "shared_memory_offset": -1}}]}).encode(), {},
+     "shared_memory_offset"),
+    ("bad-gzip", b"not gzip", {"Content-Encoding": "gzip"}, "does not decompress"),
+]
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=[case[0] for case in HOSTILE])
+def test_hostile_requests_get_4xx_naming_the_cause(url, case):
+    _, body, headers, words = case
+    status, _, payload = raw(url, "POST", "/v2/models/identity_fp32/infer", body, headers)
+    assert 400 <= status < 500, (status, payload)
+    assert words in json.loads(payload)["error"]
+    assert_serving(url)
+
+
+def test_a_huge_content_length_is_refused_before_the_body(frontend, url):
+    reply = send_raw(frontend.port, b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+                                    b"Content-Length: 1000000000000\r\n\r\n{")
+    assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
+    assert b"larger than the limit of 67108864 bytes" in reply
+    assert_serving(url)
+
+
+def test_stalled_clients_do_not_block_others(frontend, url):
+    """Connections that never finish their headers or their body, and idle
+    ones, while another client is served."""
+    stalled = []
+    try:
+        for i in range(64):
+            sock = socket.create_connection(("127.0.0.1", frontend.port), timeout=30)
+            if i % 3 == 0:
+                sock.sendall(b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\nContent-Le")
+            elif i % 3 == 1:
+                sock.sendall(b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+                             b"Content-Length: 1000\r\n\r\n{\"inputs\"")
+            stalled.append(sock)
+        for _ in range(20):
+            assert_serving(url)
+    finally:
+        for sock in stalled:
+            sock.close()
+    assert_serving(url)
+
+
+def test_a_body_over_max_input_size_is_refused(server):
+    with KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=0, max_input_size=1024)) as http:
+        url = f"127.0.0.1:{http.port}"
+        message = error_of(raw(url, "POST", "/v2/models/identity_fp32/infer", b" " * 2048), 400)
+        assert "max_input_size" in message
+        assert_serving(url)
+
+
+# -- options, start and stop ---------------------------------------------------------
+
+def test_options_are_checked_naming_the_field(server):
+    for field, value in (("port", 70000), ("port", "80"), ("reuse_port", 1), ("thread_count", 0),
+                         ("max_input_size", 0), ("header_forward_pattern", "(")):
+        with pytest.raises(tritonserver.InvalidArgumentError, match=field):
+            KServeHttp.Options(**{field: value})
+    for bad in (["everything:k=v"], ["no-key-value"], [("health", "", "v")]):
+        with pytest.raises(tritonserver.InvalidArgumentError, match="KServeHttp.Options.restricted_apis"):
+            KServeHttp.Options(restricted_apis=bad)
+
+
+def test_a_port_in_use_raises_unavailable_naming_it(server, frontend):
+    with pytest.raises(tritonserver.UnavailableError, match=f"KServeHttp: cannot listen on 127.0.0.1:{frontend.port}"):
+        KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=frontend.port)).start()
+
+
+def test_reuse_port_lets_two_frontends_share_a_port(server):
+    options = KServeHttp.Options(address="127.0.0.1", port=0, reuse_port=True)
+    with KServeHttp(server, options) as first:
+        shared = KServeHttp.Options(address="127.0.0.1", port=first.port, reuse_port=True)
+        with KServeHttp(server, shared) as second:
+            assert second.port == first.port
+            assert_serving(f"127.0.0.1:{second.port}")
+
+
+def test_stop_lets_a_request_in_flight_finish(server):
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(X):
+        entered.set()
+        release.wait(60)
+        return {"Y": X}
+
+    server.bind("http_slow", slow, inputs=[TensorSpec("X", numpy.float32, (1,))],
+                outputs=[TensorSpec("Y", numpy.float32, (1,))])
+    try:
+        http = KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=0))
+        http.start()
+        url = f"127.0.0.1:{http.port}"
+        answer: dict = {}
+
+        def request():
+            answer["reply"] = raw(url, "POST", "/v2/models/http_slow/infer", json.dumps(
+                {"inputs": [{"name": "X", "datatype": "FP32", "shape": [1], "data": [4.0]}]}).encode())
+
+        sender = threading.Thread(target=request)
+        sender.start()
+        assert entered.wait(60)
+        stopper = threading.Thread(target=http.stop)
+        stopper.start()
+
+        def refused() -> bool:
+            try:
+                socket.create_connection(("127.0.0.1", http.port), timeout=1).close()
+                return False
+            except OSError:
+                return True
+
+        assert wait_for(refused, 30), "the listener is still open while stopping"
+        assert stopper.is_alive()  # waiting for the request in flight
+        release.set()
+        sender.join(60)
+        stopper.join(60)
+        assert not stopper.is_alive()
+        status, _, body = answer["reply"]
+        assert status == 200 and json.loads(body)["outputs"][0]["data"] == [4.0]
+    finally:
+        release.set()
+        server.unbind("http_slow")
+
+
+def test_start_needs_a_running_server(backend_directory):
+    never_started = tritonserver.Server(model_repository="/nonexistent")
+    with pytest.raises(tritonserver.InvalidArgumentError, match="start it first"):
+        KServeHttp(never_started, KServeHttp.Options(port=0)).start()
+
+
+# -- the same requests to NVIDIA's binary --------------------------------------------
+
+_FP32_ONE = {"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}
+
+
+def _infer_body(*inputs: dict) -> bytes:
+    return json.dumps({"inputs": list(inputs)}).encode()
+
+
+# (method, path, body, headers): answered with the same status by both
+SAME_STATUS = [
+    ("GET", "/v2", None, {}),
+    ("GET", "/v2/health/live", None, {}),
+    ("GET", "/v2/health/ready", None, {}),
+    ("GET", "/v2/models/identity_fp32", None, {}),
+    ("GET", "/v2/models/identity_fp32/versions/1/config", None, {}),
+    ("GET", "/v2/models/identity_fp32/ready", None, {}),
+    ("GET", "/v2/models/no_such_model", None, {}),
+    ("GET", "/v2/models/no_such_model/ready", None, {}),
+    ("GET", "/v2/models/no_such_model/config", None, {}),
+    ("GET", "/v2/models/no_such_model/stats", None, {}),
+    ("GET", "/v2/models/stats", None, {}),
+    ("POST", "/v2/models/stats", b"", {}),
+    ("POST", "/v2/models/identity_fp32/infer", _infer_body(_FP32_ONE), {}),
+    ("POST", "/v2/models/no_such_model/infer", _infer_body(_FP32_ONE), {}),
+    ("POST", "/v2/models/identity_fp32/infer", _infer_body({**_FP32_ONE, "name": "NOPE"}), {}),
+    ("POST", "/v2/models/streaming/infer",
+     _infer_body({"name": "COUNT", "datatype": "INT32", "shape": [1], "data": [2]}), {}),
+    ("POST", "/v2/models/identity_fp32/infer", _infer_body(_FP32_ONE), {"Content-Encoding": "br"}),
+    ("GET", "/v2/models/identity_fp32/infer", None, {}),
+    ("POST", "/v2/models/identity_fp32", b"", {}),
+    ("GET", "/v3", None, {}),
+    ("GET", "/v2/nothing", None, {}),
+    ("POST", "/v2/models/add_sub/generate", json.dumps({"INPUT0": [1, 2, 3, 4], "INPUT1": [1, 1, 1, 1]}).encode(), {}),
+    ("POST", "/v2/models/streaming/generate_stream", json.dumps({"COUNT": 2}).encode(), {}),
+    ("POST", "/v2/models/no_such_model/generate", b"{}", {}),
+    ("GET", "/v2/systemsharedmemory/status", None, {}),
+    ("GET", "/v2/systemsharedmemory/region/nope/status", None, {}),
+    ("POST", "/v2/systemsharedmemory/region/nope/register", json.dumps({"byte_size": 4}).encode(), {}),
+    ("POST", "/v2/systemsharedmemory/region/nope/unregister", b"", {}),
+    ("POST", "/v2/systemsharedmemory/unregister", b"", {}),
+    ("GET", "/v2/systemsharedmemory/unregister", None, {}),
+    ("GET", "/v2/cudasharedmemory/status", None, {}),
+    ("POST", "/v2/cudasharedmemory/region/gpu/register",
+     json.dumps({"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 4}).encode(), {}),
+    ("POST", "/v2/cudasharedmemory/unregister", b"", {}),
+    ("POST", "/v2/repository/index", b"", {}),
+    ("POST", "/v2/repository/index", json.dumps({"ready": True}).encode(), {}),
+    ("GET", "/v2/repository/index", None, {}),
+    ("POST", "/v2/repository/other/models/identity_fp32/load", b"", {}),
+    ("GET", "/v2/logging", None, {}),
+    ("POST", "/v2/logging", json.dumps({"log_file": "/tmp/elsewhere.log"}).encode(), {}),
+    ("POST", "/v2/logging", json.dumps({"log_verbose_level": 0}).encode(), {}),
+    ("POST", "/v2/repository/models/no_such_model/load", b"", {}),
+    ("POST", "/v2/repository/models/no_such_model/unload", b"", {}),
+    ("PUT", "/v2/logging", b"{}", {}),
+]
+
+# Where this frontend answers otherwise, on purpose (docs/serving.md):
+# (method, path, body, the binary's status, this frontend's status)
+DIFFERENT_STATUS = [
+    # a body that does not parse: the binary's 500, a 400 naming the cause here
+    ("POST", "/v2/models/identity_fp32/infer", b"{nope", 500, 400),
+    # no tracing here
+    ("GET", "/v2/trace/setting", None, 200, 501),
+]
+
+
+@pytest.fixture(scope="module")
+def binary_url():
+    import common
+
+    reference_server = getattr(common, "reference_server", None)
+    if reference_server is None:
+        pytest.skip("tests/common.py has no reference_server (NVIDIA's binary as a fixture) in this tree")
+    flags = ["--model-control-mode", "explicit"] + [f"--load-model={m}" for m in MODELS]
+    with reference_server(common.MODELS, flags) as binary:
+        yield binary.http_url
+
+
+@pytest.mark.parametrize("case", SAME_STATUS, ids=[f"{c[0]} {c[1]}" for c in SAME_STATUS])
+def test_the_binary_and_kserve_http_answer_with_the_same_status(binary_url, url, case):
+    method, path, body, headers = case
+    theirs = raw(binary_url, method, path, body, headers)
+    ours = raw(url, method, path, body, headers)
+    assert ours[0] == theirs[0], (ours, theirs)
+    if theirs[0] >= 400:
+        assert json.loads(ours[2])["error"]  # the protocol's error body
+
+
+@pytest.mark.parametrize("case", DIFFERENT_STATUS, ids=[f"{c[0]} {c[1]} {c[2]!r:.30}" for c in DIFFERENT_STATUS])
+def test_the_documented_differences_from_the_binary(binary_url, url, case):
+    method, path, body, binary_status, our_status = case
+    assert raw(binary_url, method, path, body)[0] == binary_status
+    assert raw(url, method, path, body)[0] == our_status
