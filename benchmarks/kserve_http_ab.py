@@ -1,8 +1,8 @@
 """The KServe infer route over real HTTP, with and without the native fast
-path (fast_infer): two servers of this package up at once, each the
-routes as a raw ASGI app under uvicorn (httptools, uvloop), one with
-fast_infer.enabled = False; perf_analyzer (binary tensors, identity_fp32,
-FP32[16]) against each in interleaved rounds. Server CPU per inference:
+path (fast_infer): two servers of this package up at once, each serving
+KServeHttp (tritonserver.frontend: the routes under uvicorn, httptools,
+uvloop), one with fast_infer.enabled = False; perf_analyzer (binary
+tensors, identity_fp32, FP32[16]) against each in interleaved rounds. Server CPU per inference:
 the server process's user+sys over the run (/proc) divided by the model's
 inference_count delta (its statistics route).
 
@@ -34,11 +34,13 @@ MODELS = pathlib.Path(__file__).resolve().parent.parent / "tests" / "models"
 
 
 def serve(port: int, fast: bool, backends: str) -> None:
-    import uvicorn
+    """The package's KServeHttp frontend on `port` until SIGINT or SIGTERM,
+    with the fast path on or off."""
+    import threading
 
     import tritonserver
     from tritonserver._kserve import fast_infer
-    from tritonserver._kserve.routes import KServeRoutes
+    from tritonserver.frontend import KServeHttp
 
     fast_infer.enabled = fast
     taken = [0]
@@ -54,27 +56,11 @@ def serve(port: int, fast: bool, backends: str) -> None:
                                  model_control_mode=tritonserver.ModelControlMode.EXPLICIT, log_error=True)
     server.start(wait_until_ready=True)
     server.load("identity_fp32")
-    routes = KServeRoutes(server)
-
-    async def app(scope, receive, send):  # type: ignore[no-untyped-def]
-        if scope["type"] != "http":
-            return
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        reply = await routes.handle(scope["method"], scope["path"], headers, body)
-        await send({"type": "http.response.start", "status": reply.status,
-                    "headers": [(k.encode(), v.encode()) for k, v in reply.headers.items()]
-                    + [(b"content-length", str(len(reply.body)).encode())]})
-        await send({"type": "http.response.body", "body": reply.body})
-
-    uvicorn.run(app, host="127.0.0.1", port=port, loop="uvloop", http="httptools", lifespan="off",
-                log_level="warning", access_log=False)
+    done = threading.Event()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: done.set())
+    with KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=port)):
+        done.wait()
     print(f"fast={fast}: the fast path answered {taken[0]} requests", flush=True)
     server.stop()
 
