@@ -20,6 +20,7 @@
 #include "fork_hooks.h"
 #include "host_pool.h"
 #include "inflight_requests.h"
+#include "kserve_infer.h"
 #include "log_callback.h"
 #include "python_backend/bindings.h"
 #include "request.h"
@@ -371,6 +372,17 @@ NB_MODULE(_native, m) {
              r.submit_from_python(w.notifier());
            })
       .def("on_ready", &AsyncioWaiters::on_ready);
+
+  // The KServe HTTP infer route's fast path (tritonserver/_kserve/fast_infer.py).
+  nb::class_<KServeInferStream, AsyncResponseStream>(
+      m, "KServeInferStream", nb::type_slots(async_response_stream_slots));
+  m.def("kserve_infer", &kserve_infer, "server"_a, "model"_a, "model_name"_a,
+        "model_version"_a, "document"_a, "body"_a, "header_length"_a,
+        "route_parameters"_a.none(), "loop"_a, "waiters"_a,
+        nb::sig("def kserve_infer(server: Server, model: typing.Any, model_name: str, "
+                "model_version: int, document: object, body: object, header_length: int, "
+                "route_parameters: object, loop: typing.Any, waiters: AsyncioWaiters) "
+                "-> KServeInferStream | None"));
 
   m.def("dispatch_pop", &dispatch_pop_from_python, "timeout_s"_a,
         nb::sig("def dispatch_pop(timeout_s: float) -> tuple[int, Response] | None"));

@@ -81,6 +81,22 @@ nb::object vectorcall(const nb::object& callable, PyObject* const* args,
 
 }  // namespace
 
+nb::object response_error(const ResponseData& d, bool cancelled) {
+  const ApiTypes& types = api_types();
+  if (d.has_error) {
+    nb::object args[] = {nb::int_(static_cast<int>(d.error_code)),
+                         nb::str(d.error_message.data(), d.error_message.size())};
+    PyObject* raw[] = {args[0].ptr(), args[1].ptr()};
+    return vectorcall(types.error_from_code, raw, 2);
+  }
+  if (cancelled && d.final && d.outputs.empty()) {
+    nb::object message = nb::str("request cancelled");
+    PyObject* raw[] = {message.ptr()};
+    return vectorcall(types.cancelled_error, raw, 1);
+  }
+  return nb::none();
+}
+
 nb::object inference_response(const ResponseData& d, nb::handle model,
                               nb::handle inference_request, bool cancelled,
                               nb::object* error_out) {
@@ -97,17 +113,7 @@ nb::object inference_response(const ResponseData& d, nb::handle model,
       throw nb::python_error();
     }
   }
-  nb::object error = nb::none();
-  if (d.has_error) {
-    nb::object args[] = {nb::int_(static_cast<int>(d.error_code)),
-                         nb::str(d.error_message.data(), d.error_message.size())};
-    PyObject* raw[] = {args[0].ptr(), args[1].ptr()};
-    error = vectorcall(types.error_from_code, raw, 2);
-  } else if (cancelled && d.final && d.outputs.empty()) {
-    nb::object message = nb::str("request cancelled");
-    PyObject* raw[] = {message.ptr()};
-    error = vectorcall(types.cancelled_error, raw, 1);
-  }
+  nb::object error = response_error(d, cancelled);
   nb::object request_id;
   if (d.request_id.empty()) {
     request_id = nb::steal(PyObject_GetAttr(inference_request.ptr(),
@@ -145,11 +151,14 @@ nb::object ResponseStream::deliver(const ResponseData& taken) {
   nb::object response =
       inference_response(data, model, inference_request, cancelled || data.cancelled, &error);
   complete = data.final;
-  if (raise_on_error && !error.is_none()) {
-    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
-    throw nb::python_error();
-  }
+  if (raise_on_error) raise_if_error(error);
   return response;
+}
+
+void raise_if_error(const nb::object& error) {
+  if (error.is_none()) return;
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+  throw nb::python_error();
 }
 
 int ResponseStream::traverse(visitproc visit, void* arg) {

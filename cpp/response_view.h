@@ -62,6 +62,12 @@ nanobind::object inference_response(const ResponseData& data,
                                      bool cancelled,
                                      nanobind::object* error_out = nullptr);
 
+// The error `data` carries as a tritonserver error object (for a cancelled
+// request's final response without outputs, CancelledError), or None.
+nanobind::object response_error(const ResponseData& data, bool cancelled);
+// Raises `error` (from response_error) unless it is None.
+void raise_if_error(const nanobind::object& error);
+
 // The native state of a blocking response iterator (bound as
 // ResponseStream, the base of tritonserver.ResponseIterator). Its `for`
 // loop steps in C (tp_iter/tp_iternext in response_stream_slots): no Python
@@ -73,9 +79,11 @@ struct ResponseStream {
 
   ResponseStream(nanobind::object model_, nanobind::object request_,
                  nanobind::object inference_request_, bool raise);
+  virtual ~ResponseStream() = default;
   // The InferenceResponse of `response`; after the final one the stream is
   // complete; an error response raises its error when raise_on_error.
-  nanobind::object deliver(const ResponseData& response);
+  // (kserve_infer.h's stream delivers an HTTP body instead.)
+  virtual nanobind::object deliver(const ResponseData& response);
   // Asks Triton to cancel the request (if in flight); the stream then ends
   // at once: its next response is the final one, with CancelledError,
   // and what the backend still sends is dropped.

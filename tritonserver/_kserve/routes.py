@@ -44,6 +44,7 @@ from .._api._errors import (
 )
 from .._api._model import Model
 from .._api._server import Server
+from . import fast_infer
 from .codec import (
     ProtocolError,
     bad_request,
@@ -274,6 +275,12 @@ class KServeRoutes:
         return statistics
 
     async def _infer(self, model: Model, headers: Mapping[str, str], body: bytes) -> Reply:
+        # The common binary request: native (fast_infer.py); None for anything else.
+        fast = None if self._forwarded(headers) else await fast_infer.infer(
+            model, body, headers.get(HEADER_LENGTH), headers.get("content-encoding"), self._max_body_bytes,
+            self._response_parameters)
+        if fast is not None:
+            return _compressed(_infer_reply(*fast), headers.get("accept-encoding"))
         # The model first (an unknown one is a 404 whatever the body), then the body.
         decoupled = model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED
         body = _decompress(headers.get("content-encoding"), body, self._max_body_bytes)
@@ -307,12 +314,7 @@ class KServeRoutes:
             model.name, response.model_version, request, response.outputs,
             {**response.parameters, **self._response_parameters}, self._shm,
         )
-        if header_length is None:
-            reply = Reply(200, payload, {"content-type": "application/json"})
-        else:
-            reply = Reply(200, payload, {"content-type": "application/octet-stream",
-                                         HEADER_LENGTH: str(header_length)})
-        return _compressed(reply, headers.get("accept-encoding"))
+        return _compressed(_infer_reply(payload, header_length), headers.get("accept-encoding"))
 
     def _forwarded(self, headers: Mapping[str, str]) -> dict[str, str]:
         """The request headers that header_forward_pattern forwards, as
@@ -544,6 +546,14 @@ def _load_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
         else:
             raise bad_request(f"unknown load parameter '{key}' (one of: config, file:<path>)")
     return loaded
+
+
+def _infer_reply(payload: bytes, header_length: Optional[int]) -> Reply:
+    """An infer response: JSON alone, or JSON of `header_length` bytes and
+    binary data."""
+    if header_length is None:
+        return Reply(200, payload, {"content-type": "application/json"})
+    return Reply(200, payload, {"content-type": "application/octet-stream", HEADER_LENGTH: str(header_length)})
 
 
 def _compressed(reply: Reply, accept_encoding: Optional[str]) -> Reply:

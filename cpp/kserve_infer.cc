@@ -1,0 +1,527 @@
+#include "kserve_infer.h"
+
+#include <cstring>
+#include <new>
+#include <string_view>
+
+#include "errors.h"
+#include "json_text.h"
+#include "request.h"
+#include "response_view.h"
+#include "thread_state.h"
+
+namespace nb = nanobind;
+
+namespace tsb {
+namespace {
+
+// The protocol's datatype names (codec.py's DATATYPES) and their element
+// sizes (0: BYTES, elements of their own length).
+struct Datatype {
+  std::string_view name;
+  TRITONSERVER_DataType type;
+  size_t size;
+};
+constexpr Datatype kDatatypes[] = {
+    {"BOOL", TRITONSERVER_TYPE_BOOL, 1},     {"UINT8", TRITONSERVER_TYPE_UINT8, 1},
+    {"UINT16", TRITONSERVER_TYPE_UINT16, 2}, {"UINT32", TRITONSERVER_TYPE_UINT32, 4},
+    {"UINT64", TRITONSERVER_TYPE_UINT64, 8}, {"INT8", TRITONSERVER_TYPE_INT8, 1},
+    {"INT16", TRITONSERVER_TYPE_INT16, 2},   {"INT32", TRITONSERVER_TYPE_INT32, 4},
+    {"INT64", TRITONSERVER_TYPE_INT64, 8},   {"FP16", TRITONSERVER_TYPE_FP16, 2},
+    {"FP32", TRITONSERVER_TYPE_FP32, 4},     {"FP64", TRITONSERVER_TYPE_FP64, 8},
+    {"BYTES", TRITONSERVER_TYPE_BYTES, 0},   {"BF16", TRITONSERVER_TYPE_BF16, 2},
+};
+
+const Datatype* datatype_named(std::string_view name) {
+  for (const Datatype& d : kDatatypes) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+std::string_view datatype_name(TRITONSERVER_DataType type) {
+  for (const Datatype& d : kDatatypes) {
+    if (d.type == type) return d.name;
+  }
+  return "INVALID";
+}
+
+// TRITONSERVER_TXN_DECOUPLED of the model transaction properties.
+constexpr uint32_t kDecoupled = 2;
+// codec.py's MAX_DIMS.
+constexpr size_t kMaxDims = 32;
+// Outputs copied into the response body without the GIL past this size.
+constexpr size_t kCopyWithoutGilBytes = 64 * 1024;
+
+// The keys read from the header, interned once (with the GIL).
+struct Keys {
+  nb::object id = key("id"), parameters = key("parameters"), inputs = key("inputs"),
+             outputs = key("outputs"), name = key("name"), datatype = key("datatype"),
+             shape = key("shape"), binary_data_size = key("binary_data_size"),
+             binary_data = key("binary_data"), binary_data_output = key("binary_data_output");
+  static nb::object key(const char* text) { return nb::steal(PyUnicode_InternFromString(text)); }
+};
+Keys* g_keys = nullptr;  // never freed: no Python after teardown
+
+const Keys& keys() {
+  if (g_keys == nullptr) g_keys = new Keys();
+  return *g_keys;
+}
+
+// dict[key], borrowed; null when absent (or on a lookup error, cleared:
+// the general path then meets it again).
+PyObject* item(PyObject* dict, const nb::object& key) {
+  PyObject* value = PyDict_GetItemWithError(dict, key.ptr());
+  if (value == nullptr) PyErr_Clear();
+  return value;
+}
+
+// A str the core can take as a C string (codec.core_text's rule: UTF-8,
+// no NUL), viewed in the str's own UTF-8; false otherwise.
+bool c_text(PyObject* value, std::string_view* out) {
+  if (value == nullptr || !PyUnicode_Check(value)) return false;
+  Py_ssize_t size = 0;
+  const char* text = PyUnicode_AsUTF8AndSize(value, &size);
+  if (text == nullptr) {  // a lone surrogate
+    PyErr_Clear();
+    return false;
+  }
+  if (std::memchr(text, 0, static_cast<size_t>(size)) != nullptr) return false;
+  *out = std::string_view(text, static_cast<size_t>(size));
+  return true;
+}
+
+// A dict holding only `key`, whose value is returned (borrowed); null for
+// anything else.
+PyObject* only_item(PyObject* dict, const nb::object& key) {
+  if (dict == nullptr || !PyDict_Check(dict) || PyDict_Size(dict) != 1) return nullptr;
+  return item(dict, key);
+}
+
+struct PlannedInput {
+  std::string name;
+  TRITONSERVER_DataType type;
+  int64_t dims[kMaxDims];
+  size_t ndim;
+  size_t offset, size;  // in the binary part of the body
+};
+
+struct Plan {
+  bool has_id = false;
+  std::string id;
+  std::vector<PlannedInput> inputs;
+  std::vector<std::string> outputs;
+  bool any_large_input = false;
+};
+
+// Whether `size` bytes of BYTES data hold exactly `count` elements (each a
+// 4-byte little-endian length and its bytes), as codec._from_binary
+// requires.
+bool bytes_elements_fit(const unsigned char* data, size_t size, uint64_t count) {
+  size_t at = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    if (size - at < 4) return false;
+    const uint32_t length = uint32_t(data[at]) | uint32_t(data[at + 1]) << 8 |
+                            uint32_t(data[at + 2]) << 16 | uint32_t(data[at + 3]) << 24;
+    at += 4;
+    if (size - at < length) return false;
+    at += length;
+  }
+  return at == size;
+}
+
+// One input entry, planned; false when it is not a valid binary tensor.
+bool plan_input(PyObject* entry, const unsigned char* binary, size_t binary_size,
+                size_t offset, PlannedInput* out) {
+  const Keys& k = keys();
+  if (!PyDict_Check(entry)) return false;
+  std::string_view name, datatype_text;
+  if (!c_text(item(entry, k.name), &name) || name.empty()) return false;
+  if (!c_text(item(entry, k.datatype), &datatype_text)) return false;
+  const Datatype* datatype = datatype_named(datatype_text);
+  if (datatype == nullptr) return false;
+  PyObject* shape = item(entry, k.shape);
+  if (shape == nullptr || !PyList_Check(shape)) return false;
+  const size_t ndim = static_cast<size_t>(PyList_Size(shape));
+  if (ndim > kMaxDims) return false;
+  // The element count; a zero dimension (an empty tensor) or one the
+  // general path might refuse as too large is left to it.
+  uint64_t count = 1;
+  for (size_t d = 0; d < ndim; ++d) {
+    PyObject* dim = PyList_GetItem(shape, d);
+    if (!PyLong_CheckExact(dim)) return false;
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(dim, &overflow);
+    if (overflow != 0 || value <= 0) return false;
+    out->dims[d] = value;
+    if (__builtin_mul_overflow(count, static_cast<uint64_t>(value), &count)) return false;
+  }
+  if (count > (uint64_t(1) << 59)) return false;  // x 8 bytes: below 2**63
+  PyObject* size_value = only_item(item(entry, k.parameters), k.binary_data_size);
+  if (size_value == nullptr || !PyLong_CheckExact(size_value)) return false;
+  int overflow = 0;
+  const long long size = PyLong_AsLongLongAndOverflow(size_value, &overflow);
+  if (overflow != 0 || size <= 0 || static_cast<uint64_t>(size) > binary_size - offset) {
+    return false;
+  }
+  const size_t byte_size = static_cast<size_t>(size);
+  if (datatype->size != 0 ? count * datatype->size != byte_size
+                          : !bytes_elements_fit(binary + offset, byte_size, count)) {
+    return false;
+  }
+  out->name.assign(name);
+  out->type = datatype->type;
+  out->ndim = ndim;
+  out->offset = offset;
+  out->size = byte_size;
+  return true;
+}
+
+// The header's request, planned; false when this path does not cover it.
+bool plan_request(PyObject* document, const unsigned char* binary, size_t binary_size,
+                  Plan* plan) {
+  const Keys& k = keys();
+  if (!PyDict_Check(document)) return false;
+  if (PyObject* id = item(document, k.id); id != nullptr && id != Py_None) {
+    std::string_view text;
+    if (!c_text(id, &text)) return false;
+    plan->has_id = true;
+    plan->id.assign(text);
+  }
+  // Request parameters: binary_data_output alone (a boolean), if any.
+  bool all_binary = false;
+  if (PyObject* parameters = item(document, k.parameters);
+      parameters != nullptr && parameters != Py_None) {
+    if (!PyDict_Check(parameters)) return false;
+    if (PyDict_Size(parameters) != 0) {
+      PyObject* value = only_item(parameters, k.binary_data_output);
+      if (value == nullptr || !PyBool_Check(value)) return false;
+      all_binary = value == Py_True;
+    }
+  }
+  PyObject* inputs = item(document, k.inputs);
+  if (inputs == nullptr || !PyList_Check(inputs) || PyList_Size(inputs) == 0) return false;
+  const size_t count = static_cast<size_t>(PyList_Size(inputs));
+  plan->inputs.resize(count);
+  size_t offset = 0;
+  for (size_t i = 0; i < count; ++i) {
+    PlannedInput& input = plan->inputs[i];
+    if (!plan_input(PyList_GetItem(inputs, i), binary, binary_size, offset, &input)) {
+      return false;
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (plan->inputs[j].name == input.name) return false;
+    }
+    offset += input.size;
+    plan->any_large_input |= input.size > kCopiedInputMaxBytes;
+  }
+  if (offset != binary_size) return false;
+  // Outputs: each asked as binary data (or all, by binary_data_output).
+  PyObject* outputs = item(document, k.outputs);
+  if (outputs == nullptr || outputs == Py_None) return all_binary;
+  if (!PyList_Check(outputs)) return false;
+  const size_t outputs_count = static_cast<size_t>(PyList_Size(outputs));
+  if (outputs_count == 0) return all_binary;
+  plan->outputs.reserve(outputs_count);
+  for (size_t i = 0; i < outputs_count; ++i) {
+    PyObject* entry = PyList_GetItem(outputs, i);
+    std::string_view name;
+    if (!PyDict_Check(entry) || !c_text(item(entry, k.name), &name)) return false;
+    PyObject* parameters = item(entry, k.parameters);
+    bool binary_data = false;
+    if (parameters != nullptr && parameters != Py_None) {
+      if (!PyDict_Check(parameters)) return false;
+      if (PyDict_Size(parameters) != 0) {
+        PyObject* value = only_item(parameters, k.binary_data);
+        if (value == nullptr || !PyBool_Check(value)) return false;
+        binary_data = value == Py_True;
+      }
+    }
+    if (!binary_data && !all_binary) return false;
+    for (const std::string& seen : plan->outputs) {
+      if (seen == name) return false;
+    }
+    plan->outputs.emplace_back(name);
+  }
+  return true;
+}
+
+// The route's parameters as (name, JSON text of the value); false when one
+// is not a str, int, float or bool (json.dumps then decides).
+bool plan_route_parameters(PyObject* parameters,
+                           std::vector<std::pair<std::string, std::string>>* out) {
+  if (parameters == nullptr || parameters == Py_None) return true;
+  if (!PyDict_Check(parameters)) return false;
+  Py_ssize_t position = 0;
+  PyObject *key, *value;
+  while (PyDict_Next(parameters, &position, &key, &value)) {
+    if (!PyUnicode_CheckExact(key)) return false;
+    Py_ssize_t size = 0;
+    const char* name = PyUnicode_AsUTF8AndSize(key, &size);
+    if (name == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    std::string text;
+    if (PyBool_Check(value)) {
+      text = value == Py_True ? "true" : "false";
+    } else if (PyLong_CheckExact(value)) {
+      int overflow = 0;
+      const long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+      if (overflow != 0) return false;
+      append_json_int(text, number);
+    } else if (PyFloat_CheckExact(value)) {
+      append_json_double(text, PyFloat_AsDouble(value));
+    } else if (PyUnicode_CheckExact(value)) {
+      Py_ssize_t length = 0;
+      const char* utf8 = PyUnicode_AsUTF8AndSize(value, &length);
+      if (utf8 == nullptr) {
+        PyErr_Clear();
+        return false;
+      }
+      append_json_string(text, std::string_view(utf8, static_cast<size_t>(length)));
+    } else {
+      return false;
+    }
+    out->emplace_back(std::string(name, static_cast<size_t>(size)), std::move(text));
+  }
+  return true;
+}
+
+// A response parameter as JSON text.
+std::string parameter_json(const ParameterValue& value) {
+  std::string text;
+  if (auto* s = std::get_if<std::string>(&value)) {
+    // As to_python (response_view.cc) reads it: up to a NUL.
+    append_json_string(text, std::string_view(s->c_str()));
+  } else if (auto* i = std::get_if<int64_t>(&value)) {
+    append_json_int(text, *i);
+  } else if (auto* b = std::get_if<bool>(&value)) {
+    text = *b ? "true" : "false";
+  } else if (auto* d = std::get_if<double>(&value)) {
+    append_json_double(text, *d);
+  } else {
+    text = "null";  // BYTES parameters are not read (response.cc)
+  }
+  return text;
+}
+
+// Py_buffer, released on scope exit.
+struct BufferView {
+  Py_buffer view{};
+  bool held = false;
+  ~BufferView() {
+    if (held) PyBuffer_Release(&view);
+  }
+};
+
+}  // namespace
+
+KServeInferStream::KServeInferStream(
+    nb::object model_, nb::object request_, nb::object loop_, nb::object waiters_,
+    std::string model_name_, std::string request_id_,
+    std::vector<std::pair<std::string, std::string>> route_parameters_)
+    : AsyncResponseStream(std::move(model_), std::move(request_), nb::none(), true,
+                          std::move(loop_), std::move(waiters_)),
+      model_name(std::move(model_name_)),
+      request_id(std::move(request_id_)),
+      route_parameters(std::move(route_parameters_)) {}
+
+std::string KServeInferStream::json_header(const ResponseData& data) const {
+  // codec.encode_response's document, keys in its order, written with
+  // separators (",", ":").
+  std::string out;
+  out.reserve(128 + 96 * data.outputs.size());
+  out += "{\"model_name\":";
+  append_json_string(out, model_name);
+  if (data.model_version >= 0) {
+    out += ",\"model_version\":\"";
+    append_json_int(out, data.model_version);
+    out += '"';
+  }
+  if (!request_id.empty()) {
+    out += ",\"id\":";
+    append_json_string(out, request_id);
+  }
+  if (!data.parameters.empty() || !route_parameters.empty()) {
+    // {**response.parameters, **route_parameters}: a later value replaces
+    // an earlier one in its first place.
+    std::vector<std::pair<std::string_view, std::string>> merged;
+    const auto put = [&merged](std::string_view name, std::string text) {
+      for (auto& entry : merged) {
+        if (entry.first == name) {
+          entry.second = std::move(text);
+          return;
+        }
+      }
+      merged.emplace_back(name, std::move(text));
+    };
+    for (const auto& [name, value] : data.parameters) {
+      put(std::string_view(name.c_str()), parameter_json(value));
+    }
+    for (const auto& [name, text] : route_parameters) put(name, text);
+    out += ",\"parameters\":{";
+    for (size_t i = 0; i < merged.size(); ++i) {
+      if (i != 0) out += ',';
+      append_json_string(out, merged[i].first);
+      out += ':';
+      out += merged[i].second;
+    }
+    out += '}';
+  }
+  out += ",\"outputs\":[";
+  for (size_t i = 0; i < data.outputs.size(); ++i) {
+    const OutputTensor& t = data.outputs[i];
+    if (i != 0) out += ',';
+    out += "{\"name\":";
+    append_json_string(out, t.name);
+    out += ",\"datatype\":\"";
+    out += datatype_name(t.datatype);
+    out += "\",\"shape\":[";
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (d != 0) out += ',';
+      append_json_int(out, t.shape[d]);
+    }
+    out += "],\"parameters\":{\"binary_data_size\":";
+    append_json_int(out, static_cast<int64_t>(t.byte_size));
+    out += "}}";
+  }
+  out += "]}";
+  return out;
+}
+
+nb::object KServeInferStream::deliver(const ResponseData& taken) {
+  const bool ended = cancelled || taken.cancelled;
+  const ResponseData& data = ended ? *cancelled_end() : taken;
+  complete = data.final;
+  raise_if_error(response_error(data, ended));
+  if (data.outputs.empty() && !data.final) return nb::none();
+  const std::string header = json_header(data);
+  if (data.outputs.empty()) {
+    return nb::make_tuple(nb::bytes(header.data(), header.size()), nb::none());
+  }
+  // Outputs in GPU memory (a backend's own buffers) are copied to the host
+  // first; the rest are read where they are.
+  std::vector<BufferRef> host(data.outputs.size());
+  size_t total = header.size();
+  bool on_gpu = false;
+  for (const OutputTensor& t : data.outputs) {
+    total += t.byte_size;
+    on_gpu |= t.buffer->memory_type == TRITONSERVER_MEMORY_GPU;
+  }
+  PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(total));
+  if (raw == nullptr) throw nb::python_error();
+  nb::object body = nb::steal(raw);
+  char* const start = PyBytes_AsString(raw);
+  const auto fill = [&] {
+    char* at = start;
+    std::memcpy(at, header.data(), header.size());
+    at += header.size();
+    for (size_t i = 0; i < data.outputs.size(); ++i) {
+      const OutputTensor& t = data.outputs[i];
+      const void* source = t.buffer->data;
+      if (t.buffer->memory_type == TRITONSERVER_MEMORY_GPU) {
+        host[i] = buffer_copy(source, t.byte_size, TRITONSERVER_MEMORY_GPU,
+                              TRITONSERVER_MEMORY_CPU, 0);
+        source = host[i]->data;
+      }
+      if (t.byte_size != 0) std::memcpy(at, source, t.byte_size);
+      at += t.byte_size;
+    }
+  };
+  if (on_gpu || total > kCopyWithoutGilBytes) {
+    // `body` is not shared yet: it is filled without the GIL.
+    GilRelease release;
+    fill();
+  } else {
+    fill();
+  }
+  return nb::make_tuple(std::move(body), nb::int_(header.size()));
+}
+
+nb::object kserve_infer(Server& server, nb::handle model, const std::string& model_name,
+                        int64_t model_version, nb::handle document, nb::handle body,
+                        size_t header_length, nb::handle route_parameters,
+                        nb::handle loop, nb::handle waiters) {
+  AsyncioWaiters& loop_waiters = nb::cast<AsyncioWaiters&>(waiters);
+  BufferView whole;
+  if (PyObject_GetBuffer(body.ptr(), &whole.view, PyBUF_SIMPLE) != 0) {
+    PyErr_Clear();
+    return nb::none();
+  }
+  whole.held = true;
+  const size_t body_size = static_cast<size_t>(whole.view.len);
+  if (header_length > body_size) return nb::none();
+  const auto* binary = static_cast<const unsigned char*>(whole.view.buf) + header_length;
+  const size_t binary_size = body_size - header_length;
+
+  Plan plan;
+  std::vector<std::pair<std::string, std::string>> route;
+  if (!plan_request(document.ptr(), binary, binary_size, &plan) ||
+      !plan_route_parameters(route_parameters.ptr(), &route)) {
+    return nb::none();
+  }
+  {
+    // A decoupled model, or one the core cannot find: the general path
+    // refuses it with its own message.
+    uint32_t properties = 0;
+    bool known = true;
+    {
+      GilRelease release;
+      try {
+        properties = server.model_transaction_properties(model_name, model_version);
+      } catch (const TritonException&) {
+        known = false;
+      }
+    }
+    if (!known || (properties & kDecoupled) != 0) return nb::none();
+  }
+
+  // What keeps the inputs Triton reads by pointer alive: the body itself
+  // when it is immutable (bytes); a private copy of its binary part
+  // otherwise (a bytearray or memoryview may be refilled while the request
+  // is in flight). Inputs up to kCopiedInputMaxBytes are copied anyway.
+  nb::object owner = nb::none();
+  if (plan.any_large_input) {
+    if (PyBytes_CheckExact(body.ptr())) {
+      owner = nb::borrow(body);
+    } else {
+      PyObject* copy = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(binary),
+                                                 static_cast<Py_ssize_t>(binary_size));
+      if (copy == nullptr) throw nb::python_error();
+      owner = nb::steal(copy);
+      binary = reinterpret_cast<const unsigned char*>(PyBytes_AsString(copy));
+    }
+  }
+
+  nb::object request_object = nb::inst_alloc(nb::type<Request>());
+  try {
+    new (nb::inst_ptr<Request>(request_object))
+        Request(server.handle(), server.inflight(), model_name, model_version);
+  } catch (const TritonException&) {
+    return nb::none();  // e.g. the model unloaded meanwhile: the general path says so
+  }
+  nb::inst_mark_ready(request_object);
+  Request& request = *nb::inst_ptr<Request>(request_object);
+  try {
+    if (plan.has_id) request.set_id(plan.id);
+    for (const PlannedInput& input : plan.inputs) {
+      request.add_input_dims(input.name, input.type, input.dims, input.ndim,
+                             reinterpret_cast<uintptr_t>(binary + input.offset), input.size,
+                             TRITONSERVER_MEMORY_CPU, 0, owner);
+    }
+    for (const std::string& name : plan.outputs) request.add_requested_output(name);
+    request.submit_from_python(loop_waiters.notifier());
+  } catch (...) {
+    request.discard_from_python();
+    throw;
+  }
+  nb::object stream = nb::inst_alloc(nb::type<KServeInferStream>());
+  new (nb::inst_ptr<KServeInferStream>(stream)) KServeInferStream(
+      nb::borrow(model), std::move(request_object), nb::borrow(loop), nb::borrow(waiters),
+      model_name, plan.has_id ? std::move(plan.id) : std::string(), std::move(route));
+  nb::inst_mark_ready(stream);
+  return stream;
+}
+
+}  // namespace tsb

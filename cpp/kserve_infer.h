@@ -1,0 +1,66 @@
+// The fast path of the KServe v2 HTTP infer route (tritonserver/_kserve/
+// fast_infer.py): one native call takes the request's parsed JSON header
+// (a dict) and its body, builds and submits the Triton request with the
+// binary tensors taken from the body, and its stream's one awaited result
+// is the whole HTTP response body, written here: the JSON header
+// (byte for byte what tritonserver/_kserve/codec.py's encode_response
+// writes) followed by the binary outputs.
+//
+// It covers the common request: every input a binary tensor
+// (binary_data_size) of any datatype (BYTES too), every output asked as
+// binary data, an optional id, no other parameter, a non-decoupled model.
+// For anything else, invalid requests included, kserve_infer() returns
+// None before touching the core, and the caller takes the general codec,
+// whose checks and messages are the protocol's: this file refuses nothing
+// itself. Errors of the core (a submission it refuses, a failed response)
+// raise the same error objects as Model.async_infer.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "asyncio_waiters.h"
+#include "server.h"
+
+namespace tsb {
+
+// An AsyncResponseStream whose response is delivered as
+// (body: bytes, header_length: int | None): None when no binary data
+// follows the JSON (a response without outputs). A response that carries
+// an error raises it; a non-final one without outputs gives None (await
+// the next).
+struct KServeInferStream : AsyncResponseStream {
+  std::string model_name, request_id;
+  // The route's own response parameters: (name, JSON text of the value),
+  // merged over the response's as {**response, **route} would.
+  std::vector<std::pair<std::string, std::string>> route_parameters;
+
+  KServeInferStream(nanobind::object model_, nanobind::object request_,
+                    nanobind::object loop_, nanobind::object waiters_,
+                    std::string model_name_, std::string request_id_,
+                    std::vector<std::pair<std::string, std::string>> route_parameters_);
+  nanobind::object deliver(const ResponseData& response) override;
+
+ private:
+  std::string json_header(const ResponseData& data) const;
+};
+
+// Builds and submits the request of `document` (the JSON header, parsed)
+// and `body` (a buffer: the header's `header_length` bytes, then the
+// binary tensors) for `model_name` and `model_version` on `server`,
+// answered on `loop` through `waiters` (its AsyncioWaiters);
+// `route_parameters` (a dict) are added to the response's parameters.
+// Returns the submitted KServeInferStream, or None when the request is not
+// one this path covers (nothing was sent to the core).
+nanobind::object kserve_infer(Server& server, nanobind::handle model,
+                              const std::string& model_name,
+                              int64_t model_version, nanobind::handle document,
+                              nanobind::handle body, size_t header_length,
+                              nanobind::handle route_parameters,
+                              nanobind::handle loop, nanobind::handle waiters);
+
+}  // namespace tsb
