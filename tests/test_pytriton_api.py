@@ -14,7 +14,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from common import call_with_deadline, pytriton_config, wait_for
+from common import assert_no_live_buffers, call_with_deadline, pytriton_config, wait_for
 from tritonserver.pytriton.client import (DecoupledModelClient, ModelClient, PyTritonClientInferenceServerError,
                                           PyTritonClientInvalidUrlError, PyTritonClientModelDoesntSupportBatchingError,
                                           PyTritonClientTimeoutError, PyTritonClientValueError)
@@ -421,6 +421,8 @@ def test_inference_timeout_cancels_the_request(triton):
         release.set()
     with ModelClient("inprocess://pytriton-api", "slow") as client:  # the model serves on
         assert client.infer_sample(x=np.array([2.0], FP32))["y"].tolist() == [2.0]
+    # the timed-out request's late response is not kept alive by the deadline watcher's thread
+    assert_no_live_buffers()
 
 
 def test_security_config_as_pytriton():

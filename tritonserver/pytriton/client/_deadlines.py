@@ -75,9 +75,15 @@ class Deadlines:
                     if not watch.finished:
                         watch.expired = True
                         late.append(watch.iterator)
-            for iterator in late:
-                if iterator is not None:
-                    iterator.cancel()
+                        watch.iterator = None
+            _cancel(late)  # in a function of its own: no frame of this loop keeps a request alive while it waits
+            late = []
 
 
 DEADLINES = Deadlines()
+
+
+def _cancel(iterators: List[Any]) -> None:
+    for iterator in iterators:
+        if iterator is not None:
+            iterator.cancel()
