@@ -761,3 +761,22 @@ def pytriton_config(**fields):
                     exit_timeout_secs=10)
     settings.update(fields)
     return TritonConfig(**settings)
+
+
+# One sample per KServe datatype (tests of the routes' codec and of their native path).
+KSERVE_SAMPLES = {
+    "BOOL": numpy.array([True, False, True]),
+    "UINT8": numpy.array([0, 255], dtype=numpy.uint8),
+    "UINT16": numpy.array([0, 65535], dtype=numpy.uint16),
+    "UINT32": numpy.array([0, 2**32 - 1], dtype=numpy.uint32),
+    "UINT64": numpy.array([0, 2**64 - 1], dtype=numpy.uint64),
+    "INT8": numpy.array([-128, 127], dtype=numpy.int8),
+    "INT16": numpy.array([-(2**15), 2**15 - 1], dtype=numpy.int16),
+    "INT32": numpy.array([-(2**31), 2**31 - 1], dtype=numpy.int32),
+    "INT64": numpy.array([-(2**63), 2**63 - 1], dtype=numpy.int64),
+    "FP16": numpy.array([0.5, -1.25, 65504.0], dtype=numpy.float16),
+    "FP32": numpy.array([1.5, -2.25, 3.0e38], dtype=numpy.float32),
+    "FP64": numpy.array([1.0e-300, -2.5, 1.0e300], dtype=numpy.float64),
+    "BYTES": numpy.array([b"hello", "w\u00f6rld".encode(), b""], dtype=object),
+}
+

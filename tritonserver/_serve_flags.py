@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ._api._enums import LogFormat, ModelControlMode, RateLimitMode
 
@@ -48,7 +48,7 @@ def _choice(*names: str) -> Any:
     return parse
 
 
-def _key_value(separator: str, shape: str) -> Any:
+def _key_value(separator: str, shape: str) -> Callable[[str], tuple[str, str, str]]:
     """'<group>,<setting>=<value>' (separator ',') or '<a>:<b>=<c>' (':')."""
     def parse(text: str) -> tuple[str, str, str]:
         head, eq, value = text.partition("=")

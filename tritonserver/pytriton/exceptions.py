@@ -4,8 +4,9 @@ and hierarchy: every one is a `PyTritonError` whose ``message`` is its text."""
 from __future__ import annotations
 
 
-class PyTritonError(Exception):
-    """The base of this module's errors."""
+class _MessageError(Exception):
+    """An exception whose ``message`` is its text (the base PyTriton's
+    server and client errors share, each hierarchy with a root of its own)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -18,6 +19,10 @@ class PyTritonError(Exception):
     def message(self) -> str:
         """The error's text."""
         return self._message
+
+
+class PyTritonError(_MessageError):
+    """The base of this module's errors."""
 
 
 class PyTritonValidationError(PyTritonError):

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
+from ..exceptions import _MessageError
 
-class PyTritonClientError(Exception):
+
+class PyTritonClientError(_MessageError):
     """The base of the clients' errors; ``message`` is its text."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self._message = message
-
-    def __str__(self) -> str:
-        return self._message
-
-    @property
-    def message(self) -> str:
-        return self._message
 
 
 class PyTritonClientValueError(PyTritonClientError):
