@@ -19,6 +19,9 @@
 #include "fork.h"
 #include "fork_hooks.h"
 #include "host_pool.h"
+#ifdef TRITONSERVER_NATIVE_HTTP
+#include "http_transport.h"
+#endif
 #include "inflight_requests.h"
 #include "kserve_infer.h"
 #include "log_callback.h"
@@ -383,6 +386,11 @@ NB_MODULE(_native, m) {
                 "model_version: int, document: object, body: object, header_length: int, "
                 "route_parameters: object, loop: typing.Any, waiters: AsyncioWaiters) "
                 "-> KServeInferStream | None"));
+
+#ifdef TRITONSERVER_NATIVE_HTTP
+  // KServeHttp's native HTTP/1.1 transport (tritonserver/frontend/_native_http.py).
+  bind_http_transport(m);
+#endif
 
   m.def("dispatch_pop", &dispatch_pop_from_python, "timeout_s"_a,
         nb::sig("def dispatch_pop(timeout_s: float) -> tuple[int, Response] | None"));

@@ -7,6 +7,7 @@ hostile requests and a stop with a request in flight."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import gzip
 import json
 import socket
@@ -43,9 +44,23 @@ def server(backend_directory):
         yield srv
 
 
+@pytest.fixture(scope="module", params=["uvicorn", "native"])
+def transport(request):
+    """Every test runs on both of KServeHttp's transports."""
+    if request.param == "native" and not hasattr(tritonserver._native, "HttpTransport"):
+        pytest.skip("this build has no native HTTP transport (TRITONSERVER_NATIVE_HTTP=OFF)")
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def frontend(server):
-    with KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=0)) as http:
+def http_options(transport):
+    """KServeHttp.Options on the transport under test."""
+    return functools.partial(KServeHttp.Options, transport=transport)
+
+
+@pytest.fixture(scope="module")
+def frontend(server, http_options):
+    with KServeHttp(server, http_options(address="127.0.0.1", port=0)) as http:
         yield http
 
 
@@ -311,8 +326,8 @@ def test_generate_and_generate_stream(url):
 @pytest.mark.parametrize("restricted", [["model-repository:admin-key=s3cret"],
                                         [("model-repository,logging", "admin-key", "s3cret")]],
                          ids=["flag-text", "triples"])
-def test_header_forward_pattern_and_restricted_apis(server, restricted):
-    options = KServeHttp.Options(address="127.0.0.1", port=0, header_forward_pattern="^x-fwd-",
+def test_header_forward_pattern_and_restricted_apis(server, http_options, restricted):
+    options = http_options(address="127.0.0.1", port=0, header_forward_pattern="^x-fwd-",
                                  restricted_apis=restricted)
     with KServeHttp(server, options) as http:
         url = f"127.0.0.1:{http.port}"
@@ -473,8 +488,8 @@ def test_stalled_clients_do_not_block_others(frontend, url):
     assert_serving(url)
 
 
-def test_a_body_over_max_input_size_is_refused(server):
-    with KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=0, max_input_size=1024)) as http:
+def test_a_body_over_max_input_size_is_refused(server, http_options):
+    with KServeHttp(server, http_options(address="127.0.0.1", port=0, max_input_size=1024)) as http:
         url = f"127.0.0.1:{http.port}"
         message = error_of(raw(url, "POST", "/v2/models/identity_fp32/infer", b" " * 2048), 400)
         assert "max_input_size" in message
@@ -485,7 +500,7 @@ def test_a_body_over_max_input_size_is_refused(server):
 
 def test_options_are_checked_naming_the_field(server):
     for field, value in (("port", 70000), ("port", "80"), ("reuse_port", 1), ("thread_count", 0),
-                         ("max_input_size", 0), ("header_forward_pattern", "(")):
+                         ("max_input_size", 0), ("header_forward_pattern", "("), ("transport", "tornado")):
         with pytest.raises(tritonserver.InvalidArgumentError, match=field):
             KServeHttp.Options(**{field: value})
     for bad in (["everything:k=v"], ["no-key-value"], [("health", "", "v")]):
@@ -493,21 +508,21 @@ def test_options_are_checked_naming_the_field(server):
             KServeHttp.Options(restricted_apis=bad)
 
 
-def test_a_port_in_use_raises_unavailable_naming_it(server, frontend):
+def test_a_port_in_use_raises_unavailable_naming_it(server, http_options, frontend):
     with pytest.raises(tritonserver.UnavailableError, match=f"KServeHttp: cannot listen on 127.0.0.1:{frontend.port}"):
-        KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=frontend.port)).start()
+        KServeHttp(server, http_options(address="127.0.0.1", port=frontend.port)).start()
 
 
-def test_reuse_port_lets_two_frontends_share_a_port(server):
-    options = KServeHttp.Options(address="127.0.0.1", port=0, reuse_port=True)
+def test_reuse_port_lets_two_frontends_share_a_port(server, http_options):
+    options = http_options(address="127.0.0.1", port=0, reuse_port=True)
     with KServeHttp(server, options) as first:
-        shared = KServeHttp.Options(address="127.0.0.1", port=first.port, reuse_port=True)
+        shared = http_options(address="127.0.0.1", port=first.port, reuse_port=True)
         with KServeHttp(server, shared) as second:
             assert second.port == first.port
             assert_serving(f"127.0.0.1:{second.port}")
 
 
-def test_stop_lets_a_request_in_flight_finish(server):
+def test_stop_lets_a_request_in_flight_finish(server, http_options):
     entered, release = threading.Event(), threading.Event()
 
     def slow(X):
@@ -518,7 +533,7 @@ def test_stop_lets_a_request_in_flight_finish(server):
     server.bind("http_slow", slow, inputs=[TensorSpec("X", numpy.float32, (1,))],
                 outputs=[TensorSpec("Y", numpy.float32, (1,))])
     try:
-        http = KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=0))
+        http = KServeHttp(server, http_options(address="127.0.0.1", port=0))
         http.start()
         url = f"127.0.0.1:{http.port}"
         answer: dict = {}

@@ -13,13 +13,14 @@ import asyncio
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from .._api._errors import InvalidArgumentError
 from .._api._server import Server
 from .._kserve.restricted import parse_restrictions
 from .._kserve.routes import DEFAULT_MAX_BODY_BYTES, KServeRoutes, Reply
 from .._kserve.shared_memory import system_shared_memory
+from . import _native_http as native_http
 from ._asgi_server import AsgiServer
 from ._frontend import Frontend
 from ._option_checks import check_address, check_bool, check_int, check_port, check_str
@@ -52,6 +53,10 @@ class KServeHttp(Frontend):
           header `key` set to `value` is answered 403.
         - max_input_size: the largest request body in bytes, as received
           and once decompressed (the binary's --http-max-input-size, 64 MiB).
+        - transport (this package's): "uvicorn" (the default: the routes
+          as an ASGI app under uvicorn) or "native" (a prototype: the
+          extension's own HTTP/1.1 server, llhttp on epoll, with
+          `thread_count` I/O threads, in front of the same routes).
         """
 
         address: str = "0.0.0.0"
@@ -61,6 +66,7 @@ class KServeHttp(Frontend):
         header_forward_pattern: str = ""
         restricted_apis: list[Any] = field(default_factory=list)
         max_input_size: int = DEFAULT_MAX_BODY_BYTES
+        transport: str = "uvicorn"
 
         def __post_init__(self) -> None:
             check_address(self)
@@ -76,10 +82,18 @@ class KServeHttp(Frontend):
                                            f"{self.header_forward_pattern!r} is not a valid regular expression: "
                                            f"{error}") from None
             parse_restrictions(self.restricted_apis, "KServeHttp.Options.restricted_apis")
+            check_str(self, "transport")
+            if self.transport not in ("uvicorn", "native"):
+                raise InvalidArgumentError(f"KServeHttp.Options.transport {self.transport!r} is not one of "
+                                           "'uvicorn', 'native'")
+            if self.transport == "native" and not native_http.available():
+                raise InvalidArgumentError("KServeHttp.Options.transport 'native': this build of the package has "
+                                           "no native HTTP transport (built with TRITONSERVER_NATIVE_HTTP=OFF): "
+                                           "use transport='uvicorn'")
 
     def __init__(self, server: Server, options: Optional["KServeHttp.Options"] = None) -> None:
         super().__init__(server, options)
-        self._http: Optional[AsgiServer] = None
+        self._http: Optional[Union[AsgiServer, native_http.NativeHttpServer]] = None
 
     @property
     def port(self) -> Optional[int]:
@@ -104,8 +118,13 @@ class KServeHttp(Frontend):
             model_repository=True, logging=True, generate=True, trace=True,
             restricted_apis=parse_restrictions(options.restricted_apis, "KServeHttp.Options.restricted_apis"),
             header_forward_pattern=options.header_forward_pattern)
-        self._http = AsgiServer("KServeHttp", _AsgiApp(routes, options.max_input_size), options.address, options.port,
-                                options.reuse_port)
+        if options.transport == "native":
+            self._http = native_http.NativeHttpServer(
+                "KServeHttp", routes, options.address, options.port, options.reuse_port, options.thread_count,
+                options.max_input_size, _too_large)
+        else:
+            self._http = AsgiServer("KServeHttp", _AsgiApp(routes, options.max_input_size), options.address,
+                                    options.port, options.reuse_port)
         self._http.start()
 
     def stop(self) -> None:

@@ -1,0 +1,41 @@
+# llhttp, the HTTP/1.1 parser of the native KServe HTTP transport
+# (cpp/http_transport.cc): its C sources are taken at configure time from
+# httptools' source distribution, the one channel to them on every machine
+# that builds this package (pip download from the package index), pinned
+# and checked. Never committed. Defines the static library `llhttp`.
+set(LLHTTP_SDIST_VERSION "0.6.4")
+set(LLHTTP_SDIST_SHA256 "4e93eee4add6493b59a5c514da98c939b244fce4a0d8879cd3f466562f4b7d5c")
+set(_llhttp_dir "${CMAKE_BINARY_DIR}/_llhttp")
+set(_llhttp_archive "${_llhttp_dir}/httptools-${LLHTTP_SDIST_VERSION}.tar.gz")
+set(_llhttp_root "${_llhttp_dir}/httptools-${LLHTTP_SDIST_VERSION}/vendor/llhttp")
+
+set(_llhttp_hint "download it by hand (python -m pip download --no-deps --no-binary :all: \
+httptools==${LLHTTP_SDIST_VERSION} -d ${_llhttp_dir}), or build without the native HTTP \
+transport: -C cmake.define.TRITONSERVER_NATIVE_HTTP=OFF")
+if(NOT EXISTS "${_llhttp_archive}")
+  file(MAKE_DIRECTORY "${_llhttp_dir}")
+  message(STATUS "llhttp: pip download httptools==${LLHTTP_SDIST_VERSION} (sdist)")
+  execute_process(
+    COMMAND "${Python_EXECUTABLE}" -m pip download --quiet --no-deps --no-binary :all:
+            "httptools==${LLHTTP_SDIST_VERSION}" -d "${_llhttp_dir}"
+    RESULT_VARIABLE _llhttp_rc OUTPUT_VARIABLE _llhttp_out ERROR_VARIABLE _llhttp_out)
+  if(NOT _llhttp_rc EQUAL 0 OR NOT EXISTS "${_llhttp_archive}")
+    message(FATAL_ERROR "llhttp: could not get httptools ${LLHTTP_SDIST_VERSION}'s source \
+distribution with pip (${_llhttp_rc}): ${_llhttp_out}\n${_llhttp_hint}")
+  endif()
+endif()
+file(SHA256 "${_llhttp_archive}" _llhttp_sha)
+if(NOT _llhttp_sha STREQUAL LLHTTP_SDIST_SHA256)
+  message(FATAL_ERROR "llhttp: ${_llhttp_archive} has sha256 ${_llhttp_sha}, expected \
+${LLHTTP_SDIST_SHA256}: delete it and configure again, or ${_llhttp_hint}")
+endif()
+if(NOT EXISTS "${_llhttp_root}/src/llhttp.c")
+  file(ARCHIVE_EXTRACT INPUT "${_llhttp_archive}" DESTINATION "${_llhttp_dir}"
+       PATTERNS "httptools-${LLHTTP_SDIST_VERSION}/vendor/llhttp/*")
+endif()
+
+enable_language(C)
+add_library(llhttp STATIC "${_llhttp_root}/src/api.c" "${_llhttp_root}/src/http.c"
+                          "${_llhttp_root}/src/llhttp.c")
+target_include_directories(llhttp SYSTEM PUBLIC "${_llhttp_root}/include")
+set_target_properties(llhttp PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
