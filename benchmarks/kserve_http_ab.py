@@ -1,18 +1,20 @@
-"""The KServe infer route over real HTTP, with and without the native fast
-path (fast_infer): two servers of this package up at once, each serving
-KServeHttp (tritonserver.frontend: the routes under uvicorn, httptools,
-uvloop), one with fast_infer.enabled = False; perf_analyzer (binary
-tensors, identity_fp32, FP32[16]) against each in interleaved rounds. Server CPU per inference:
-the server process's user+sys over the run (/proc) divided by the model's
-inference_count delta (its statistics route).
+"""The KServe infer route over real HTTP: servers of this package up at
+once, each serving KServeHttp (tritonserver.frontend) as one variant:
+`fast` (the routes under uvicorn, httptools, uvloop, with the native infer
+fast path, fast_infer), `python` (the same with fast_infer.enabled =
+False), `native` (KServeHttp.Options(transport="native"): the extension's
+HTTP/1.1 transport, fast path on); perf_analyzer (binary tensors,
+identity_fp32, FP32[16]) against each in interleaved rounds. Server CPU per
+inference: the server process's user+sys over the run (/proc) divided by
+the model's inference_count delta (its statistics route).
 
     python benchmarks/kserve_http_ab.py --backends DIR --perf-analyzer PATH [--rounds 3]
-        [--concurrency 1 16] [--binary]
+        [--concurrency 1 16] [--variants fast python] [--binary]
 
 DIR holds identity/libtriton_identity.so. --binary adds NVIDIA's
-tritonserver 2.51 (of the nvidia-pytriton wheel in this environment) as a
-third server, for the ratio. (`--serve PORT FAST` is the server process
-itself.)
+tritonserver 2.51 (of the nvidia-pytriton wheel in this environment) as
+another server, for the ratio. (`--serve PORT VARIANT` is the server
+process itself.)
 """
 
 from __future__ import annotations
@@ -33,15 +35,19 @@ import urllib.request
 MODELS = pathlib.Path(__file__).resolve().parent.parent / "tests" / "models"
 
 
-def serve(port: int, fast: bool, backends: str) -> None:
+VARIANTS = ("fast", "python", "native")
+
+
+def serve(port: int, variant: str, backends: str) -> None:
     """The package's KServeHttp frontend on `port` until SIGINT or SIGTERM,
-    with the fast path on or off."""
+    as `variant` (one of VARIANTS)."""
     import threading
 
     import tritonserver
     from tritonserver._kserve import fast_infer
     from tritonserver.frontend import KServeHttp
 
+    fast = variant != "python"
     fast_infer.enabled = fast
     taken = [0]
     original = fast_infer.infer
@@ -59,14 +65,11 @@ def serve(port: int, fast: bool, backends: str) -> None:
     done = threading.Event()
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, lambda *_: done.set())
-    with KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=port)):
+    transport = "native" if variant == "native" else "uvicorn"
+    with KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=port, transport=transport)):
         done.wait()
-    print(f"fast={fast}: the fast path answered {taken[0]} requests", flush=True)
+    print(f"{variant}: the fast path answered {taken[0]} requests", flush=True)
     server.stop()
-
-
-def label(server: object) -> str:
-    return "fast" if server is True else "python" if server is False else str(server)
 
 
 def free_port() -> int:
@@ -116,24 +119,24 @@ def start_binary(port: int, backends: str) -> subprocess.Popen[bytes]:
 
 
 def main(args: argparse.Namespace) -> None:
-    servers: dict[object, tuple[int, subprocess.Popen[bytes]]] = {}
+    servers: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
     try:
-        for fast in (True, False):
+        for variant in args.variants:
             port = free_port()
-            process = subprocess.Popen([sys.executable, __file__, "--serve", str(port), str(int(fast)),
+            process = subprocess.Popen([sys.executable, __file__, "--serve", str(port), variant,
                                         "--backends", args.backends])
-            servers[fast] = (port, process)
+            servers[variant] = (port, process)
         if args.binary:
             port = free_port()
             servers["binary"] = (port, start_binary(port, args.backends))
         order = list(servers)
         for port, _ in servers.values():
             wait_ready(port)
-        results: dict[tuple[object, int], list[tuple[float, float]]] = {}
+        results: dict[tuple[str, int], list[tuple[float, float]]] = {}
         for round_ in range(args.rounds):
             for concurrency in args.concurrency:
-                for fast in (order if round_ % 2 == 0 else order[::-1]):
-                    port, process = servers[fast]
+                for variant in (order if round_ % 2 == 0 else order[::-1]):
+                    port, process = servers[variant]
                     count, cpu = inference_count(port), cpu_seconds(process.pid)
                     run = subprocess.run(
                         [args.perf_analyzer, "-m", "identity_fp32", "-u", f"127.0.0.1:{port}", "-i", "http",
@@ -144,11 +147,11 @@ def main(args: argparse.Namespace) -> None:
                     count = inference_count(port) - count
                     rate = float(re.findall(r"Throughput: ([\d.]+) infer/sec", run.stdout)[-1])
                     per = cpu / count * 1e6
-                    results.setdefault((fast, concurrency), []).append((rate, per))
-                    print(f"round {round_} c{concurrency:<2} {label(fast):10} {rate:8.1f} infer/s  "
+                    results.setdefault((variant, concurrency), []).append((rate, per))
+                    print(f"round {round_} c{concurrency:<2} {variant:10} {rate:8.1f} infer/s  "
                           f"server CPU {per:6.1f} us/infer", flush=True)
-        for (fast, concurrency), values in sorted(results.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0]))):
-            print(f"median c{concurrency:<2} {label(fast):10} {statistics.median(v[0] for v in values):8.1f} infer/s  "
+        for (variant, concurrency), values in sorted(results.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0]))):
+            print(f"median c{concurrency:<2} {variant:10} {statistics.median(v[0] for v in values):8.1f} infer/s  "
                   f"server CPU {statistics.median(v[1] for v in values):6.1f} us/infer")
     finally:
         for _, process in servers.values():
@@ -163,10 +166,11 @@ if __name__ == "__main__":
     parser.add_argument("--perf-analyzer", default="perf_analyzer")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=["fast", "python"])
     parser.add_argument("--binary", action="store_true")
-    parser.add_argument("--serve", nargs=2, metavar=("PORT", "FAST"))
+    parser.add_argument("--serve", nargs=2, metavar=("PORT", "VARIANT"))
     parsed = parser.parse_args()
     if parsed.serve:
-        serve(int(parsed.serve[0]), parsed.serve[1] == "1", parsed.backends)
+        serve(int(parsed.serve[0]), parsed.serve[1], parsed.backends)
     else:
         main(parsed)

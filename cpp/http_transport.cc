@@ -19,12 +19,15 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <nanobind/stl/string.h>
 
+#include "kserve_infer.h"
+#include "server.h"
 #include "thread_state.h"
 
 namespace nb = nanobind;
@@ -119,6 +122,10 @@ class HttpTransport {
   }
 
   ~HttpTransport() {
+    {
+      std::lock_guard<std::mutex> lock(alive_->mutex);
+      alive_->transport = nullptr;  // late infer replies go nowhere
+    }
     close_all();
     for (Loop& loop : loops_) close_loops(&loop);
     if (listen_fd_ >= 0) ::close(listen_fd_);
@@ -158,6 +165,38 @@ class HttpTransport {
     const char* data = body.c_str();
     const size_t size = body.size();
     GilRelease release;
+    write_reply(connection, seq, head, data, size);
+  }
+
+  // The native infer route's replies (kserve_infer_reply): its body as the
+  // routes' _infer_reply sends it.
+  void write_infer_reply(uint64_t connection, uint64_t seq, int status, const std::string& body,
+                         int64_t header_length) {
+    std::string head = "HTTP/1.1 ";
+    head += std::to_string(status);
+    head += ' ';
+    head += llhttp_status_name(static_cast<llhttp_status_t>(status));
+    if (header_length < 0) {
+      head += "\r\ncontent-type: application/json\r\n";
+    } else {
+      head += "\r\ncontent-type: application/octet-stream\r\ninference-header-content-length: ";
+      head += std::to_string(header_length);
+      head += "\r\n";
+    }
+    write_reply(connection, seq, head, body.data(), body.size());
+  }
+
+  // Serves the plain binary-tensor infer request natively from now on
+  // (`server`: the native Server; `json_loads`: json.loads).
+  void enable_infer(nb::object server, nb::object json_loads) {
+    infer_server_ = nb::cast<Server*>(server);
+    infer_server_object_ = std::move(server);
+    json_loads_ = std::move(json_loads);
+  }
+
+  // Without the GIL.
+  void write_reply(uint64_t connection, uint64_t seq, const std::string& head, const char* data,
+                   size_t size) {
     append(connection, seq, [&](Outgoing& entry) {
       entry.bytes.reserve(head.size() + size + 64);
       entry.bytes += head;
@@ -557,6 +596,11 @@ class HttpTransport {
     if (!keep_alive) c.reading_stopped = true;
     GilAcquire gil;
     try {
+      nb::bytes body(c.body.data(), c.body.size());
+      if (t.infer_server_ != nullptr && t.try_infer(c, seq, parser, body)) {
+        c.body.clear();
+        return 0;
+      }
       nb::dict headers;
       for (const auto& [name, value] : c.headers) {
         nb::object key = nb::steal(PyUnicode_DecodeLatin1(name.data(), static_cast<Py_ssize_t>(name.size()), nullptr));
@@ -567,7 +611,7 @@ class HttpTransport {
       nb::object target = nb::steal(PyUnicode_DecodeLatin1(c.url.data(), static_cast<Py_ssize_t>(c.url.size()), nullptr));
       if (!target.is_valid()) throw nb::python_error();
       t.dispatch_(c.id, seq, llhttp_method_name(static_cast<llhttp_method_t>(parser->method)), target,
-                  headers, nb::bytes(c.body.data(), c.body.size()));
+                  headers, body);
     } catch (nb::python_error& error) {
       error.restore();
       PyErr_WriteUnraisable(t.dispatch_.ptr());
@@ -576,6 +620,75 @@ class HttpTransport {
     if (c.body.capacity() > kReadChunk) c.body.shrink_to_fit();
     return 0;
   }
+
+  // The native infer route: the plain binary-tensor request to
+  // /v2/models/{m}[/versions/{v}]/infer (no query, no escapes, no
+  // content or accept encoding) is built and submitted here, under the
+  // GIL for json.loads of its header, and answered from Triton's thread;
+  // false (nothing submitted) hands it to Python.
+  bool try_infer(Connection& c, uint64_t seq, llhttp_t* parser, nb::bytes& body) {
+    if (parser->method != HTTP_POST) return false;
+    std::string_view url(c.url);
+    constexpr std::string_view kPrefix = "/v2/models/";
+    if (url.substr(0, kPrefix.size()) != kPrefix || url.find_first_of("?%#") != std::string_view::npos) {
+      return false;
+    }
+    std::vector<std::string_view> parts;
+    for (size_t at = kPrefix.size(); at <= url.size();) {
+      const size_t slash = std::min(url.find('/', at), url.size());
+      parts.push_back(url.substr(at, slash - at));
+      at = slash + 1;
+    }
+    int64_t version = -1;
+    if (parts.size() == 4 && parts[1] == "versions" && parts[3] == "infer" && !parts[2].empty() &&
+        parts[2].size() < 18 && parts[2].find_first_not_of("0123456789") == std::string_view::npos) {
+      version = std::stoll(std::string(parts[2]));
+    } else if (parts.size() != 2 || parts[1] != "infer") {
+      return false;
+    }
+    if (parts[0].empty()) return false;
+    const std::string* header_length_text = nullptr;
+    for (const auto& [name, value] : c.headers) {
+      if (name == "inference-header-content-length") header_length_text = &value;
+      if (name == "content-encoding" || name == "accept-encoding") return false;
+    }
+    if (header_length_text == nullptr || header_length_text->empty() || header_length_text->size() > 18 ||
+        header_length_text->find_first_not_of("0123456789") != std::string::npos) {
+      return false;
+    }
+    const size_t header_length = std::stoull(*header_length_text);
+    if (header_length > c.body.size()) return false;
+    PyObject* header = PyBytes_FromStringAndSize(c.body.data(), static_cast<Py_ssize_t>(header_length));
+    if (header == nullptr) throw nb::python_error();
+    PyObject* document = PyObject_CallOneArg(json_loads_.ptr(), header);
+    Py_DECREF(header);
+    if (document == nullptr) {
+      PyErr_Clear();
+      return false;  // the general path words the error
+    }
+    nb::object held = nb::steal(document);
+    if (!PyDict_CheckExact(document)) return false;
+    std::shared_ptr<Alive> alive = alive_;
+    const uint64_t id = c.id;
+    return kserve_infer_reply(
+        *infer_server_, std::string(parts[0]), version, held, body, header_length,
+        [alive, id, seq](int status, std::string reply, int64_t reply_header_length) {
+          std::lock_guard<std::mutex> lock(alive->mutex);
+          if (alive->transport != nullptr) {
+            alive->transport->write_infer_reply(id, seq, status, reply, reply_header_length);
+          }
+        });
+  }
+
+  // The transport as its late infer replies find it (null once destroyed).
+  struct Alive {
+    explicit Alive(HttpTransport* t) : transport(t) {}
+    std::mutex mutex;
+    HttpTransport* transport;
+  };
+  std::shared_ptr<Alive> alive_ = std::make_shared<Alive>(this);
+  Server* infer_server_ = nullptr;
+  nb::object infer_server_object_, json_loads_;
 
   int listen_fd_;
   const size_t max_body_;
@@ -605,6 +718,7 @@ void bind_http_transport(nb::module_& m) {
       .def("reply_start", &HttpTransport::reply_start, "connection"_a, "seq"_a, "status"_a, "headers"_a)
       .def("reply_chunk", &HttpTransport::reply_chunk, "connection"_a, "seq"_a, "chunk"_a)
       .def("reply_end", &HttpTransport::reply_end, "connection"_a, "seq"_a)
+      .def("enable_infer", &HttpTransport::enable_infer, "server"_a, "json_loads"_a)
       .def("stop", &HttpTransport::stop, "grace_s"_a)
       .def("close_all", &HttpTransport::close_all)
       .def_prop_ro("connection_count", &HttpTransport::connection_count);

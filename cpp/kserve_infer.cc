@@ -1,6 +1,8 @@
 #include "kserve_infer.h"
 
+#include <atomic>
 #include <cstring>
+#include <variant>
 #include <new>
 #include <string_view>
 
@@ -327,7 +329,13 @@ KServeInferStream::KServeInferStream(
       request_id(std::move(request_id_)),
       route_parameters(std::move(route_parameters_)) {}
 
-std::string KServeInferStream::json_header(const ResponseData& data) const {
+namespace {
+
+// codec.encode_response's JSON header of `data` (needs the GIL only for a
+// float parameter: json.dumps' float text is Python's own).
+std::string response_json_header(const std::string& model_name, const std::string& request_id,
+                                  const std::vector<std::pair<std::string, std::string>>& route_parameters,
+                                  const ResponseData& data) {
   // codec.encode_response's document, keys in its order, written with
   // separators (",", ":").
   std::string out;
@@ -390,6 +398,30 @@ std::string KServeInferStream::json_header(const ResponseData& data) const {
   return out;
 }
 
+// The whole body: `header`, then the outputs' bytes (GPU ones copied to
+// the host first), into `start` (header.size() + outputs' sizes bytes).
+void fill_body(char* start, const std::string& header, const ResponseData& data) {
+  char* at = start;
+  std::memcpy(at, header.data(), header.size());
+  at += header.size();
+  for (const OutputTensor& t : data.outputs) {
+    const void* source = t.buffer->data;
+    BufferRef host;
+    if (t.buffer->memory_type == TRITONSERVER_MEMORY_GPU) {
+      host = buffer_copy(source, t.byte_size, TRITONSERVER_MEMORY_GPU, TRITONSERVER_MEMORY_CPU, 0);
+      source = host->data;
+    }
+    if (t.byte_size != 0) std::memcpy(at, source, t.byte_size);
+    at += t.byte_size;
+  }
+}
+
+}  // namespace
+
+std::string KServeInferStream::json_header(const ResponseData& data) const {
+  return response_json_header(model_name, request_id, route_parameters, data);
+}
+
 nb::object KServeInferStream::deliver(const ResponseData& taken) {
   const bool ended = cancelled || taken.cancelled;
   const ResponseData& data = ended ? *cancelled_end() : taken;
@@ -400,9 +432,6 @@ nb::object KServeInferStream::deliver(const ResponseData& taken) {
   if (data.outputs.empty()) {
     return nb::make_tuple(nb::bytes(header.data(), header.size()), nb::none());
   }
-  // Outputs in GPU memory (a backend's own buffers) are copied to the host
-  // first; the rest are read where they are.
-  std::vector<BufferRef> host(data.outputs.size());
   size_t total = header.size();
   bool on_gpu = false;
   for (const OutputTensor& t : data.outputs) {
@@ -413,22 +442,7 @@ nb::object KServeInferStream::deliver(const ResponseData& taken) {
   if (raw == nullptr) throw nb::python_error();
   nb::object body = nb::steal(raw);
   char* const start = PyBytes_AsString(raw);
-  const auto fill = [&] {
-    char* at = start;
-    std::memcpy(at, header.data(), header.size());
-    at += header.size();
-    for (size_t i = 0; i < data.outputs.size(); ++i) {
-      const OutputTensor& t = data.outputs[i];
-      const void* source = t.buffer->data;
-      if (t.buffer->memory_type == TRITONSERVER_MEMORY_GPU) {
-        host[i] = buffer_copy(source, t.byte_size, TRITONSERVER_MEMORY_GPU,
-                              TRITONSERVER_MEMORY_CPU, 0);
-        source = host[i]->data;
-      }
-      if (t.byte_size != 0) std::memcpy(at, source, t.byte_size);
-      at += t.byte_size;
-    }
-  };
+  const auto fill = [&] { fill_body(start, header, data); };
   if (on_gpu || total > kCopyWithoutGilBytes) {
     // `body` is not shared yet: it is filled without the GIL.
     GilRelease release;
@@ -439,27 +453,35 @@ nb::object KServeInferStream::deliver(const ResponseData& taken) {
   return nb::make_tuple(std::move(body), nb::int_(header.size()));
 }
 
-nb::object kserve_infer(Server& server, nb::handle model, const std::string& model_name,
-                        int64_t model_version, nb::handle document, nb::handle body,
-                        size_t header_length, nb::handle route_parameters,
-                        nb::handle loop, nb::handle waiters) {
-  AsyncioWaiters& loop_waiters = nb::cast<AsyncioWaiters&>(waiters);
+namespace {
+
+// A checked, built, not yet submitted request (`request` None: not one
+// this path covers, nothing was sent to the core).
+struct Built {
+  nb::object request = nb::none();
+  std::string id;
+  std::vector<std::pair<std::string, std::string>> route;
+};
+
+Built build_request(Server& server, const std::string& model_name, int64_t model_version,
+                    nb::handle document, nb::handle body, size_t header_length,
+                    nb::handle route_parameters) {
+  Built built;
   BufferView whole;
   if (PyObject_GetBuffer(body.ptr(), &whole.view, PyBUF_SIMPLE) != 0) {
     PyErr_Clear();
-    return nb::none();
+    return built;
   }
   whole.held = true;
   const size_t body_size = static_cast<size_t>(whole.view.len);
-  if (header_length > body_size) return nb::none();
+  if (header_length > body_size) return built;
   const auto* binary = static_cast<const unsigned char*>(whole.view.buf) + header_length;
   const size_t binary_size = body_size - header_length;
 
   Plan plan;
-  std::vector<std::pair<std::string, std::string>> route;
   if (!plan_request(document.ptr(), binary, binary_size, &plan) ||
-      !plan_route_parameters(route_parameters.ptr(), &route)) {
-    return nb::none();
+      !plan_route_parameters(route_parameters.ptr(), &built.route)) {
+    return built;
   }
   {
     // A decoupled model, or one the core cannot find: the general path
@@ -474,7 +496,7 @@ nb::object kserve_infer(Server& server, nb::handle model, const std::string& mod
         known = false;
       }
     }
-    if (!known || (properties & kDecoupled) != 0) return nb::none();
+    if (!known || (properties & kDecoupled) != 0) return built;
   }
 
   // What keeps the inputs Triton reads by pointer alive: the body itself
@@ -499,7 +521,7 @@ nb::object kserve_infer(Server& server, nb::handle model, const std::string& mod
     new (nb::inst_ptr<Request>(request_object))
         Request(server.handle(), server.inflight(), model_name, model_version);
   } catch (const TritonException&) {
-    return nb::none();  // e.g. the model unloaded meanwhile: the general path says so
+    return built;  // e.g. the model unloaded meanwhile: the general path says so
   }
   nb::inst_mark_ready(request_object);
   Request& request = *nb::inst_ptr<Request>(request_object);
@@ -511,6 +533,96 @@ nb::object kserve_infer(Server& server, nb::handle model, const std::string& mod
                              TRITONSERVER_MEMORY_CPU, 0, owner);
     }
     for (const std::string& name : plan.outputs) request.add_requested_output(name);
+  } catch (...) {
+    request.discard_from_python();
+    throw;
+  }
+  built.request = std::move(request_object);
+  if (plan.has_id) built.id = std::move(plan.id);
+  return built;
+}
+
+// status_of (routes.py) of a core error code.
+int http_status_of(TRITONSERVER_Error_Code code) {
+  switch (code) {
+    case TRITONSERVER_ERROR_NOT_FOUND: return 404;
+    case TRITONSERVER_ERROR_UNAVAILABLE: return 503;
+    case TRITONSERVER_ERROR_UNSUPPORTED: return 501;
+    case TRITONSERVER_ERROR_INTERNAL: return 500;
+    default: return 400;
+  }
+}
+
+// The responses of a request of kserve_infer_reply: the first final one,
+// or the first with outputs or an error, becomes the HTTP reply.
+class ReplySink final : public ResponseSink {
+ public:
+  ReplySink(std::string model_name, std::string request_id,
+            std::vector<std::pair<std::string, std::string>> route, KServeReplyWriter write)
+      : model_name_(std::move(model_name)), request_id_(std::move(request_id)),
+        route_(std::move(route)), write_(std::move(write)) {}
+
+  void take(ResponsePtr response) noexcept override {
+    const ResponseData& data = *response;
+    if (done_.load(std::memory_order_acquire)) return;
+    if (!data.has_error && data.outputs.empty() && !data.final) return;  // await the next
+    if (done_.exchange(true)) return;
+    try {
+      if (data.has_error) {
+        std::string body = "{\"error\": ";
+        append_json_string(body, data.error_message);
+        body += '}';
+        write_(http_status_of(data.error_code), std::move(body), -1);
+        return;
+      }
+      bool needs_gil = false;
+      for (const auto& parameter : data.parameters) {
+        needs_gil |= std::holds_alternative<double>(parameter.second);
+      }
+      std::string header;
+      if (needs_gil) {
+        ThreadGil gil;
+        header = response_json_header(model_name_, request_id_, route_, data);
+      } else {
+        header = response_json_header(model_name_, request_id_, route_, data);
+      }
+      if (data.outputs.empty()) {
+        write_(200, std::move(header), -1);
+        return;
+      }
+      size_t total = header.size();
+      for (const OutputTensor& t : data.outputs) total += t.byte_size;
+      std::string body(total, '\0');
+      fill_body(body.data(), header, data);
+      const int64_t header_length = static_cast<int64_t>(header.size());
+      write_(200, std::move(body), header_length);
+    } catch (const std::exception& error) {
+      std::string body = "{\"error\": ";
+      append_json_string(body, std::string("internal error writing the infer reply: ") + error.what());
+      body += '}';
+      write_(500, std::move(body), -1);
+    }
+  }
+
+ private:
+  const std::string model_name_, request_id_;
+  const std::vector<std::pair<std::string, std::string>> route_;
+  const KServeReplyWriter write_;
+  std::atomic<bool> done_{false};
+};
+
+}  // namespace
+
+nb::object kserve_infer(Server& server, nb::handle model, const std::string& model_name,
+                        int64_t model_version, nb::handle document, nb::handle body,
+                        size_t header_length, nb::handle route_parameters,
+                        nb::handle loop, nb::handle waiters) {
+  AsyncioWaiters& loop_waiters = nb::cast<AsyncioWaiters&>(waiters);
+  Built built = build_request(server, model_name, model_version, document, body, header_length,
+                              route_parameters);
+  if (built.request.is_none()) return nb::none();
+  Request& request = *nb::inst_ptr<Request>(built.request);
+  try {
     request.submit_from_python(loop_waiters.notifier());
   } catch (...) {
     request.discard_from_python();
@@ -518,10 +630,32 @@ nb::object kserve_infer(Server& server, nb::handle model, const std::string& mod
   }
   nb::object stream = nb::inst_alloc(nb::type<KServeInferStream>());
   new (nb::inst_ptr<KServeInferStream>(stream)) KServeInferStream(
-      nb::borrow(model), std::move(request_object), nb::borrow(loop), nb::borrow(waiters),
-      model_name, plan.has_id ? std::move(plan.id) : std::string(), std::move(route));
+      nb::borrow(model), std::move(built.request), nb::borrow(loop), nb::borrow(waiters),
+      model_name, std::move(built.id), std::move(built.route));
   nb::inst_mark_ready(stream);
   return stream;
+}
+
+bool kserve_infer_reply(Server& server, const std::string& model_name, int64_t model_version,
+                        nb::handle document, nb::handle body, size_t header_length,
+                        KServeReplyWriter write) {
+  Built built = build_request(server, model_name, model_version, document, body, header_length,
+                              nb::none());
+  if (built.request.is_none()) return false;
+  Request& request = *nb::inst_ptr<Request>(built.request);
+  try {
+    request.set_response_sink(std::make_shared<ReplySink>(model_name, std::move(built.id),
+                                                          std::move(built.route), std::move(write)));
+    request.submit_from_python(nullptr);
+  } catch (const TritonException& error) {
+    // The core refused it: the general path words the refusal.
+    request.discard_from_python();
+    return false;
+  } catch (...) {
+    request.discard_from_python();
+    throw;
+  }
+  return true;
 }
 
 }  // namespace tsb

@@ -19,6 +19,7 @@
 #include <nanobind/nanobind.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,5 +63,20 @@ nanobind::object kserve_infer(Server& server, nanobind::handle model,
                               nanobind::handle body, size_t header_length,
                               nanobind::handle route_parameters,
                               nanobind::handle loop, nanobind::handle waiters);
+
+// Where kserve_infer_reply's answer goes: (HTTP status, body, length of
+// its JSON header when binary outputs follow it, else -1). Called once, on
+// Triton's thread, without the GIL.
+using KServeReplyWriter = std::function<void(int status, std::string body, int64_t header_length)>;
+
+// kserve_infer for a native transport (cpp/http_transport.cc): the same
+// checks and request, but its reply (the body as kserve_infer's stream
+// gives it, or a core error as the routes word it) goes to `write` from
+// Triton's thread, without Python. Returns false, having sent nothing to
+// the core, for a request this path does not cover, and when the core
+// refuses the submission: the general path then answers it.
+bool kserve_infer_reply(Server& server, const std::string& model_name, int64_t model_version,
+                        nanobind::handle document, nanobind::handle body, size_t header_length,
+                        KServeReplyWriter write);
 
 }  // namespace tsb

@@ -257,6 +257,12 @@ void Request::set_dispatch_token(uint64_t token) {
   state_->dispatch_token = token;
 }
 
+void Request::set_response_sink(std::shared_ptr<ResponseSink> sink) {
+  std::lock_guard<std::mutex> build(state_->build_mutex);
+  live_handle();
+  state_->queue.set_sink(std::move(sink));
+}
+
 void Request::submit() {
   // Lock order: the server's use, then build_mutex (stop() closes the
   // server, waiting for its uses, before it discards requests).

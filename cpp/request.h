@@ -109,6 +109,8 @@ class Request {
   void add_requested_output(const std::string& name);
   void set_output_memory(int memory_type, int64_t memory_type_id);
   void set_dispatch_token(uint64_t token);
+  // Its responses go to `sink` instead of its queue (before submission).
+  void set_response_sink(std::shared_ptr<ResponseSink> sink);
 
   // Hands the request to Triton (call without the GIL).
   void submit();

@@ -44,6 +44,10 @@ void LoopNotifier::drain_into(std::vector<uint64_t>& out) {
 }
 
 void ResponseQueue::push(ResponsePtr response) noexcept {
+  if (sink_) {
+    sink_->take(std::move(response));
+    return;
+  }
   std::shared_ptr<LoopNotifier> notifier;
   {
     std::lock_guard<std::mutex> lock(mutex_);

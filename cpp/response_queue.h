@@ -45,6 +45,15 @@ class LoopNotifier {
   std::vector<uint64_t> ready_;
 };
 
+// Takes a request's responses instead of its queue, on Triton's thread,
+// without the GIL (the native HTTP transport's infer replies,
+// kserve_infer.h): whatever it does must not block nor touch Python.
+class ResponseSink {
+ public:
+  virtual ~ResponseSink() = default;
+  virtual void take(ResponsePtr response) noexcept = 0;
+};
+
 // A request's responses. The common single response is kept inline (no
 // allocation per request); only a second queued response (a stream whose
 // consumer lags) allocates the overflow deque.
@@ -63,6 +72,8 @@ class ResponseQueue {
   }
   // asyncio wake-up: `notifier` is told token() on every push (null: none).
   void set_notifier(std::shared_ptr<LoopNotifier> notifier);
+  // Responses go to `sink` instead of the queue (set before submission).
+  void set_sink(std::shared_ptr<ResponseSink> sink) { sink_ = std::move(sink); }
   // This queue's notifier token: its address. A stale token (a finished
   // request whose address was reused) only makes a loop look at a queue
   // once more.
@@ -79,6 +90,7 @@ class ResponseQueue {
   std::atomic<bool> queued_{false};  // first_ is set; read without the mutex
   std::unique_ptr<std::deque<ResponsePtr>> rest_;  // those after it
   std::shared_ptr<LoopNotifier> notifier_;
+  std::shared_ptr<ResponseSink> sink_;  // set before submission, read-only after
 };
 
 // A request's end of the handoff, given to Triton as the response

@@ -17,6 +17,7 @@ from typing import Any, Optional, Union
 
 from .._api._errors import InvalidArgumentError
 from .._api._server import Server
+from .._kserve import fast_infer
 from .._kserve.restricted import parse_restrictions
 from .._kserve.routes import DEFAULT_MAX_BODY_BYTES, KServeRoutes, Reply
 from .._kserve.shared_memory import system_shared_memory
@@ -119,9 +120,12 @@ class KServeHttp(Frontend):
             restricted_apis=parse_restrictions(options.restricted_apis, "KServeHttp.Options.restricted_apis"),
             header_forward_pattern=options.header_forward_pattern)
         if options.transport == "native":
+            restrictions = parse_restrictions(options.restricted_apis, "KServeHttp.Options.restricted_apis")
+            native_infer = (self._server._started() if fast_infer.enabled and not options.header_forward_pattern
+                            and "inference" not in restrictions else None)
             self._http = native_http.NativeHttpServer(
                 "KServeHttp", routes, options.address, options.port, options.reuse_port, options.thread_count,
-                options.max_input_size, _too_large)
+                options.max_input_size, _too_large, native_infer)
         else:
             self._http = AsgiServer("KServeHttp", _AsgiApp(routes, options.max_input_size), options.address,
                                     options.port, options.reuse_port)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import threading
 from typing import Any, Callable, Optional
@@ -30,10 +31,17 @@ def available() -> bool:
 
 class NativeHttpServer:
     """`routes` served on address:port by the native transport until `stop()`;
-    `too_large(size, limit)` words the refusal of a body over the limit."""
+    `too_large(size, limit)` words the refusal of a body over the limit.
+    With `native_infer` (the native Server of the routes' server), the
+    plain binary-tensor infer request is served without Python but for
+    json.loads of its header (cpp/http_transport.cc); the caller passes it
+    only where the routes would take their own fast path (fast_infer) for
+    every such request: no forwarded headers, no restricted inference, no
+    response parameters."""
 
     def __init__(self, what: str, routes: KServeRoutes, address: str, port: int, reuse_port: bool,
-                 io_threads: int, max_input_size: int, too_large: Callable[[int, int], Reply]) -> None:
+                 io_threads: int, max_input_size: int, too_large: Callable[[int, int], Reply],
+                 native_infer: Any = None) -> None:
         self._what = what
         self._routes = routes
         self._address = address
@@ -42,6 +50,7 @@ class NativeHttpServer:
         self._io_threads = io_threads
         self._limit = max_input_size
         self._too_large = too_large
+        self._native_infer = native_infer
         self._loop_thread = LoopThread(f"tritonserver-{what}")
         self._transport: Any = None
         self._threads: list[threading.Thread] = []
@@ -69,6 +78,8 @@ class NativeHttpServer:
         except BaseException:
             self._loop_thread.stop()
             raise
+        if self._native_infer is not None:
+            transport.enable_infer(self._native_infer, json.loads)
         self._transport = transport
         self._threads = [threading.Thread(target=transport.serve_io, args=(index,), daemon=True,
                                           name=f"tritonserver-{self._what}-io{index}")
