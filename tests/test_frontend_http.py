@@ -488,6 +488,78 @@ def test_stalled_clients_do_not_block_others(frontend, url):
     assert_serving(url)
 
 
+def exchange(port: int, data: bytes) -> bytes:
+    """Send bytes on a fresh connection, keeping it open for writing (a
+    half-closed client counts as gone); what comes back until the server
+    closes it (the last request says Connection: close)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def binary_infer_request(request_id: str, values, last: bool = False) -> bytes:
+    """A raw HTTP/1.1 binary-tensor infer request of identity_fp32."""
+    header = json.dumps({"id": request_id, "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [len(values)],
+                                                       "parameters": {"binary_data_size": 4 * len(values)}}],
+                         "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}).encode()
+    body = header + numpy.asarray(values, dtype=numpy.float32).tobytes()
+    return (b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+            + f"Inference-Header-Content-Length: {len(header)}\r\nContent-Length: {len(body)}\r\n".encode()
+            + (b"Connection: close\r\n" if last else b"") + b"\r\n" + body)
+
+
+def test_pipelined_requests_are_answered_in_order(frontend):
+    """Requests sent back to back on one connection, infer and other
+    routes mixed, come back in their order."""
+    reply = exchange(frontend.port, binary_infer_request("first", [1.0, 2.0])
+                     + b"GET /v2/models/identity_fp32/config HTTP/1.1\r\nHost: x\r\n\r\n"
+                     + binary_infer_request("third", [3.0])
+                     + b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert reply.count(b"HTTP/1.1 200") == 4, reply[:400]
+    first, config, third = reply.find(b'"id":"first"'), reply.find(b'"backend"'), reply.find(b'"id":"third"')
+    assert 0 < first < config < third, reply[:400]
+    assert numpy.float32(3.0).tobytes() in reply[third:]
+
+
+def test_expect_100_continue_and_chunked_bodies(frontend):
+    """libcurl (perf_analyzer) sends `Expect: 100-continue` for bodies over
+    1 KiB and waits for the interim answer; a chunked request body is read
+    whole."""
+    request = binary_infer_request("expecting", [5.0] * 300, last=True)
+    head, _, body = request.partition(b"\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", frontend.port), timeout=30) as sock:
+        sock.sendall(head + b"\r\nExpect: 100-continue\r\n\r\n")
+        interim = b""
+        while b"\r\n\r\n" not in interim:
+            interim += sock.recv(1)
+        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    reply = b"".join(chunks)
+    assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(numpy.full(300, 5.0, numpy.float32).tobytes())
+
+    document = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2], "data": [7.0, 8.0]}]})
+    encoded = document.encode()
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (encoded[:10], encoded[10:])) + b"0\r\n\r\n"
+    reply = exchange(frontend.port, b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+                                    b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + chunked)
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:300]
+    assert json.loads(reply.partition(b"\r\n\r\n")[2])["outputs"][0]["data"] == [7.0, 8.0]
+
+
+def test_a_malformed_request_gets_400_and_http_1_0_closes(frontend, url):
+    reply = exchange(frontend.port, b"GET /v2/health/live HTTP/1.1\r\nHost x\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
+    reply = exchange(frontend.port, b"GET /v2/health/live HTTP/1.0\r\n\r\n")  # closed after the reply
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    assert_serving(url)
+
+
 def test_a_body_over_max_input_size_is_refused(server, http_options):
     with KServeHttp(server, http_options(address="127.0.0.1", port=0, max_input_size=1024)) as http:
         url = f"127.0.0.1:{http.port}"

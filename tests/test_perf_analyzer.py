@@ -28,9 +28,11 @@ from common import MODELS, NUMPY2, ROOT, STUB_SKIP_REASON, package_serve_command
 
 PERF_ANALYZER = ROOT / "build" / "perf_analyzer" / "perf_analyzer"
 # The server commands the tests run: name -> argv prefix.
-COMMANDS = {"binary": reference_command, "package": package_serve_command}
-# The package's serve command joins once it serves both protocols.
-SERVERS = ["binary", "package"]
+COMMANDS = {"binary": reference_command, "package": package_serve_command, "package-native-http": package_serve_command}
+# Flags of each kind beyond the common ones: package-native-http serves
+# HTTP on the extension's own transport.
+KIND_FLAGS = {"package-native-http": ["--http-transport", "native"]}
+SERVERS = ["binary", "package", "package-native-http"]
 # A measurement window (ms) and the most windows per level (see above).
 WINDOW_MS, MAX_WINDOWS = 1000, 10
 STREAM_COUNT = 3  # responses per request of the decoupled `streaming` model
@@ -43,7 +45,7 @@ def served(request, tmp_path_factory):
     models = ["identity_fp32"]
     if not (NUMPY2 and request.param == "binary"):  # the binary runs python models on the stub only
         models.append("streaming")
-    flags = ["--model-control-mode", "explicit"]
+    flags = ["--model-control-mode", "explicit", *KIND_FLAGS.get(request.param, [])]
     for name in models:
         flags += ["--load-model", name]
     with server_process(COMMANDS[request.param](), MODELS, flags,
