@@ -37,6 +37,11 @@ namespace tsb {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
+// A connection is not read while this many of its replies are pending or
+// this much of its output is unwritten (a client that pipelines without
+// reading): its socket's buffers then hold it back.
+constexpr size_t kMaxPending = 64;
+constexpr size_t kMaxBacklogBytes = 4 * 1024 * 1024;
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
 class HttpTransport;
@@ -76,6 +81,11 @@ struct Connection {
   bool want_out = false;        // EPOLLOUT registered
   bool close_when_written = false;
   bool peer_eof = false;        // the client ended its side, waiting for a refusal's reply
+  bool paused = false;          // not read until its backlog shrinks
+
+  bool backlogged() const {
+    return pending.size() >= kMaxPending || out.size() - out_at >= kMaxBacklogBytes;
+  }
   size_t unanswered = 0;        // requests handed on, reply not whole yet
 };
 
@@ -280,11 +290,6 @@ class HttpTransport {
     }
   }
 
-  size_t connection_count() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return connections_.size();
-  }
-
  private:
   struct Loop {
     int epoll_fd = -1;
@@ -344,9 +349,18 @@ class HttpTransport {
     // Keeps it alive through close_connection() below.
     std::shared_ptr<Connection> keep = find(connection.id);
     if (!keep) return;
-    if (events & EPOLLOUT) {
+    if (events & (EPOLLHUP | EPOLLERR)) {
+      close_connection(connection);  // reset, or both sides shut down
+      return;
+    }
+    {
       std::lock_guard<std::mutex> lock(connection.mutex);
-      write_out(connection);
+      if (events & EPOLLOUT) write_out(connection);
+      if (connection.backlogged()) {
+        connection.paused = true;
+        watch(connection, connection.want_out);
+        return;
+      }
     }
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
       while (true) {
@@ -393,13 +407,30 @@ class HttpTransport {
     connection.refused = true;
     connection.reading_stopped = true;
     const uint64_t seq = open_entry(connection, /*close=*/true);
-    GilAcquire gil;
-    try {
-      refused_(connection.id, seq, size, reason);
-    } catch (nb::python_error& error) {
-      error.restore();
-      PyErr_WriteUnraisable(refused_.ptr());
+    bool handed = false;
+    {
+      GilAcquire gil;
+      try {
+        refused_(connection.id, seq, size, reason);
+        handed = true;
+      } catch (nb::python_error& error) {
+        error.discard_as_unraisable(refused_);
+      }
     }
+    if (!handed) internal_error(connection.id, seq);
+  }
+
+  // The answer to a request Python could not be handed (its error was
+  // reported as unraisable): a 500, so that the connection goes on.
+  void internal_error(uint64_t connection, uint64_t seq) {
+    write_infer_reply(connection, seq, 500,
+                      "{\"error\": \"internal error: the request could not be handed to the routes\"}", -1);
+  }
+
+  static nb::object latin1(const std::string& text) {
+    PyObject* decoded = PyUnicode_DecodeLatin1(text.data(), static_cast<Py_ssize_t>(text.size()), nullptr);
+    if (decoded == nullptr) throw nb::python_error();
+    return nb::steal(decoded);
   }
 
   // Numbers the next reply of `connection` (its slot in the ordered output).
@@ -479,12 +510,17 @@ class HttpTransport {
     connection.out.clear();
     connection.out_at = 0;
     if (connection.want_out) watch(connection, false);
+    if (connection.paused && !connection.backlogged()) {
+      connection.paused = false;
+      watch(connection, false);
+    }
     if (connection.close_when_written) ::shutdown(connection.fd, SHUT_WR);
   }
 
   void watch(Connection& connection, bool out) {
     epoll_event event{};
-    event.events = (connection.peer_eof ? 0u : EPOLLIN | EPOLLRDHUP) | (out ? EPOLLOUT : 0u);
+    event.events = (connection.peer_eof || connection.paused ? 0u : EPOLLIN | EPOLLRDHUP) |
+                   (out ? EPOLLOUT : 0u);
     event.data.ptr = &connection;
     epoll_ctl(connection.epoll_fd, EPOLL_CTL_MOD, connection.fd, &event);
     connection.want_out = out;
@@ -519,8 +555,7 @@ class HttpTransport {
       try {
         closed_(connection.id);
       } catch (nb::python_error& error) {
-        error.restore();
-        PyErr_WriteUnraisable(closed_.ptr());
+        error.discard_as_unraisable(closed_);
       }
     }
   }
@@ -594,28 +629,37 @@ class HttpTransport {
     const bool keep_alive = llhttp_should_keep_alive(parser) != 0;
     const uint64_t seq = t.open_entry(c, !keep_alive);
     if (!keep_alive) c.reading_stopped = true;
-    GilAcquire gil;
-    try {
-      nb::bytes body(c.body.data(), c.body.size());
-      if (t.infer_server_ != nullptr && t.try_infer(c, seq, parser, body)) {
-        c.body.clear();
-        return 0;
+    bool handed = false;
+    {
+      GilAcquire gil;
+      try {
+        nb::bytes body(c.body.data(), c.body.size());
+        bool taken = false;
+        if (t.infer_server_ != nullptr) {
+          try {
+            taken = t.try_infer(c, seq, parser, body);
+          } catch (nb::python_error& error) {
+            error.discard_as_unraisable(t.json_loads_);
+          } catch (const std::exception&) {
+            // not submitted (kserve_infer_reply discards on failure): Python answers
+          }
+        }
+        if (!taken) {
+          nb::dict headers;
+          for (const auto& [name, value] : c.headers) {
+            nb::object key = latin1(name);
+            headers[key] = latin1(value);
+          }
+          t.dispatch_(c.id, seq, llhttp_method_name(static_cast<llhttp_method_t>(parser->method)),
+                      latin1(c.url), headers, body);
+        }
+        handed = true;
+      } catch (nb::python_error& error) {
+        error.discard_as_unraisable(t.dispatch_);
+      } catch (const std::exception&) {
       }
-      nb::dict headers;
-      for (const auto& [name, value] : c.headers) {
-        nb::object key = nb::steal(PyUnicode_DecodeLatin1(name.data(), static_cast<Py_ssize_t>(name.size()), nullptr));
-        nb::object text = nb::steal(PyUnicode_DecodeLatin1(value.data(), static_cast<Py_ssize_t>(value.size()), nullptr));
-        if (!key.is_valid() || !text.is_valid()) throw nb::python_error();
-        headers[key] = text;
-      }
-      nb::object target = nb::steal(PyUnicode_DecodeLatin1(c.url.data(), static_cast<Py_ssize_t>(c.url.size()), nullptr));
-      if (!target.is_valid()) throw nb::python_error();
-      t.dispatch_(c.id, seq, llhttp_method_name(static_cast<llhttp_method_t>(parser->method)), target,
-                  headers, body);
-    } catch (nb::python_error& error) {
-      error.restore();
-      PyErr_WriteUnraisable(t.dispatch_.ptr());
     }
+    if (!handed) t.internal_error(c.id, seq);
     c.body.clear();
     if (c.body.capacity() > kReadChunk) c.body.shrink_to_fit();
     return 0;
@@ -720,8 +764,7 @@ void bind_http_transport(nb::module_& m) {
       .def("reply_end", &HttpTransport::reply_end, "connection"_a, "seq"_a)
       .def("enable_infer", &HttpTransport::enable_infer, "server"_a, "json_loads"_a)
       .def("stop", &HttpTransport::stop, "grace_s"_a)
-      .def("close_all", &HttpTransport::close_all)
-      .def_prop_ro("connection_count", &HttpTransport::connection_count);
+      .def("close_all", &HttpTransport::close_all);
 }
 
 }  // namespace tsb

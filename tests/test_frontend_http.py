@@ -524,6 +524,27 @@ def test_pipelined_requests_are_answered_in_order(frontend):
     assert numpy.float32(3.0).tobytes() in reply[third:]
 
 
+def test_a_client_that_pipelines_without_reading_is_held_back(frontend, url):
+    """200 requests of 64 KiB sent before any reply is read (more than the
+    sockets' buffers hold): the others are served meanwhile, and every
+    reply arrives, in order, once the client reads."""
+    count = 200
+    requests = b"".join(binary_infer_request(f"r{i}", [float(i)] * 16384, last=i == count - 1)
+                        for i in range(count))
+    with socket.create_connection(("127.0.0.1", frontend.port), timeout=30) as sock:
+        sender = threading.Thread(target=sock.sendall, args=(requests,))
+        sender.start()
+        assert_serving(url)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+        sender.join(30)
+    reply = b"".join(chunks)
+    assert reply.count(b"HTTP/1.1 200") == count
+    positions = [reply.find(f'"id":"r{i}"'.encode()) for i in range(count)]
+    assert all(0 < a < b for a, b in zip(positions, positions[1:]))
+
+
 def test_expect_100_continue_and_chunked_bodies(frontend):
     """libcurl (perf_analyzer) sends `Expect: 100-continue` for bodies over
     1 KiB and waits for the interim answer; a chunked request body is read
