@@ -41,6 +41,9 @@ constexpr size_t kReadChunk = 64 * 1024;
 // this much of its output is unwritten (a client that pipelines without
 // reading): its socket's buffers then hold it back.
 constexpr size_t kMaxPending = 64;
+// A keep-alive connection idle this long between requests is closed (as
+// uvicorn's default timeout_keep_alive); swept about once a second.
+constexpr auto kKeepAliveIdle = std::chrono::seconds(5);
 constexpr size_t kMaxBacklogBytes = 4 * 1024 * 1024;
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -53,6 +56,7 @@ struct Outgoing {
   std::string bytes;
   bool done = false;
   bool close = false;
+  bool head = false;  // the answer to HEAD: no body
 };
 
 struct Connection {
@@ -66,7 +70,7 @@ struct Connection {
   std::string url, field, value;
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
-  bool in_value = false;
+  bool in_message = false;      // a request begun, not yet whole
   bool refused = false;         // this request was handed to `refused`
   bool reading_stopped = false; // input after a closing request is dropped
 
@@ -87,6 +91,7 @@ struct Connection {
     return pending.size() >= kMaxPending || out.size() - out_at >= kMaxBacklogBytes;
   }
   size_t unanswered = 0;        // requests handed on, reply not whole yet
+  std::chrono::steady_clock::time_point last_active = std::chrono::steady_clock::now();
 };
 
 std::string lower(std::string text) {
@@ -151,7 +156,8 @@ class HttpTransport {
     std::vector<epoll_event> events(256);
     std::vector<char> buffer(kReadChunk);
     while (!stopping_.load(std::memory_order_acquire)) {
-      const int ready = epoll_wait(loop.epoll_fd, events.data(), static_cast<int>(events.size()), -1);
+      const int ready = epoll_wait(loop.epoll_fd, events.data(), static_cast<int>(events.size()), 1000);
+      close_idle(loop);
       if (ready < 0) {
         if (errno == EINTR) continue;
         break;
@@ -213,7 +219,7 @@ class HttpTransport {
       entry.bytes += "content-length: ";
       entry.bytes += std::to_string(size);
       entry.bytes += entry.close ? "\r\nconnection: close\r\n\r\n" : "\r\n\r\n";
-      entry.bytes.append(data, size);
+      if (!entry.head) entry.bytes.append(data, size);
       entry.done = true;
     });
   }
@@ -234,6 +240,7 @@ class HttpTransport {
     const size_t size = chunk.size();
     GilRelease release;
     append(connection, seq, [&](Outgoing& entry) {
+      if (entry.head) return;
       char length[32];
       const int n = std::snprintf(length, sizeof length, "%zx\r\n", size);
       entry.bytes.append(length, static_cast<size_t>(n));
@@ -245,7 +252,7 @@ class HttpTransport {
   void reply_end(uint64_t connection, uint64_t seq) {
     GilRelease release;
     append(connection, seq, [&](Outgoing& entry) {
-      entry.bytes += "0\r\n\r\n";
+      if (!entry.head) entry.bytes += "0\r\n\r\n";
       entry.done = true;
     });
   }
@@ -294,6 +301,7 @@ class HttpTransport {
   struct Loop {
     int epoll_fd = -1;
     int wake_fd = -1;
+    std::chrono::steady_clock::time_point last_sweep;
   };
 
   static void close_loops(Loop* loop) {
@@ -315,6 +323,30 @@ class HttpTransport {
       head += "\r\n";
     }
     return head;
+  }
+
+  // Closes the connections of `loop` idle past kKeepAliveIdle: between
+  // requests, nothing unanswered or unwritten.
+  void close_idle(Loop& loop) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - loop.last_sweep < std::chrono::seconds(1)) return;
+    loop.last_sweep = now;
+    std::vector<std::shared_ptr<Connection>> mine;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [id, connection] : connections_) {
+        if (connection->epoll_fd == loop.epoll_fd) mine.push_back(connection);
+      }
+    }
+    for (const std::shared_ptr<Connection>& connection : mine) {
+      bool idle;
+      {
+        std::lock_guard<std::mutex> lock(connection->mutex);
+        idle = !connection->in_message && connection->unanswered == 0 && connection->out.empty() &&
+               now - connection->last_active > kKeepAliveIdle;
+      }
+      if (idle) close_connection(*connection);
+    }
   }
 
   void accept_all(Loop& loop) {
@@ -366,6 +398,10 @@ class HttpTransport {
       while (true) {
         const ssize_t n = ::recv(connection.fd, buffer.data(), buffer.size(), 0);
         if (n > 0) {
+          {
+            std::lock_guard<std::mutex> lock(connection.mutex);
+            connection.last_active = std::chrono::steady_clock::now();
+          }
           if (!connection.reading_stopped) parse(connection, buffer.data(), static_cast<size_t>(n));
           if (static_cast<size_t>(n) < buffer.size()) break;
           continue;
@@ -434,11 +470,12 @@ class HttpTransport {
   }
 
   // Numbers the next reply of `connection` (its slot in the ordered output).
-  uint64_t open_entry(Connection& connection, bool close) {
+  uint64_t open_entry(Connection& connection, bool close, bool head = false) {
     std::lock_guard<std::mutex> lock(connection.mutex);
     const uint64_t seq = connection.next_seq++;
     Outgoing& entry = connection.pending[seq];
     entry.close = close;
+    entry.head = head;
     ++connection.unanswered;
     {
       std::lock_guard<std::mutex> all(mutex_);
@@ -461,6 +498,7 @@ class HttpTransport {
 
   void answered(Connection& connection) {
     --connection.unanswered;
+    connection.last_active = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> all(mutex_);
     if (--unanswered_ == 0) drained_.notify_all();
   }
@@ -570,7 +608,7 @@ class HttpTransport {
     c.value.clear();
     c.headers.clear();
     c.body.clear();
-    c.in_value = false;
+    c.in_message = true;
     return 0;
   }
   static int on_url(llhttp_t* parser, const char* at, size_t length) {
@@ -627,7 +665,8 @@ class HttpTransport {
     Connection& c = of(parser);
     HttpTransport& t = *c.transport;
     const bool keep_alive = llhttp_should_keep_alive(parser) != 0;
-    const uint64_t seq = t.open_entry(c, !keep_alive);
+    const uint64_t seq = t.open_entry(c, !keep_alive, parser->method == HTTP_HEAD);
+    c.in_message = false;
     if (!keep_alive) c.reading_stopped = true;
     bool handed = false;
     {

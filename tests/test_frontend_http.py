@@ -578,7 +578,22 @@ def test_a_malformed_request_gets_400_and_http_1_0_closes(frontend, url):
     assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
     reply = exchange(frontend.port, b"GET /v2/health/live HTTP/1.0\r\n\r\n")  # closed after the reply
     assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    # HEAD's answer has no body: the next reply on the connection follows its headers
+    reply = exchange(frontend.port, b"HEAD /v2/models/identity_fp32 HTTP/1.1\r\nHost: x\r\n\r\n"
+                                    b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    first, _, rest = reply.partition(b"\r\n\r\n")
+    assert first.startswith(b"HTTP/1.1 ") and rest.startswith(b"HTTP/1.1 200"), reply[:300]
     assert_serving(url)
+
+
+def test_an_idle_keep_alive_connection_is_closed(frontend):
+    """As uvicorn's default: 5 s without a request."""
+    with socket.create_connection(("127.0.0.1", frontend.port), timeout=30) as sock:
+        sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = b""
+        while chunk := sock.recv(65536):  # the reply, then the end once the server closes
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
 
 
 def test_a_body_over_max_input_size_is_refused(server, http_options):
