@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,7 @@ struct Outgoing {
   bool done = false;
   bool close = false;
   bool head = false;  // the answer to HEAD: no body
+  std::function<void()> cancel;  // a native infer request's, until answered
 };
 
 struct Connection {
@@ -492,7 +494,10 @@ class HttpTransport {
     auto it = connection->pending.find(seq);
     if (connection->closed || it == connection->pending.end() || it->second.done) return;
     fill(it->second);
-    if (it->second.done) answered(*connection);
+    if (it->second.done) {
+      it->second.cancel = nullptr;
+      answered(*connection);
+    }
     if (seq == connection->send_seq) advance(*connection);
   }
 
@@ -572,6 +577,7 @@ class HttpTransport {
 
   void close_connection(Connection& connection) {
     size_t unanswered;
+    std::vector<std::function<void()>> cancels;  // run once the locks are let go
     {
       std::lock_guard<std::mutex> lock(connection.mutex);
       if (connection.closed) return;
@@ -579,6 +585,9 @@ class HttpTransport {
       epoll_ctl(connection.epoll_fd, EPOLL_CTL_DEL, connection.fd, nullptr);
       ::close(connection.fd);
       unanswered = connection.unanswered;
+      for (auto& [seq, entry] : connection.pending) {
+        if (entry.cancel) cancels.push_back(std::move(entry.cancel));
+      }
       connection.pending.clear();
       connection.unanswered = 0;
     }
@@ -588,6 +597,7 @@ class HttpTransport {
       unanswered_ -= unanswered;
       if (unanswered != 0 && unanswered_ == 0) drained_.notify_all();
     }
+    for (const std::function<void()>& cancel : cancels) cancel();
     if (unanswered != 0) {
       GilAcquire gil;
       try {
@@ -753,14 +763,23 @@ class HttpTransport {
     if (!PyDict_CheckExact(document)) return false;
     std::shared_ptr<Alive> alive = alive_;
     const uint64_t id = c.id;
-    return kserve_infer_reply(
-        *infer_server_, std::string(parts[0]), version, held, body, header_length,
-        [alive, id, seq](int status, std::string reply, int64_t reply_header_length) {
-          std::lock_guard<std::mutex> lock(alive->mutex);
-          if (alive->transport != nullptr) {
-            alive->transport->write_infer_reply(id, seq, status, reply, reply_header_length);
-          }
-        });
+    std::function<void()> cancel;
+    if (!kserve_infer_reply(
+            *infer_server_, std::string(parts[0]), version, held, body, header_length,
+            [alive, id, seq](int status, std::string reply, int64_t reply_header_length) {
+              std::lock_guard<std::mutex> lock(alive->mutex);
+              if (alive->transport != nullptr) {
+                alive->transport->write_infer_reply(id, seq, status, reply, reply_header_length);
+              }
+            },
+            &cancel)) {
+      return false;
+    }
+    // Kept until answered: a client that leaves first cancels it.
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto entry = c.pending.find(seq);
+    if (entry != c.pending.end() && !entry->second.done) entry->second.cancel = std::move(cancel);
+    return true;
   }
 
   // The transport as its late infer replies find it (null once destroyed).

@@ -567,6 +567,7 @@ class ReplySink final : public ResponseSink {
     if (done_.load(std::memory_order_acquire)) return;
     if (!data.has_error && data.outputs.empty() && !data.final) return;  // await the next
     if (done_.exchange(true)) return;
+    if (data.cancelled) return;  // the client left: nobody to answer
     try {
       if (data.has_error) {
         std::string body = "{\"error\": ";
@@ -638,7 +639,7 @@ nb::object kserve_infer(Server& server, nb::handle model, const std::string& mod
 
 bool kserve_infer_reply(Server& server, const std::string& model_name, int64_t model_version,
                         nb::handle document, nb::handle body, size_t header_length,
-                        KServeReplyWriter write) {
+                        KServeReplyWriter write, std::function<void()>* cancel) {
   Built built = build_request(server, model_name, model_version, document, body, header_length,
                               nb::none());
   if (built.request.is_none()) return false;
@@ -647,7 +648,8 @@ bool kserve_infer_reply(Server& server, const std::string& model_name, int64_t m
     request.set_response_sink(std::make_shared<ReplySink>(model_name, std::move(built.id),
                                                           std::move(built.route), std::move(write)));
     request.submit_from_python(nullptr);
-  } catch (const TritonException& error) {
+    *cancel = request.canceller();
+  } catch (const TritonException&) {
     // The core refused it: the general path words the refusal.
     request.discard_from_python();
     return false;

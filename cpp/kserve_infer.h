@@ -75,8 +75,10 @@ using KServeReplyWriter = std::function<void(int status, std::string body, int64
 // Triton's thread, without Python. Returns false, having sent nothing to
 // the core, for a request this path does not cover, and when the core
 // refuses the submission: the general path then answers it.
+// `*cancel` is then set to the request's canceller (Request::canceller):
+// after it, `write` is not called.
 bool kserve_infer_reply(Server& server, const std::string& model_name, int64_t model_version,
                         nanobind::handle document, nanobind::handle body, size_t header_length,
-                        KServeReplyWriter write);
+                        KServeReplyWriter write, std::function<void()>* cancel);
 
 }  // namespace tsb

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -136,6 +137,10 @@ class Request {
   // stream ends there at once; false (a no-op) when the request is not in
   // flight (not submitted, or already released).
   bool cancel();
+  // cancel() for a holder without this Request (a native transport's
+  // connection, cpp/http_transport.cc): callable from any thread without
+  // the GIL, never throws (a failure of the core's cancel is dropped).
+  std::function<void()> canceller() const;
   // Gives up an unsubmitted request now (e.g. after a validation error):
   // its core handle is deleted and its inputs released (call with the GIL).
   void discard_from_python();

@@ -347,7 +347,8 @@ def test_header_forward_pattern_and_restricted_apis(server, http_options, restri
 
 
 def test_a_client_that_leaves_cancels_its_request(server, frontend):
-    """Mid-stream (generate_stream), and while its infer runs."""
+    """Mid-stream (generate_stream), and while its infer runs (JSON and
+    binary tensors)."""
     cancelled = {"stream": threading.Event(), "infer": threading.Event()}
     entered = threading.Event()
 
@@ -389,6 +390,19 @@ def test_a_client_that_leaves_cancels_its_request(server, frontend):
                          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
             assert entered.wait(30)
         assert cancelled["infer"].wait(30), "the request went on after its client left"
+
+        # the same with binary tensors (the native transport's infer path)
+        entered.clear()
+        cancelled["infer"].clear()
+        header = json.dumps({"inputs": [{"name": "X", "datatype": "FP32", "shape": [1],
+                                         "parameters": {"binary_data_size": 4}}],
+                             "outputs": [{"name": "Y", "parameters": {"binary_data": True}}]}).encode()
+        body = header + numpy.float32(2.0).tobytes()
+        with socket.create_connection(("127.0.0.1", frontend.port), timeout=30) as sock:
+            sock.sendall(b"POST /v2/models/http_stuck/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+                         b"Inference-Header-Content-Length: %d\r\n\r\n%s" % (len(body), len(header), body))
+            assert entered.wait(30)
+        assert cancelled["infer"].wait(30), "the binary request went on after its client left"
         assert_serving(f"127.0.0.1:{frontend.port}")
     finally:
         server.unbind("http_endless")
