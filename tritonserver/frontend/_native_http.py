@@ -68,13 +68,12 @@ class NativeHttpServer:
         sock = listening_socket(self._what, self._address, self._requested_port, self._reuse_port)
         port = sock.getsockname()[1]
         self._loop_thread.start()
-        loop = self._loop_thread.loop
+        # What the I/O threads call (with the GIL): these, on the loop thread.
+        post: Any = self._loop_thread.loop.call_soon_threadsafe
         try:
             transport = _native.HttpTransport(
-                sock.detach(), self._io_threads, self._limit,
-                functools.partial(loop.call_soon_threadsafe, self._serve),
-                functools.partial(loop.call_soon_threadsafe, self._refused),
-                functools.partial(loop.call_soon_threadsafe, self._closed))
+                sock.detach(), self._io_threads, self._limit, functools.partial(post, self._serve),
+                functools.partial(post, self._refused), functools.partial(post, self._closed))
         except BaseException:
             self._loop_thread.stop()
             raise
