@@ -96,6 +96,24 @@ struct Connection {
   std::chrono::steady_clock::time_point last_active = std::chrono::steady_clock::now();
 };
 
+// The reason phrase of a status line (clients read only the code; llhttp's
+// own table aborts on a code it does not know).
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 413: return "Payload Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    default: return status < 400 ? "OK" : "Error";
+  }
+}
+
 std::string lower(std::string text) {
   for (char& c : text) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
   return text;
@@ -193,7 +211,7 @@ class HttpTransport {
     std::string head = "HTTP/1.1 ";
     head += std::to_string(status);
     head += ' ';
-    head += llhttp_status_name(static_cast<llhttp_status_t>(status));
+    head += reason_phrase(status);
     if (header_length < 0) {
       head += "\r\ncontent-type: application/json\r\n";
     } else {
@@ -316,7 +334,7 @@ class HttpTransport {
     std::string head = "HTTP/1.1 ";
     head += std::to_string(status);
     head += ' ';
-    head += llhttp_status_name(static_cast<llhttp_status_t>(status));
+    head += reason_phrase(status);
     head += "\r\n";
     for (auto [name, value] : nb::borrow<nb::dict>(headers)) {
       head += nb::cast<std::string>(name);
