@@ -729,8 +729,12 @@ SAME_STATUS = [
     ("POST", "/v2/models/identity_fp32", b"", {}),
     ("GET", "/v3", None, {}),
     ("GET", "/v2/nothing", None, {}),
-    ("POST", "/v2/models/add_sub/generate", json.dumps({"INPUT0": [1, 2, 3, 4], "INPUT1": [1, 1, 1, 1]}).encode(), {}),
-    ("POST", "/v2/models/streaming/generate_stream", json.dumps({"COUNT": 2}).encode(), {}),
+    # python models run by the binary's stub, which needs numpy<2 (under numpy 2 these skip)
+    pytest.param("POST", "/v2/models/add_sub/generate",
+                 json.dumps({"INPUT0": [1, 2, 3, 4], "INPUT1": [1, 1, 1, 1]}).encode(), {},
+                 marks=pytest.mark.python_stub),
+    pytest.param("POST", "/v2/models/streaming/generate_stream", json.dumps({"COUNT": 2}).encode(), {},
+                 marks=pytest.mark.python_stub),
     ("POST", "/v2/models/no_such_model/generate", b"{}", {}),
     ("GET", "/v2/systemsharedmemory/status", None, {}),
     ("GET", "/v2/systemsharedmemory/region/nope/status", None, {}),
@@ -776,9 +780,13 @@ def binary_url():
         yield binary.http_url
 
 
-@pytest.mark.parametrize("case", SAME_STATUS, ids=[f"{c[0]} {c[1]}" for c in SAME_STATUS])
-def test_the_binary_and_kserve_http_answer_with_the_same_status(binary_url, url, case):
-    method, path, body, headers = case
+def _case_id(case) -> str:
+    values = case.values if hasattr(case, "values") else case
+    return f"{values[0]} {values[1]}"
+
+
+@pytest.mark.parametrize("method, path, body, headers", SAME_STATUS, ids=[_case_id(c) for c in SAME_STATUS])
+def test_the_binary_and_kserve_http_answer_with_the_same_status(binary_url, url, method, path, body, headers):
     theirs = raw(binary_url, method, path, body, headers)
     ours = raw(url, method, path, body, headers)
     assert ours[0] == theirs[0], (ours, theirs)
