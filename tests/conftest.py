@@ -4,6 +4,7 @@ and our C++ identity test backend (built by `make build`)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pathlib
 import shutil
@@ -126,3 +127,11 @@ def torch():
     if not torch.cuda.is_available():
         pytest.skip("PyTorch without CUDA")
     return torch
+
+
+@pytest.fixture(scope="module")
+def loop():
+    """An event loop of the test module's own (the KServe routes' tests run their coroutines on it)."""
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()

@@ -32,13 +32,6 @@ MODELS = ("identity_fp32", "identity_multi", "identity_bytes", "identity_bf16", 
 
 
 @pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture(scope="module")
 def routes(server, model):
     for name in MODELS:
         try:

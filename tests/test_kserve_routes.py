@@ -8,7 +8,6 @@ cluster: test_ray_serve.py."""
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import json
 import os
@@ -37,13 +36,6 @@ SAMPLES = KSERVE_SAMPLES
 SUFFIX = {t: ("STRING" if t == "BYTES" else t) for t in SAMPLES}
 # As NVIDIA's tritonserver answers (src/http_server.cc, HttpCodeFromError).
 EXPECTED_STATUS = {"bad": 400, "unknown": 404, "method": 405, "unsupported": 501, "unavailable": 503}
-
-
-@pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ def _refuse(options: Any, field: str, wanted: str) -> InvalidArgumentError:
 
 def check_int(options: Any, field: str, low: int = 0, high: Optional[int] = None) -> None:
     value = getattr(options, field)
-    if type(value) is not int and not (isinstance(value, int) and not isinstance(value, bool)):
+    if isinstance(value, bool) or not isinstance(value, int):  # an int or an IntEnum, never a bool
         raise _refuse(options, field, "an int")
     if value < low or (high is not None and value > high):
         raise _refuse(options, field, f"an int from {low} to {high}" if high is not None else f"an int >= {low}")
