@@ -54,10 +54,11 @@ class KServeHttp(Frontend):
           header `key` set to `value` is answered 403.
         - max_input_size: the largest request body in bytes, as received
           and once decompressed (the binary's --http-max-input-size, 64 MiB).
-        - transport (this package's): "uvicorn" (the default: the routes
-          as an ASGI app under uvicorn) or "native" (a prototype: the
-          extension's own HTTP/1.1 server, llhttp on epoll, with
-          `thread_count` I/O threads, in front of the same routes).
+        - transport (this package's): "native" (the default where the
+          extension has it: its own HTTP/1.1 server, llhttp on epoll, with
+          `thread_count` I/O threads) or "uvicorn" (the routes as an ASGI
+          app under uvicorn; the default of a build without the native
+          transport). The same routes answer on both.
         """
 
         address: str = "0.0.0.0"
@@ -67,7 +68,7 @@ class KServeHttp(Frontend):
         header_forward_pattern: str = ""
         restricted_apis: list[Any] = field(default_factory=list)
         max_input_size: int = DEFAULT_MAX_BODY_BYTES
-        transport: str = "uvicorn"
+        transport: str = field(default_factory=lambda: native_http.DEFAULT_TRANSPORT)
 
         def __post_init__(self) -> None:
             check_address(self)

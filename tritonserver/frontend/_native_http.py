@@ -29,6 +29,10 @@ def available() -> bool:
     return hasattr(_native, "HttpTransport")
 
 
+# KServeHttp's default transport: the native one where this build has it.
+DEFAULT_TRANSPORT = "native" if available() else "uvicorn"
+
+
 class NativeHttpServer:
     """`routes` served on address:port by the native transport until `stop()`;
     `too_large(size, limit)` words the refusal of a body over the limit.
