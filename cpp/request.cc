@@ -251,6 +251,8 @@ void Request::set_output_memory(int memory_type, int64_t memory_type_id) {
       static_cast<TRITONSERVER_MemoryType>(memory_type), memory_type_id);
 }
 
+void Request::set_from_model_code() { state_->from_model_code = true; }
+
 void Request::set_dispatch_token(uint64_t token) {
   std::lock_guard<std::mutex> build(state_->build_mutex);
   live_handle();
@@ -375,14 +377,34 @@ ResponsePtr Request::next_from_python(double timeout_s) {
   }
 }
 
-bool Request::cancel() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  if (!state_->submitted || state_->handle == nullptr) return false;
-  check(triton().InferenceRequestCancel(state_->handle));
+namespace {
+
+// Request::cancel() on `state`; a failure of the core's cancel raises
+// with `raise`, else is dropped.
+bool cancel_in_flight(RequestState& state, bool raise) {
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (!state.submitted || state.handle == nullptr) return false;
+  TRITONSERVER_Error* error = triton().InferenceRequestCancel(state.handle);
+  if (raise) {
+    check(error);
+  } else {
+    ignore_error(error);
+  }
   // The consumer need not wait for the backend, which may not look at the
   // cancellation at all: its stream ends at this end (a waiter wakes).
-  state_->queue.push(cancelled_end());
+  state.queue.push(cancelled_end());
   return true;
+}
+
+}  // namespace
+
+bool Request::cancel() { return cancel_in_flight(*state_, true); }
+
+void RequestState::cancel() noexcept {
+  try {
+    cancel_in_flight(*this, false);
+  } catch (...) {  // a failed lock: nothing to cancel safely
+  }
 }
 
 }  // namespace tsb

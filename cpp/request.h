@@ -28,6 +28,9 @@ struct RequestState final : InflightEntry {
   // Deletes the core request if it was never submitted. Never throws. Waits
   // for a setter or submit() in progress (build_mutex).
   void discard() noexcept override;
+  // Request::cancel() without raising (a failure of the core's cancel is
+  // dropped): a server's stop past its exit timeout.
+  void cancel() noexcept override;
   // The same, with build_mutex held by the caller.
   void discard_locked() noexcept;
 
@@ -109,6 +112,9 @@ class Request {
   void add_requested_output(const std::string& name);
   void set_output_memory(int memory_type, int64_t memory_type_id);
   void set_dispatch_token(uint64_t token);
+  // Marks a request of in-process python model code (BLS): a stop past its
+  // exit timeout cancels it (see InflightRequests).
+  void set_from_model_code();
 
   // Hands the request to Triton (call without the GIL).
   void submit();

@@ -56,6 +56,10 @@ def _calling_server() -> "_server.Server":
         for server_address, server in running:
             if server_address == address:
                 return server
+        if _server.stopped_server(address):
+            raise pb_utils.TritonModelException(
+                "the server this model runs in was stopped: it takes no new requests (BLS) nor model control "
+                "calls; let execute() finish without them")
     candidates = [s for _, s in running if s.python_models == "in-process"]
     if len(candidates) == 1:
         return candidates[0]
@@ -157,7 +161,7 @@ def execute(request: pb_utils.InferenceRequest,
     `request` run on its model; a refused request gives a response with its
     error, as with the stub."""
     server = _calling_server()
-    kwargs: dict[str, Any] = {"raise_on_error": False}
+    kwargs: dict[str, Any] = {}
     if request._request_id:
         kwargs["request_id"] = request._request_id
     if request._correlation_id:
@@ -174,7 +178,9 @@ def execute(request: pb_utils.InferenceRequest,
     try:
         model = server.model(request._model_name, request._model_version)
         inputs: dict[str, Any] = {t.name(): t._array if not t.is_cpu() else t.as_numpy() for t in request._inputs}
-        responses = model.infer(inputs=inputs, **kwargs)
+        sent = model.create_request(inputs=inputs, **kwargs)
+        sent._from_model_code = True  # a stop past its exit timeout cancels it
+        responses = model.infer(sent, raise_on_error=False)
         if decoupled:
             return (_response_of(r) for r in responses)
         results = [_response_of(r) for r in responses]
