@@ -5,6 +5,7 @@ outputs: they are DLPack views of the response buffers)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -44,6 +45,16 @@ def _refused(what: str, message: str) -> pb_utils.TritonModelException:
     return pb_utils.TritonModelException(
         f"Failed to {what}: Failed to process the request for model '{getattr(current, 'instance', '')}', "
         f"message: {message}")
+
+
+@contextlib.contextmanager
+def _refusals(what: str) -> Iterator[None]:
+    """A TritonError of the server's, raised in the block, becomes
+    _refused(what, its message)."""
+    try:
+        yield
+    except _errors.TritonError as e:
+        raise _refused(what, str(e)) from None
 
 
 def _calling_server() -> "_server.Server":
@@ -98,20 +109,16 @@ def load_model(model_name: str, config: str = "", files: Optional[dict[str, byte
                 f"contents (bytes), not {type(path).__name__}: {type(content).__name__}")
         parameters[path] = content
     server = _calling_server()
-    try:
+    with _refusals("load model"):
         server.load(model_name, parameters or None)
-    except _errors.TritonError as e:
-        raise _refused("load model", str(e)) from None
 
 
 def unload_model(model_name: str, unload_dependents: bool = False) -> None:
     """pb_utils.unload_model(): start unloading a model of the calling
     model's server (not waited for, as with the stub)."""
     server = _calling_server()
-    try:
+    with _refusals("unload model"):
         server.unload(model_name, unload_dependents=unload_dependents)
-    except _errors.TritonError as e:
-        raise _refused("unload model", str(e)) from None
 
 
 def is_model_ready(model_name: str, model_version: str = "") -> bool:
@@ -128,10 +135,8 @@ def is_model_ready(model_name: str, model_version: str = "") -> bool:
             raise _refused("check model readiness", f"failed to get model version from specified version string "
                            f"'{model_version}', version should be an integral value > 0")
     server = _calling_server()
-    try:
+    with _refusals("check model readiness"):
         return _server.model_is_ready(server, model_name, version)
-    except _errors.TritonError as e:
-        raise _refused("check model readiness", str(e)) from None
 
 
 def _error_of(error: BaseException) -> pb_utils.TritonError:
