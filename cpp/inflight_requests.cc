@@ -68,6 +68,19 @@ void InflightRequests::discard_unsubmitted() noexcept {
   for (const auto& state : live) state->discard();
 }
 
+void InflightRequests::cancel_model_code_requests() noexcept {
+  std::vector<std::shared_ptr<InflightEntry>> live;
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live = live_locked();
+  } catch (...) {
+    return;  // out of memory: the server's stop reports what is left
+  }
+  for (const auto& state : live) {
+    if (state->submitted && state->from_model_code) state->cancel();
+  }
+}
+
 bool InflightRequests::drain(const std::string& model, double timeout_s) {
   std::vector<std::shared_ptr<InflightEntry>> unsubmitted;
   {

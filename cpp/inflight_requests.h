@@ -28,8 +28,14 @@ class InflightEntry : public ResponseTarget,
  public:
   std::string model_name;  // set before it is listed
   std::atomic<bool> submitted{false};
+  // Sent by in-process python model code (BLS): cancelled by a stop past
+  // its exit timeout (InflightRequests::cancel_model_code_requests()).
+  std::atomic<bool> from_model_code{false};
   // Deletes the core request if it was never submitted. Never throws.
   virtual void discard() noexcept = 0;
+  // A submitted request: asks the core to cancel it and ends its
+  // consumer's stream (a waiter wakes), as Request::cancel(). Never throws.
+  virtual void cancel() noexcept = 0;
 
  protected:
   InflightEntry() = default;
@@ -57,6 +63,9 @@ class InflightRequests {
   bool add(InflightEntry* entry) noexcept;
   void remove(InflightEntry* entry) noexcept;
   void discard_unsubmitted() noexcept;
+  // Cancels every submitted request sent by model code
+  // (InflightEntry::cancel()).
+  void cancel_model_code_requests() noexcept;
   void fail_all(const std::string& message);
 
   // Before a model is unloaded: refuses its new requests (add() is false),

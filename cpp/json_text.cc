@@ -5,9 +5,31 @@
 #include <charconv>
 #include <cmath>
 #include <new>
+#include <utility>
 
 namespace tsb {
 namespace {
+
+// JSON's two-character escapes, as json.dumps writes them: the character
+// and the letter after the backslash (a reader also takes "\/" for '/').
+constexpr std::pair<char, char> kShortEscapes[] = {
+    {'"', '"'}, {'\\', '\\'}, {'\n', 'n'}, {'\r', 'r'}, {'\t', 't'}, {'\b', 'b'}, {'\f', 'f'}};
+
+// The letter that escapes `c`, or 0 when it has none.
+char escape_letter(char c) {
+  for (const auto& [character, letter] : kShortEscapes) {
+    if (character == c) return letter;
+  }
+  return 0;
+}
+
+// The character that `letter` escapes, or 0 when it is no escape.
+char escaped_character(char letter) {
+  for (const auto& [character, escape] : kShortEscapes) {
+    if (escape == letter) return character;
+  }
+  return letter == '/' ? '/' : 0;
+}
 
 void append_u_escape(std::string& out, uint32_t unit) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -50,6 +72,77 @@ uint32_t decode_utf8(std::string_view s, size_t* i) {
   return cp;
 }
 
+// Appends code point `cp` to `out` as UTF-8.
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// Four hex digits at json[i..i+4), or -1.
+int32_t hex4(std::string_view json, size_t i) {
+  if (i + 4 > json.size()) return -1;
+  int32_t value = 0;
+  for (size_t k = i; k < i + 4; ++k) {
+    const char c = json[k];
+    value <<= 4;
+    if (c >= '0' && c <= '9') value |= c - '0';
+    else if (c >= 'a' && c <= 'f') value |= c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') value |= c - 'A' + 10;
+    else return -1;
+  }
+  return value;
+}
+
+// The JSON string starting at the quote json[i], decoded into `out`; `i`
+// ends past its closing quote. False when it is malformed.
+bool read_string(std::string_view json, size_t& i, std::string& out) {
+  out.clear();
+  for (++i; i < json.size(); ++i) {
+    const char c = json[i];
+    if (c == '"') {
+      ++i;
+      return true;
+    }
+    if (c != '\\') {
+      out += c;
+      continue;
+    }
+    if (++i >= json.size()) return false;
+    if (json[i] != 'u') {
+      const char character = escaped_character(json[i]);
+      if (character == 0) return false;
+      out += character;
+      continue;
+    }
+    int32_t cp = hex4(json, i + 1);
+    if (cp < 0) return false;
+    i += 4;
+    if (cp >= 0xD800 && cp < 0xDC00 && i + 6 < json.size() &&
+        json[i + 1] == '\\' && json[i + 2] == 'u') {
+      const int32_t low = hex4(json, i + 3);
+      if (low >= 0xDC00 && low < 0xE000) {
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+        i += 6;
+      }
+    }
+    append_utf8(out, static_cast<uint32_t>(cp));
+  }
+  return false;
+}
+
 }  // namespace
 
 void append_json_string(std::string& out, std::string_view s) {
@@ -69,15 +162,12 @@ void append_json_string(std::string& out, std::string_view s) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       ++i;
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        default: append_u_escape(out, c); break;  // other controls, DEL
+      const char letter = escape_letter(static_cast<char>(c));
+      if (letter != 0) {
+        out += '\\';
+        out += letter;
+      } else {
+        append_u_escape(out, c);  // other controls, DEL
       }
       continue;
     }
@@ -113,6 +203,39 @@ void append_json_int(std::string& out, int64_t value) {
   char text[24];
   const auto end = std::to_chars(text, text + sizeof(text), value).ptr;
   out.append(text, static_cast<size_t>(end - text));
+}
+
+std::vector<JsonStringObject> read_json_string_objects(std::string_view json) {
+  std::vector<JsonStringObject> objects;
+  JsonStringObject object;
+  std::string key, value;
+  bool in_object = false;
+  size_t i = 0;
+  while (i < json.size()) {
+    const char c = json[i];
+    if (c == '{') {
+      object.clear();
+      object.reserve(4);  // the index's objects have 3 keys
+      in_object = true;
+      ++i;
+    } else if (c == '}') {
+      if (in_object) objects.push_back(std::move(object));
+      object.clear();
+      in_object = false;
+      ++i;
+    } else if (c == '"' && in_object) {
+      // A key, a colon, and its string value.
+      if (!read_string(json, i, key)) break;
+      while (i < json.size() && (json[i] == ' ' || json[i] == ':')) ++i;
+      if (i >= json.size() || json[i] != '"' || !read_string(json, i, value)) break;
+      object.emplace_back(std::move(key), std::move(value));
+    } else if (c == '[' || c == ']' || c == ',' || c == ' ' || c == '\n') {
+      ++i;
+    } else {
+      break;  // not that shape
+    }
+  }
+  return objects;
 }
 
 }  // namespace tsb

@@ -340,6 +340,7 @@ NB_MODULE(_native, m) {
       .def("add_requested_output", &Request::add_requested_output)
       .def("set_output_memory", &Request::set_output_memory)
       .def("set_dispatch_token", &Request::set_dispatch_token)
+      .def("set_from_model_code", &Request::set_from_model_code)
       .def("submit", [](Request& r) { r.submit_from_python(); })
       .def("cancel", &Request::cancel)
       .def("discard", &Request::discard_from_python);

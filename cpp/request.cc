@@ -251,6 +251,8 @@ void Request::set_output_memory(int memory_type, int64_t memory_type_id) {
       static_cast<TRITONSERVER_MemoryType>(memory_type), memory_type_id);
 }
 
+void Request::set_from_model_code() { state_->from_model_code = true; }
+
 void Request::set_dispatch_token(uint64_t token) {
   std::lock_guard<std::mutex> build(state_->build_mutex);
   live_handle();
@@ -404,8 +406,15 @@ bool cancel_in_flight(RequestState& state, bool raise) {
 
 bool Request::cancel() { return cancel_in_flight(*state_, true); }
 
+void RequestState::cancel() noexcept {
+  try {
+    cancel_in_flight(*this, false);
+  } catch (...) {  // a failed lock: nothing to cancel safely
+  }
+}
+
 std::function<void()> Request::canceller() const {
-  return [state = state_] { cancel_in_flight(*state, false); };
+  return [state = state_] { state->cancel(); };
 }
 
 }  // namespace tsb

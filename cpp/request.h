@@ -29,6 +29,9 @@ struct RequestState final : InflightEntry {
   // Deletes the core request if it was never submitted. Never throws. Waits
   // for a setter or submit() in progress (build_mutex).
   void discard() noexcept override;
+  // Request::cancel() without raising (a failure of the core's cancel is
+  // dropped): a server's stop past its exit timeout.
+  void cancel() noexcept override;
   // The same, with build_mutex held by the caller.
   void discard_locked() noexcept;
 
@@ -112,6 +115,9 @@ class Request {
   void set_dispatch_token(uint64_t token);
   // Its responses go to `sink` instead of its queue (before submission).
   void set_response_sink(std::shared_ptr<ResponseSink> sink);
+  // Marks a request of in-process python model code (BLS): a stop past its
+  // exit timeout cancels it (see InflightRequests).
+  void set_from_model_code();
 
   // Hands the request to Triton (call without the GIL).
   void submit();

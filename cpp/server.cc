@@ -72,6 +72,15 @@ struct BackgroundStop {
       } catch (...) {
       }
       unload_models_first(server, deadline);
+    } else {
+      // Past the exit timeout the requests of model code (BLS) still in
+      // flight are cancelled and their waiters woken: model code waiting on
+      // a request of its own (an instance calling its own model, a
+      // deadlock) gets its cancelled response and returns, so the core's
+      // stop can end rather than give up with the model's thread still
+      // running, into the process's exit (a heap corruption, seen at
+      // interpreter exit). The user's requests go on to their end.
+      inflight->cancel_model_code_requests();
     }
     TRITONSERVER_Error* err = api.ServerStop(server);
     const bool stop_failed = err != nullptr;

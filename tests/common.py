@@ -446,47 +446,6 @@ def kserve_over_http(routes):
         loop.close()
 
 
-SERVE_STARTED = re.compile(r"^Started (GRPCInferenceService|HTTPService|Metrics Service) at (\S+):(\d+)$", re.M)
-
-
-@contextlib.contextmanager
-def serve_command(args: list[str], tmp_path, timeout: float = 60.0):
-    """`python -m tritonserver serve` with `args` (ports default to 0: free
-    ones) in a process of its own, until every frontend it starts says
-    "Started ... at address:port" on stderr. Yields a dict: the process
-    ("process"), the ports by the binary's service names ("HTTPService",
-    "GRPCInferenceService", "Metrics Service") and the stderr file ("log").
-    Left running at the end, it gets SIGTERM and must exit 0 within
-    `timeout`."""
-    for flag in ("--http-port", "--grpc-port", "--metrics-port"):
-        if not any(arg.startswith(flag) for arg in args):
-            args = [*args, f"{flag}=0"]
-    expected = {name for name, flag in (("HTTPService", "--allow-http"), ("GRPCInferenceService", "--allow-grpc"),
-                                        ("Metrics Service", "--allow-metrics"))
-                if not any(arg.lower() in (f"{flag}=false", f"{flag}=0") for arg in args)}
-    log = tmp_path / "serve.log"
-    with open(log, "w") as err:
-        process = subprocess.Popen([sys.executable, "-m", "tritonserver", "serve", *args], cwd=ROOT / "tests",
-                                   stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-    try:
-        started = lambda: {m[0] for m in SERVE_STARTED.findall(log.read_text())} >= expected  # noqa: E731
-        if not wait_for(lambda: started() or process.poll() is not None, timeout) or not started():
-            raise AssertionError(f"serve did not start (exit {process.poll()}): {log.read_text()[-3000:]}")
-        yield {"process": process, "log": log, **{name: int(port) for name, _, port in
-                                                   SERVE_STARTED.findall(log.read_text())}}
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                rc = process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-                raise AssertionError(f"serve did not stop within {timeout} s of SIGTERM: "
-                                     f"{log.read_text()[-3000:]}") from None
-            assert rc == 0, f"serve exited {rc} on SIGTERM: {log.read_text()[-3000:]}"
-
-
 @contextlib.contextmanager
 def kserve_grpc(server, **options):
     """A started KServeGrpc serving `server` on a free port of loopback
@@ -626,20 +585,41 @@ def package_serve_command() -> list[str]:
     return [sys.executable, "-m", "tritonserver", "serve"]
 
 
+# A frontend's "Started <service> at <address>:<port>": NVIDIA's binary logs
+# it (quoted), `python -m tritonserver serve` says it on stderr, once the
+# frontend listens.
+SERVICE_STARTED = re.compile(r'Started (HTTPService|GRPCInferenceService|Metrics Service) at (\S+):(\d+)"?$', re.M)
+# The flag that turns each frontend off (the binary's names).
+_SERVICE_FLAGS = {"HTTPService": "--allow-http", "GRPCInferenceService": "--allow-grpc",
+                  "Metrics Service": "--allow-metrics"}
+
+
+def _flag_value(flags, name: str) -> str | None:
+    """The last value `flags` give `name` ("--name=value" or "--name value")."""
+    value = None
+    for i, arg in enumerate(flags):
+        if arg.startswith(f"{name}="):
+            value = arg.split("=", 1)[1]
+        elif arg == name and i + 1 < len(flags):
+            value = flags[i + 1]
+    return value
+
+
 class ServerProcess:
     """A server process started by server_process(): its ports on
-    127.0.0.1, urls in tritonclient's form ("127.0.0.1:port"), the Popen,
-    its log (stdout and stderr together) and how long it took to be
-    ready."""
+    127.0.0.1 (as its "Started ... at" lines say), urls in tritonclient's
+    form ("127.0.0.1:port"), the Popen, its log (stdout and stderr
+    together) and how long it took to be ready."""
 
     def __init__(self, argv: list[str], process: subprocess.Popen, log_path: pathlib.Path,
                  http_port: int, grpc_port: int, metrics_port: int) -> None:
         self.argv, self.process, self.log_path = argv, process, log_path
         self.http_port, self.grpc_port, self.metrics_port = http_port, grpc_port, metrics_port
-        self.http_url = f"127.0.0.1:{http_port}"
-        self.grpc_url = f"127.0.0.1:{grpc_port}"
-        self.metrics_url = f"127.0.0.1:{metrics_port}"
         self.ready_seconds = 0.0  # from the process's start to ready
+
+    http_url = property(lambda self: f"127.0.0.1:{self.http_port}")
+    grpc_url = property(lambda self: f"127.0.0.1:{self.grpc_port}")
+    metrics_url = property(lambda self: f"127.0.0.1:{self.metrics_port}")
 
     @property
     def pid(self) -> int:
@@ -647,6 +627,18 @@ class ServerProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def serving(self, services: set[str]) -> bool:
+        """Whether every frontend in `services` said "Started ... at" (its
+        port taken from that line) and, with HTTP among them, GET
+        /v2/health/ready answers 200."""
+        started = {name: int(port) for name, _, port in SERVICE_STARTED.findall(self.log())}
+        if not started.keys() >= services:
+            return False
+        self.http_port = started.get("HTTPService", self.http_port)
+        self.grpc_port = started.get("GRPCInferenceService", self.grpc_port)
+        self.metrics_port = started.get("Metrics Service", self.metrics_port)
+        return "HTTPService" not in services or _ready(self.http_url)
 
     def cpu_seconds(self) -> float:
         """User + system CPU time used by the server's live processes: its
@@ -696,14 +688,18 @@ def server_process(command: list[str], model_repository: str | os.PathLike, flag
                    env: dict[str, str] | None = None, backend_directory: str | os.PathLike | None = None,
                    log_dir: str | os.PathLike | None = None, ready_timeout: float = 120.0,
                    stop_timeout: float = 60.0):
-    """Runs `command` (an argv prefix: reference_command() or
-    package_serve_command()) + --model-repository, --backend-directory
-    (default: reference_backend_directory()), free --http-port/--grpc-port/
+    """The one launcher of server processes: runs `command` (an argv
+    prefix: reference_command() or package_serve_command()) +
+    --model-repository, --backend-directory (default:
+    reference_backend_directory()), free --http-port/--grpc-port/
     --metrics-port on 127.0.0.1, then `flags` (e.g. ["--model-control-mode",
-    "explicit", "--load-model", "identity_fp32"]); yields a ServerProcess
-    once GET /v2/health/ready answers 200 (polled; needs HTTP allowed), and
-    stops it at the end (stop()). Fails with the log's tail when the
-    process exits before ready or is not ready within `ready_timeout`."""
+    "explicit", "--load-model", "identity_fp32"]; a port given there wins,
+    0 included: the ports are read back from the log). Yields a
+    ServerProcess once every frontend `flags` leave on said "Started ...
+    at" and, with HTTP on, GET /v2/health/ready answers 200 (polled), and
+    stops it at the end (stop(); its exit status stays in
+    .process.returncode). Fails with the log's tail when the process exits
+    before ready or is not ready within `ready_timeout`."""
     import tempfile
 
     if env is None:  # the binary's libraries for the binary; as is for the package
@@ -711,6 +707,8 @@ def server_process(command: list[str], model_repository: str | os.PathLike, flag
         binary = site and site / "pytriton" / "tritonserver" / "bin" / "tritonserver"
         env = _reference_env() if command[0] == str(binary) else dict(os.environ)
     backends = str(backend_directory or reference_backend_directory())
+    services = {name for name, flag in _SERVICE_FLAGS.items()
+                if (_flag_value(flags, flag) or "true").lower() not in ("false", "0", "off", "no")}
     log_folder = pathlib.Path(log_dir) if log_dir is not None else pathlib.Path(tempfile.mkdtemp(prefix="server-"))
     for attempt in range(3):  # a port taken between free_port() and the bind: new ports
         ports = free_port(), free_port(), free_port()
@@ -728,13 +726,10 @@ def server_process(command: list[str], model_repository: str | os.PathLike, flag
             process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        env=env, cwd=ROOT / "tests", start_new_session=True)
         server = ServerProcess(argv, process, log_path, *ports)
-        deadline = time.monotonic() + ready_timeout
-        while process.poll() is None and not _ready(server.http_url):
-            if time.monotonic() > deadline:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-                raise AssertionError(f"{argv} not ready within {ready_timeout} s: {server.log()[-3000:]}")
-            time.sleep(0.05)
+        if not wait_for(lambda: process.poll() is not None or server.serving(services), ready_timeout):
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise AssertionError(f"{argv} not ready within {ready_timeout} s: {server.log()[-3000:]}")
         if process.poll() is None:
             server.ready_seconds = time.monotonic() - started
             break
@@ -745,11 +740,6 @@ def server_process(command: list[str], model_repository: str | os.PathLike, flag
         yield server
     finally:
         server.stop(stop_timeout)
-
-
-def reference_server(model_repository: str | os.PathLike, flags: list[str] = (), **kwargs):
-    """server_process() running NVIDIA's binary (skips when it cannot run)."""
-    return server_process(reference_command(), model_repository, flags, **kwargs)
 
 
 def pytriton_config(**fields):

@@ -772,11 +772,8 @@ DIFFERENT_STATUS = [
 def binary_url():
     import common
 
-    reference_server = getattr(common, "reference_server", None)
-    if reference_server is None:
-        pytest.skip("tests/common.py has no reference_server (NVIDIA's binary as a fixture) in this tree")
     flags = ["--model-control-mode", "explicit"] + [f"--load-model={m}" for m in MODELS]
-    with reference_server(common.MODELS, flags) as binary:
+    with common.server_process(common.reference_command(), common.MODELS, flags) as binary:
         yield binary.http_url
 
 

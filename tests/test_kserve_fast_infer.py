@@ -536,7 +536,7 @@ def test_kserve_http_answers_the_fast_paths_requests_with_the_binarys_status(ser
     for name in ("identity_fp32", "identity_bytes"):
         model(name)
     flags = ["--model-control-mode", "explicit", "--load-model=identity_fp32", "--load-model=identity_bytes"]
-    with common.reference_server(common.MODELS, flags) as binary, \
+    with common.server_process(common.reference_command(), common.MODELS, flags) as binary, \
             KServeHttp(server, KServeHttp.Options(address="127.0.0.1", port=0)) as http:
         for case, model_name, (body, headers) in AGAINST_THE_BINARY:
             path = f"/v2/models/{model_name}/infer"

@@ -15,11 +15,13 @@ from __future__ import annotations
 import concurrent.futures
 import re
 import signal
+import threading
 
 import numpy
 
 import tritonserver
-from common import call_with_deadline, dedicated_server, python_model_repository, refused, run_script, single
+from common import (call_with_deadline, dedicated_server, make_options, python_model_repository, refused, run_script, single,
+                    wait_for)
 
 # A model `m` (add_sub's inputs and outputs) running `source`; a request is
 # sent from a daemon thread, and the program exits once the model has it.
@@ -132,3 +134,55 @@ def test_a_request_kept_past_execute_is_released_and_says_so(backend_directory, 
         # The model still keeps a request: the unload does not wait for it.
         call_with_deadline(lambda: server.unload("m", wait_until_unloaded=True), 10)
 
+
+
+def test_a_model_waiting_on_its_own_request_is_released_by_the_stop(backend_directory, tmp_path):
+    """One instance that calls its own model through BLS waits for itself (a
+    deadlock the model's author made). The stop, once exit_timeout has
+    passed, cancels the requests in flight: the waiting exec() gets the
+    cancelled response and returns, a later BLS call of the model is
+    refused as the server was stopped, and the stop ends. It used to leave
+    the model's thread waiting until the core gave up on the stop 30 s
+    later, and then run it into the process's exit (a heap corruption)."""
+    notes = tmp_path / "notes.txt"
+    source = (
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n" + STARTED +
+        "        try:\n"
+        "            r = pb_utils.InferenceRequest(model_name='m', requested_output_names=['OUTPUT0'],\n"
+        "                                          inputs=requests[0].inputs()).exec()\n"
+        "            note = 'error: ' + r.error().message() if r.has_error() else 'ok'\n"
+        "        except pb_utils.TritonModelException as e:\n"
+        f"            note = 'raised: ' + str(e)\n"
+        f"        with open({str(notes)!r}, 'a') as f:\n"
+        "            f.write(note + '\\n')\n"
+        "        return [pb_utils.InferenceResponse(error=pb_utils.TritonError('done')) for _ in requests]\n")
+    repo = python_model_repository(tmp_path, "m", source)
+    server = tritonserver.Server(make_options(backend_directory, server_id="self-bls", python_models="in-process",
+                                              model_repository=str(repo), log_error=False, exit_timeout=1))
+    server.start(wait_until_ready=True, timeout=60)
+    model = server.load("m")
+    a = numpy.ones(4, numpy.float32)
+    outcome = concurrent.futures.Future()
+
+    def send():
+        try:
+            outcome.set_result(list(model.infer(inputs={"INPUT0": a, "INPUT1": a})))
+        except tritonserver.TritonError as e:
+            outcome.set_result(e)
+
+    threading.Thread(target=send, daemon=True).start()
+    assert wait_for((repo / "m" / "1" / "started").exists, 30)
+    # The stop waits out exit_timeout (1 s) for the two requests, then cancels them.
+    with refused(tritonserver.TritonError, match="Exit timeout expired"):
+        call_with_deadline(server.stop, 60)
+    # The model's exec() returned with the cancellation (before: only when the
+    # core gave up on the stop, 30 s after it began); this deadline only catches that wait.
+    assert wait_for(lambda: notes.exists() and notes.read_text().startswith("error: "), 20), \
+        notes.read_text() if notes.exists() else "the model's exec() never returned"
+    first, *later = notes.read_text().splitlines()
+    assert "cancel" in first.lower(), first
+    for note in later:  # the inner request, if the core ran it after all
+        assert note.startswith("raised: the server this model runs in was stopped"), note
+    assert isinstance(outcome.result(timeout=20), tritonserver.TritonError)

@@ -20,7 +20,7 @@ pytest.importorskip("grpc", reason="the serve extra (grpcio) is not installed")
 pytest.importorskip("tritonclient.grpc", reason="tritonclient[grpc] is not installed")
 pytest.importorskip("tritonclient.http", reason="tritonclient[http] is not installed")
 
-from common import pytriton_config, reference_server  # noqa: E402
+from common import pytriton_config, reference_command, server_process  # noqa: E402
 
 from tritonserver.pytriton.client import (  # noqa: E402
     AsyncioDecoupledModelClient,
@@ -394,7 +394,7 @@ def test_closed_clients_and_bad_arguments(triton):
 def test_model_client_against_nvidias_binary():
     # identity_fp32 (a C++ backend): the binary's python-backend stub needs numpy<2, these clients do not
     flags = ["--model-control-mode", "explicit", "--load-model", "identity_fp32"]
-    with reference_server(MODELS, flags) as server:
+    with server_process(reference_command(), MODELS, flags) as server:
         for url in (f"http://{server.http_url}", f"grpc://{server.grpc_url}"):
             with ModelClient(url, "identity_fp32", init_timeout_s=60) as client:
                 assert not client.is_batching_supported

@@ -13,7 +13,7 @@ import pytest
 import tritonserver
 from tritonserver._serve_flags import settings
 
-from common import MODELS, ROOT, serve_command, wait_for, copy_model
+from common import MODELS, ROOT, copy_model, package_serve_command, server_process, wait_for
 
 
 def run_serve(*args: str) -> subprocess.CompletedProcess:
@@ -68,13 +68,15 @@ def test_the_flags_become_the_servers_options():
 
 
 def test_serve_runs_metrics_and_stops_on_sigterm(backend_directory, tmp_path):
-    args = ["--model-repository", str(MODELS), "--backend-directory", backend_directory,
-            "--model-control-mode=explicit", "--load-model=identity_fp32", "--allow-http=false",
-            "--allow-grpc=false"]
-    with serve_command(args, tmp_path) as served:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{served['Metrics Service']}/metrics", timeout=30).read()
+    flags = ["--model-control-mode=explicit", "--load-model=identity_fp32", "--allow-http=false",
+             "--allow-grpc=false", "--metrics-port=0"]
+    with server_process(package_serve_command(), MODELS, flags, backend_directory=backend_directory,
+                        log_dir=tmp_path) as served:
+        assert served.metrics_port != 0  # the port 0 chose, as "Started Metrics Service at" says
+        text = urllib.request.urlopen(f"http://{served.metrics_url}/metrics", timeout=30).read()
         assert b'nv_inference_count{model="identity_fp32",version="1"} 0' in text
-    assert "Signal (15) received" in served["log"].read_text()
+    assert served.process.returncode == 0, served.log()
+    assert "Signal (15) received" in served.log()
 
 
 def test_a_model_that_fails_to_load_exits_1_naming_it(backend_directory, tmp_path):
@@ -90,13 +92,14 @@ def test_a_model_that_fails_to_load_exits_1_naming_it(backend_directory, tmp_pat
 def test_poll_mode_loads_a_model_added_to_the_repository(backend_directory, tmp_path):
     repository = tmp_path / "models"
     repository.mkdir()
-    args = ["--model-repository", str(repository), "--backend-directory", backend_directory,
-            "--model-control-mode=poll", "--repository-poll-secs=1", "--allow-http=false", "--allow-grpc=false"]
-    with serve_command(args, tmp_path) as served:
-        url = f"http://127.0.0.1:{served['Metrics Service']}/metrics"
+    flags = ["--model-control-mode=poll", "--repository-poll-secs=1", "--allow-http=false", "--allow-grpc=false"]
+    with server_process(package_serve_command(), repository, flags, backend_directory=backend_directory,
+                        log_dir=tmp_path) as served:
+        url = f"http://{served.metrics_url}/metrics"
         copy_model("identity_fp32", repository)
         assert wait_for(lambda: b'model="identity_fp32"' in urllib.request.urlopen(url, timeout=30).read(), 60), \
-            served["log"].read_text()
+            served.log()
+    assert served.process.returncode == 0, served.log()
 
 
 def test_every_flag_is_documented():

@@ -70,6 +70,9 @@ class InferenceRequest:
     output_memory_type: Optional[DeviceOrMemoryType] = None
     response_queue: Optional[Union["queue.SimpleQueue[Any]", "asyncio.Queue[Any]", Any]] = None
     output_names: Optional[list[str]] = None
+    # Sent by in-process python model code (BLS, _python_models/_bls.py): a
+    # stop past its exit timeout cancels it (not a field).
+    _from_model_code = False
 
     def _create_native_request(self) -> "_native.Request":
         """Build the native request; raises for anything invalid.
@@ -99,6 +102,8 @@ class InferenceRequest:
         except NotFoundError as e:
             raise model._server._unknown_model(e, model_name, version) from None
         try:
+            if self._from_model_code:
+                request.set_from_model_code()
             if (self.request_id is not None or self.flags or self.correlation_id is not None
                     or self.priority or self.timeout):
                 self._set_options(request)

@@ -150,6 +150,7 @@ class Server:
             self._registered_repositories = []
         finally:
             self._starting = False
+        _stopped_addresses.discard(self._ptr())  # a new core server at a stopped one's address
         _running.add(self)
         _start_releaser()
         try:
@@ -207,8 +208,9 @@ class Server:
 
         Raises InternalError ("Exit timeout expired") if requests outlive the
         exit timeout; the server then finishes stopping in the background:
-        those requests complete and reach their waiters, the models unload,
-        and the server is deleted (interpreter exit waits for this).
+        those requests complete and reach their waiters (the ones sent by
+        in-process model code, BLS, are cancelled), the models unload, and
+        the server is deleted (interpreter exit waits for this).
 
         A Ctrl-C while stop() waits raises KeyboardInterrupt at once, and the
         server finishes stopping in the background likewise. At the end of a
@@ -236,6 +238,7 @@ class Server:
             return
         server = self._started()
         self._stopped = True  # first: a concurrent ready() then answers False
+        _stopped_addresses.add(server.handle_address())
         self._server = None
         _running.discard(self)
         try:
@@ -617,6 +620,17 @@ class Server:
 # Servers still running at interpreter exit are stopped while Python is fully
 # alive (not during teardown, when the core's threads could outlive it).
 _running: "weakref.WeakSet[Server]" = weakref.WeakSet()
+
+
+# Core handle addresses of the servers stopped (or stopping), whose model
+# code may still run: its BLS calls are refused as such.
+_stopped_addresses: set[int] = set()
+
+
+def stopped_server(address: int) -> bool:
+    """Whether the core server at `address` was stopped (its stop may still
+    be in progress), for the runtime of in-process python models."""
+    return address in _stopped_addresses
 
 
 def running_servers() -> list[tuple[int, Server]]:

@@ -5,6 +5,7 @@ outputs: they are DLPack views of the response buffers)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -46,6 +47,16 @@ def _refused(what: str, message: str) -> pb_utils.TritonModelException:
         f"message: {message}")
 
 
+@contextlib.contextmanager
+def _refusals(what: str) -> Iterator[None]:
+    """A TritonError of the server's, raised in the block, becomes
+    _refused(what, its message)."""
+    try:
+        yield
+    except _errors.TritonError as e:
+        raise _refused(what, str(e)) from None
+
+
 def _calling_server() -> "_server.Server":
     """The running Server of the model code calling (its core handle's
     address, said by enter()); on a thread of the model's own, the only
@@ -56,6 +67,10 @@ def _calling_server() -> "_server.Server":
         for server_address, server in running:
             if server_address == address:
                 return server
+        if _server.stopped_server(address):
+            raise pb_utils.TritonModelException(
+                "the server this model runs in was stopped: it takes no new requests (BLS) nor model control "
+                "calls; let execute() finish without them")
     candidates = [s for _, s in running if s.python_models == "in-process"]
     if len(candidates) == 1:
         return candidates[0]
@@ -94,20 +109,16 @@ def load_model(model_name: str, config: str = "", files: Optional[dict[str, byte
                 f"contents (bytes), not {type(path).__name__}: {type(content).__name__}")
         parameters[path] = content
     server = _calling_server()
-    try:
+    with _refusals("load model"):
         server.load(model_name, parameters or None)
-    except _errors.TritonError as e:
-        raise _refused("load model", str(e)) from None
 
 
 def unload_model(model_name: str, unload_dependents: bool = False) -> None:
     """pb_utils.unload_model(): start unloading a model of the calling
     model's server (not waited for, as with the stub)."""
     server = _calling_server()
-    try:
+    with _refusals("unload model"):
         server.unload(model_name, unload_dependents=unload_dependents)
-    except _errors.TritonError as e:
-        raise _refused("unload model", str(e)) from None
 
 
 def is_model_ready(model_name: str, model_version: str = "") -> bool:
@@ -124,10 +135,8 @@ def is_model_ready(model_name: str, model_version: str = "") -> bool:
             raise _refused("check model readiness", f"failed to get model version from specified version string "
                            f"'{model_version}', version should be an integral value > 0")
     server = _calling_server()
-    try:
+    with _refusals("check model readiness"):
         return _server.model_is_ready(server, model_name, version)
-    except _errors.TritonError as e:
-        raise _refused("check model readiness", str(e)) from None
 
 
 def _error_of(error: BaseException) -> pb_utils.TritonError:
@@ -157,7 +166,7 @@ def execute(request: pb_utils.InferenceRequest,
     `request` run on its model; a refused request gives a response with its
     error, as with the stub."""
     server = _calling_server()
-    kwargs: dict[str, Any] = {"raise_on_error": False}
+    kwargs: dict[str, Any] = {}
     if request._request_id:
         kwargs["request_id"] = request._request_id
     if request._correlation_id:
@@ -174,7 +183,9 @@ def execute(request: pb_utils.InferenceRequest,
     try:
         model = server.model(request._model_name, request._model_version)
         inputs: dict[str, Any] = {t.name(): t._array if not t.is_cpu() else t.as_numpy() for t in request._inputs}
-        responses = model.infer(inputs=inputs, **kwargs)
+        sent = model.create_request(inputs=inputs, **kwargs)
+        sent._from_model_code = True  # a stop past its exit timeout cancels it
+        responses = model.infer(sent, raise_on_error=False)
         if decoupled:
             return (_response_of(r) for r in responses)
         results = [_response_of(r) for r in responses]
