@@ -136,8 +136,9 @@ def parser() -> argparse.ArgumentParser:
         default=[])
     add("--http-max-input-size", type=_uint, default=64 * 2**20,
         help="the largest request body in bytes (this package's; default 64 MiB)")
-    add("--http-transport", choices=("uvicorn", "native"), default="uvicorn",
-        help="the HTTP transport (this package's): uvicorn, or the extension's own (a prototype)")
+    add("--http-transport", choices=("uvicorn", "native"), default=None,
+        help="the HTTP transport (this package's): uvicorn, or the extension's own (a prototype); "
+             "by default KServeHttp.Options' default")
     add("--grpc-infer-allocation-pool-size", type=_uint, default=8)
     add("--grpc-use-ssl", type=_bool, default=False)
     add("--grpc-use-ssl-mutual", type=_bool, default=False)
@@ -232,7 +233,9 @@ def settings(argv: list[str]) -> ServeSettings:
                            thread_count=max(a.http_thread_count, 1),
                            header_forward_pattern=a.http_header_forward_pattern,
                            restricted_apis=[(group, key, value) for group, key, value in a.http_restricted_api],
-                           max_input_size=a.http_max_input_size, transport=a.http_transport)
+                           max_input_size=a.http_max_input_size)
+        if a.http_transport is not None:  # else KServeHttp.Options' default
+            result.http["transport"] = a.http_transport
     if a.allow_grpc:
         result.grpc = dict(
             address=a.grpc_address, port=a.grpc_port, reuse_port=a.reuse_grpc_port, use_ssl=a.grpc_use_ssl,
