@@ -513,8 +513,7 @@ class Triton:
 
     def is_connected(self) -> bool:
         """Whether the server runs with the bound models loaded."""
-        with self._cv:
-            return self._connected
+        return self._connected  # one read (the in-process clients ask on every request): no lock needed
 
     def get_access_token(self) -> Optional[str]:
         """The token of the restricted endpoints (TritonSecurityConfig)."""

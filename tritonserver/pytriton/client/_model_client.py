@@ -8,7 +8,7 @@ Triton of this process (``inprocess://``), by the url."""
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Iterator, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..model_config.triton_model_config import TritonModelConfig
 from ._common import (DEFAULT_INFERENCE_TIMEOUT_S, DEFAULT_INIT_TIMEOUT_S, Array, Inputs, Value, check_batching,
@@ -50,6 +50,7 @@ class ModelClient:
             self._transport = NetworkTransport(self._triton_url, model_name, model_version, self._init_timeout_s,
                                                self._inference_timeout_s, access_token)
         self._model_config = model_config
+        self._outputs: Optional[Tuple[TritonModelConfig, List[str]]] = None  # the config checked, its outputs
         # a config given without ensure_model_is_ready: the first request goes without waiting
         self._model_ready = model_config is not None and not ensure_model_is_ready
         if not lazy_init:
@@ -143,8 +144,10 @@ class ModelClient:
         if not self._model_ready:
             self._init()
         config = self.model_config
-        check_decoupled(config, self._decoupled, "ModelClient", "DecoupledModelClient")
-        return transport.responses(named_inputs(config, inputs), output_names(config), parameters, headers,
+        if self._outputs is None or self._outputs[0] is not config:
+            check_decoupled(config, self._decoupled, "ModelClient", "DecoupledModelClient")
+            self._outputs = (config, output_names(config))  # checked once per config
+        return transport.responses(named_inputs(config, inputs), self._outputs[1], parameters, headers,
                                    self._decoupled)
 
     def _infer(self, inputs: Inputs, parameters: Optional[Dict[str, Value]], headers: Optional[Dict[str, Value]],
