@@ -110,6 +110,10 @@ class InProcessTransport:
 
     def responses(self, inputs: Dict[str, Array], output_names: List[str], parameters: Optional[Dict[str, Value]],
                   headers: Optional[Dict[str, Value]], decoupled: bool) -> Iterator[Dict[str, Array]]:
+        """The request's responses' outputs. `output_names` (the model's
+        outputs, which the network transport names in its request) is not
+        sent: a request naming none gets them all, without the per-name
+        work."""
         model = self._model()
         merged: Dict[str, Value] = dict(parameters) if parameters else {}
         if headers:
@@ -117,8 +121,7 @@ class InProcessTransport:
             if pattern:
                 merged.update({k: v for k, v in headers.items() if re.match(pattern, k)})
         try:
-            iterator = model.infer(inputs=inputs, parameters=merged, output_names=None,
-                                   raise_on_error=False)
+            iterator = model.infer(inputs=inputs, parameters=merged, raise_on_error=False)
         except TritonError as e:
             raise PyTritonClientInferenceServerError(f"Error occurred during inference request. Message: {e}") \
                 from None
@@ -172,6 +175,6 @@ class _Export:
         return (_CPU, 0)
 
 
-_DLPACK_TYPES = {t: triton_to_dlpack_dtype(t) for t in DataType
-                 if t not in (DataType.BYTES, DataType.BF16, DataType.INVALID)}
+_DLPACK_TYPES: Dict[DataType, Tuple[int, int]] = {
+    t: triton_to_dlpack_dtype(t) for t in DataType if t not in (DataType.BYTES, DataType.BF16, DataType.INVALID)}
 _CPU = int(DLDeviceType.kDLCPU)
