@@ -209,7 +209,8 @@ def pytriton_server(args: argparse.Namespace) -> None:
     tensors = ([Tensor(name=n, dtype=numpy.float32, shape=(ELEMENTS,)) for n in ("INPUT0", "INPUT1")],
                [Tensor(name=n, dtype=numpy.float32, shape=(ELEMENTS,)) for n in ("OUTPUT0", "OUTPUT1")])
     config = TritonConfig(http_address="127.0.0.1", http_port=args.http_port, grpc_address="127.0.0.1",
-                          grpc_port=args.grpc_port, metrics_port=args.metrics_port, allow_metrics=False)
+                          grpc_port=args.grpc_port, metrics_port=args.metrics_port, allow_metrics=False,
+                          **({"http_transport": args.http_transport} if args.http_transport else {}))
     with Triton(config=config) as triton:
         triton.bind(model_name="add_sub_plain", infer_func=plain, inputs=tensors[0], outputs=tensors[1],
                     config=ModelConfig(batching=False))
@@ -219,11 +220,18 @@ def pytriton_server(args: argparse.Namespace) -> None:
         triton.run()
         emit({"ready": True})
         for line in sys.stdin:
-            if line.strip() == "stats":
+            command = line.split()
+            if command == ["stats"]:
                 emit({name: collections.Counter(sizes) for name, sizes in seen.items()})
                 for sizes in seen.values():
                     sizes.clear()
-            elif line.strip() == "quit":
+            elif command[:1] == ["inprocess"]:  # inprocess <model> <concurrency> <requests>
+                from pytriton.client import ModelClient
+
+                model, concurrency, requests = command[1], int(command[2]), int(command[3])
+                emit(client_rows(lambda: ModelClient("inprocess://", model, init_timeout_s=60), concurrency,
+                                 requests))
+            elif command == ["quit"]:
                 break
 
 
@@ -231,16 +239,23 @@ def pytriton_client(args: argparse.Namespace) -> None:
     """`--concurrency` threads, one ModelClient each, `infer_sample` in a loop."""
     from pytriton.client import ModelClient
 
+    emit(client_rows(lambda: ModelClient(args.url, args.model, init_timeout_s=60), args.concurrency, args.requests))
+
+
+def client_rows(make_client: Callable[[], Any], concurrency: int, requests: int) -> dict[str, Any]:
+    """`concurrency` threads, one client of `make_client` each, `infer_sample`
+    in a loop (`requests` in all, after a warm-up); the row's summary, with
+    this process's CPU time per request."""
     sample = numpy.ones(ELEMENTS, dtype=numpy.float32)
-    share = max(1, args.requests // args.concurrency)
-    start_line = threading.Barrier(args.concurrency + 1)
+    share = max(1, requests // concurrency)
+    start_line = threading.Barrier(concurrency + 1)
     latencies: list[float] = []
     lock = threading.Lock()
     errors: list[BaseException] = []
 
     def work() -> None:
         try:
-            with ModelClient(args.url, args.model, init_timeout_s=60) as client:
+            with make_client() as client:
                 for _ in range(max(5, share // 10)):  # warm-up
                     client.infer_sample(INPUT0=sample, INPUT1=sample)
                 start_line.wait()
@@ -255,7 +270,7 @@ def pytriton_client(args: argparse.Namespace) -> None:
             errors.append(e)
             start_line.abort()
 
-    threads = [threading.Thread(target=work) for _ in range(args.concurrency)]
+    threads = [threading.Thread(target=work) for _ in range(concurrency)]
     for t in threads:
         t.start()
     try:
@@ -268,8 +283,8 @@ def pytriton_client(args: argparse.Namespace) -> None:
     if errors:
         raise errors[0]
     cpu = time.process_time() - cpu
-    emit(summary(latencies, time.perf_counter() - started, client_rss_mib=rss_mib(os.getpid()),
-                 client_cpu_us=cpu / max(1, len(latencies)) * 1e6))
+    return summary(latencies, time.perf_counter() - started, client_rss_mib=rss_mib(os.getpid()),
+                   client_cpu_us=cpu / max(1, len(latencies)) * 1e6)
 
 
 # ---------------------------------------------------------------- this package's side (.venv)
@@ -378,9 +393,12 @@ MOVED = "tritonserver.pytriton"  # the PyTriton server program on this package
 
 
 def pytriton_round(args: argparse.Namespace, results: Results, free_port: Callable[[], int],
-                   side: str = "PyTriton") -> None:
+                   side: str = "PyTriton", transport: str = "", protocols: tuple[str, ...] = ("http", "grpc")) -> None:
     """PyTriton's client processes against the PyTriton server program, run
-    on PyTriton (side "PyTriton") or moved here (side MOVED)."""
+    on PyTriton (side "PyTriton") or moved here (side MOVED, its HTTP
+    endpoint on `transport`: rows "http <transport>"). Protocol "inprocess"
+    (MOVED only): `ModelClient("inprocess://")` threads in the server's
+    own process."""
     python = args.pytriton_python
     libdir = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
                             capture_output=True, text=True, check=True).stdout.strip()
@@ -389,39 +407,51 @@ def pytriton_round(args: argparse.Namespace, results: Results, free_port: Callab
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH", "")) if p)
     ports = {"http": free_port(), "grpc": free_port()}
     server_command = ([python, __file__, "pytriton-server"] if side == "PyTriton"
-                      else [sys.executable, __file__, "pytriton-server", "--redirect"])
+                      else [sys.executable, __file__, "pytriton-server", "--redirect", "--http-transport", transport])
     server = Child([*server_command, "--http-port", str(ports["http"]),
                     "--grpc-port", str(ports["grpc"]), "--metrics-port", str(free_port())],
                    env if side == "PyTriton" else None)
+    # the startup and RSS of a side are those of its server with every protocol
+    whole = "grpc" in protocols
     try:
         server.read()
-        results.startup_s[side].append(time.perf_counter() - server.started)
+        if whole:
+            results.startup_s[side].append(time.perf_counter() - server.started)
         client_rss = 0.0
         for model in ("add_sub_plain", "add_sub_batch"):
-            for protocol in ("http", "grpc"):
+            for protocol in protocols:
                 for concurrency in (1, 16):
-                    requests = args.pytriton_requests * (1 if concurrency == 1 else 3)
                     server_pids = [p["pid"] for p in process_tree(server.process.pid)]
                     server_cpu = cpu_seconds(server_pids)
-                    done = subprocess.run(
-                        [python, __file__, "pytriton-client", "--url", f"{protocol}://127.0.0.1:{ports[protocol]}",
-                         "--model", model, "--concurrency", str(concurrency), "--requests", str(requests)],
-                        capture_output=True, text=True, env=env, cwd=HERE, timeout=600)
-                    if done.returncode != 0:
-                        raise RuntimeError(f"pytriton client failed:\n{done.stderr[-3000:]}")
-                    row = json.loads(done.stdout.strip().splitlines()[-1])
-                    # the server's CPU over the client's run (its warm-up requests included: ~10% more)
+                    if protocol == "inprocess":
+                        requests = args.bind_requests * (1 if concurrency == 1 else 2)
+                        server.send(f"inprocess {model} {concurrency} {requests}")
+                        row = server.read()
+                    else:
+                        requests = args.pytriton_requests * (1 if concurrency == 1 else 3)
+                        done = subprocess.run(
+                            [python, __file__, "pytriton-client", "--url",
+                             f"{protocol}://127.0.0.1:{ports[protocol]}", "--model", model,
+                             "--concurrency", str(concurrency), "--requests", str(requests)],
+                            capture_output=True, text=True, env=env, cwd=HERE, timeout=600)
+                        if done.returncode != 0:
+                            raise RuntimeError(f"pytriton client failed:\n{done.stderr[-3000:]}")
+                        row = json.loads(done.stdout.strip().splitlines()[-1])
+                        client_rss = max(client_rss, row["client_rss_mib"])
+                    # the server's CPU over the client's run (its warm-up requests included: ~10% more);
+                    # in-process, the process's (client and server) is client_cpu_us
                     warm = concurrency * max(5, max(1, requests // concurrency) // 10)
                     row["server_cpu_us"] = (cpu_seconds(server_pids) - server_cpu) / (row["requests"] + warm) * 1e6
                     server.send("stats")
                     row["batches"] = server.read()[model]
-                    client_rss = max(client_rss, row["client_rss_mib"])
-                    label = (f"{side} {protocol} {'@batch mbs 16' if model == 'add_sub_batch' else 'mbs 0'}, "
+                    shown = f"{protocol} {transport}" if protocol == "http" and transport else protocol
+                    label = (f"{side} {shown} {'@batch mbs 16' if model == 'add_sub_batch' else 'mbs 0'}, "
                              f"c{concurrency}")
                     results.rows[label].append(row)
                     print(f"  {label}: {row['requests_per_s']:,.0f}/s p50 {row['p50_us']:,.0f} us", flush=True)
-        results.processes[side].append(process_tree(server.process.pid))
-        results.client_rss_mib[side].append(client_rss)
+        if whole:
+            results.processes[side].append(process_tree(server.process.pid))
+            results.client_rss_mib[side].append(client_rss)
     finally:
         server.close()
 
@@ -469,6 +499,10 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
         f"`{MOVED}` rows: the same PyTriton server program (`Triton().bind`, `@batch`) with its imports",
         "redirected to `tritonserver.pytriton` (its endpoints this package's HTTP/gRPC frontends), against the",
         "same PyTriton client processes: what a PyTriton program gains by moving here, its clients unchanged.",
+        "Its HTTP endpoint: `http native` rows the native transport (`TritonConfig(http_transport=\"native\")`),",
+        "`http uvicorn` rows the uvicorn one (a server of their own). `inprocess` rows: the same program's",
+        "`ModelClient(\"inprocess://\", ...)` (this package's client, one per thread) in the server's process,",
+        "compared with PyTriton's better network row (HTTP or gRPC) of the same model and concurrency.",
         "",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()},"
         f" numpy {numpy.__version__} (ours); PyTriton in its own venv",
@@ -512,27 +546,39 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
                      f"| {', '.join(f'{x:.1f}' for x in per_round)} |")
 
     if moved:
-        lines += ["", f"| PyTriton's client against | PyTriton req/s | {MOVED} req/s | ratio of medians "
+        lines += ["", f"| client (PyTriton's; inprocess: ours) against | PyTriton req/s | {MOVED} req/s | ratio of medians "
                   "| per-round ratios | CPU us/req: client, server (PyTriton) | CPU us/req: client, server "
                   f"({MOVED}) |", "|---|---:|---:|---:|---|---|---|"]
         for row in moved:
-            other = "PyTriton" + row[len(MOVED):]
-            if other not in results.rows:
+            # the PyTriton row(s) of the same model and concurrency: the same protocol, or for
+            # in-process PyTriton's best of HTTP and gRPC (round by round)
+            protocol, rest = row[len(MOVED) + 1:].split(" ", 1)
+            if rest.startswith("native ") or rest.startswith("uvicorn "):
+                rest = rest.split(" ", 1)[1]
+            others = [f"PyTriton {p} {rest}" for p in (("http", "grpc") if protocol == "inprocess" else (protocol,))]
+            if not all(o in results.rows for o in others):
                 continue
-            rounds = [m["requests_per_s"] / o["requests_per_s"]
-                      for m, o in zip(results.rows[row], results.rows[other])]
+            theirs_per_round = [max(results.rows[o][i]["requests_per_s"] for o in others)
+                                for i in range(len(results.rows[row]))]
+            rounds = [m["requests_per_s"] / o for m, o in zip(results.rows[row], theirs_per_round)]
+            other = max(others, key=results.median)
+
             def cpu(name: str) -> str:
                 if "client_cpu_us" not in results.rows[name][0]:
                     return "–"
+                if "inprocess" in name:
+                    return f"{results.median(name, 'client_cpu_us'):,.0f} (one process)"
                 return (f"{results.median(name, 'client_cpu_us'):,.0f}, "
                         f"{results.median(name, 'server_cpu_us'):,.0f}")
 
-            lines.append(f"| {row[len(MOVED) + 1:]} | {results.median(other):,.0f} | {results.median(row):,.0f} "
+            against = row[len(MOVED) + 1:] + (f" (vs {other.split()[1]})" if protocol == "inprocess" else "")
+            lines.append(f"| {against} | {results.median(other):,.0f} | {results.median(row):,.0f} "
                          f"| {results.median(row) / results.median(other):.1f}x "
                          f"| {', '.join(f'{x:.1f}' for x in rounds)} | {cpu(other)} | {cpu(row)} |")
         lines += ["", "CPU us/req: the client process's CPU time (all its threads) over its timed requests, and the",
                   "server side's (every process of it) over the client's run, per request; with 2 cores shared by",
-                  "client and server, their sum over 2 bounds the rate at concurrency 16."]
+                  "client and server, their sum over 2 bounds the rate at concurrency 16 (inprocess: the one",
+                  "process's CPU time, client and server together)."]
     lines += ["", "| side | start to ready s | server-side processes: RSS MiB | server-side total MiB "
               "| client process MiB |", "|---|---:|---|---:|---:|"]
     for side in ("PyTriton", MOVED, "bind"):
@@ -592,7 +638,9 @@ def orchestrate(args: argparse.Namespace) -> None:
             results.load.append(os.getloadavg()[0])
             sides: list[tuple[str, Callable[[], None]]] = [
                 ("PyTriton", lambda: pytriton_round(args, results, free_port)),
-                (MOVED, lambda: pytriton_round(args, results, free_port, MOVED)),
+                (MOVED, lambda: pytriton_round(args, results, free_port, MOVED, "native",
+                                               ("http", "grpc", "inprocess"))),
+                (f"{MOVED} (uvicorn)", lambda: pytriton_round(args, results, free_port, MOVED, "uvicorn", ("http",))),
                 ("bind", lambda: bind_round(args, results))]
             turn = index % len(sides)  # each side first in turn
             for name, run_side in sides[turn:] + sides[:turn]:
@@ -619,6 +667,7 @@ def main() -> None:
     for port in ("--http-port", "--grpc-port", "--metrics-port"):
         server.add_argument(port, type=int, required=True)
     server.add_argument("--redirect", action="store_true", help="run on tritonserver.pytriton (.venv's Python)")
+    server.add_argument("--http-transport", default="", help="with --redirect: TritonConfig.http_transport")
     client = roles.add_parser("pytriton-client")
     client.add_argument("--url", required=True)
     client.add_argument("--model", required=True)

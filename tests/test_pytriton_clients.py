@@ -37,6 +37,7 @@ from tritonserver.pytriton.client import (  # noqa: E402
     PyTritonClientValueError,
 )
 from tritonserver.pytriton.decorators import batch  # noqa: E402
+from tritonserver.pytriton.exceptions import PyTritonValidationError  # noqa: E402
 from tritonserver.pytriton.model_config import ModelConfig, Tensor  # noqa: E402
 from tritonserver.pytriton.triton import Triton  # noqa: E402
 
@@ -146,6 +147,24 @@ def test_localhost_is_http_on_the_given_port(triton):
     http = triton.frontends[0].port
     with ModelClient(f"localhost:{http}", "add_sub") as client:
         assert client.infer_sample(A, B)["add"].tolist() == [1.5, 2.5]
+
+
+def test_http_transport_follows_kserve_http_or_the_config():
+    from tritonserver.frontend import KServeHttp
+
+    common = dict(allow_http=True, http_port=0, http_address="127.0.0.1", http_header_forward_pattern="x-.*")
+    with pytest.raises(PyTritonValidationError, match="TritonConfig.http_transport"):
+        Triton(config=pytriton_config(http_transport="h2", **common))
+    for transport in (None, "native", "uvicorn"):
+        with Triton(config=pytriton_config(http_transport=transport, **common)) as t:
+            t.bind("echo", _echo, inputs=[Tensor(name="x", dtype=FP32, shape=(1,))],
+                   outputs=[Tensor(name="y", dtype=FP32, shape=(1,)), Tensor(name="header", dtype=np.bytes_, shape=(1,))])
+            (http,) = t.frontends
+            assert http.options.transport == (transport or KServeHttp.Options().transport)
+            with ModelClient(f"http://127.0.0.1:{http.port}", "echo") as client:
+                result = client.infer_sample(x=np.array([2.0], FP32), parameters={"factor": 3},
+                                             headers={"x-tag": "seen"})
+            assert result["y"].tolist() == [6.0] and result["header"].tolist() == [b"seen"]
 
 
 @protocols

@@ -59,8 +59,12 @@ class Runtime:
                 tensor = pb_utils.get_input_tensor_by_name(request, name)
                 if tensor is not None:
                     data[name] = tensor.as_numpy()
-            result.append(Request(data=data, parameters=json.loads(request.parameters()),
-                                  requested_output_names=list(request.requested_output_names())))
+            # a request of the core: its parameters as a dict directly (request.parameters() is
+            # their JSON text, as the python backend's API gives it)
+            native = request._native
+            parameters = native.parameters() if native is not None else json.loads(request.parameters())
+            result.append(Request(data=data, parameters=parameters,
+                                  requested_output_names=request.requested_output_names()))
         return result
 
     def _failed(self, error: BaseException) -> pb_utils.TritonError:

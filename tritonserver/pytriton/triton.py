@@ -57,7 +57,8 @@ class TritonConfig:
     ``--<field with dashes>``), None for the binary's default. The HTTP,
     gRPC and metrics fields configure this package's frontends; the
     SageMaker, Vertex AI and trace fields are refused (not served here).
-    Unlike PyTriton, ``allow_http=False, allow_grpc=False`` is allowed: the
+    ``http_transport`` is this package's (``--http-transport``: "uvicorn"
+    or "native"; None for KServeHttp.Options' default). Unlike PyTriton, ``allow_http=False, allow_grpc=False`` is allowed: the
     models are then served to in-process clients only
     (``ModelClient("inprocess://", ...)``)."""
 
@@ -74,6 +75,7 @@ class TritonConfig:
     http_header_forward_pattern: Optional[str] = None
     http_thread_count: Optional[int] = None
     http_restricted_api: Optional[str] = None
+    http_transport: Optional[str] = None
     allow_grpc: Optional[bool] = None
     grpc_address: Optional[str] = None
     grpc_port: Optional[int] = None
@@ -511,8 +513,7 @@ class Triton:
 
     def is_connected(self) -> bool:
         """Whether the server runs with the bound models loaded."""
-        with self._cv:
-            return self._connected
+        return self._connected  # one read (the in-process clients ask on every request): no lock needed
 
     def get_access_token(self) -> Optional[str]:
         """The token of the restricted endpoints (TritonSecurityConfig)."""

@@ -13,43 +13,30 @@ import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterator, Optional
 
 from ..model_config.triton_model_config import TritonModelConfig
-from ._common import (DEFAULT_INFERENCE_TIMEOUT_S, DEFAULT_INIT_TIMEOUT_S, DEFAULT_NETWORK_TIMEOUT_S, Array,
-                      Inputs, Value, check_batching, check_call, check_decoupled, model_config_of, named_inputs,
-                      output_names, with_batch_axis, without_batch_axis)
+from ._common import (DEFAULT_NETWORK_TIMEOUT_S, Array, Inputs, Value, check_batching, check_call, check_decoupled,
+                      model_config_of, named_inputs, output_names, with_batch_axis, without_batch_axis)
 from ._model_client import DecoupledModelClient, ModelClient
-from ._network import check_streaming
-from ._tritonclient import (FIRST_POLL_S, LATEST, auth_headers, inference_error, library, merged_headers,
-                            next_poll, request_tensors, result_arrays)
-from ._url import INPROCESS, ClientUrl
+from ._settings import ClientSettings
+from ._tritonclient import (LATEST, ReadinessPoll, auth_headers, inference_error, library, merged_headers,
+                            request_tensors, result_arrays)
+from ._url import INPROCESS
 from .exceptions import (PyTritonClientClosedError, PyTritonClientModelUnavailableError,
                          PyTritonClientTimeoutError)
 
 
-class AsyncioModelClient:
+class AsyncioModelClient(ClientSettings):
     """An asyncio client of one model (``await client.infer_sample(...)``)."""
-
-    _decoupled = False
 
     def __init__(self, url: str, model_name: str, model_version: Optional[str] = None, *, lazy_init: bool = True,
                  init_timeout_s: Optional[float] = None, inference_timeout_s: Optional[float] = None,
                  model_config: Optional[TritonModelConfig] = None, ensure_model_is_ready: bool = True,
                  access_token: Optional[str] = None) -> None:
-        self._triton_url = ClientUrl.parse(url)
-        self._url = url
-        if self._decoupled:
-            check_streaming(self._triton_url, type(self).__name__)
-        self._model_name = model_name
-        self._model_version = model_version or ""
-        self._init_timeout_s = DEFAULT_INIT_TIMEOUT_S if init_timeout_s is None else init_timeout_s
-        self._inference_timeout_s = DEFAULT_INFERENCE_TIMEOUT_S if inference_timeout_s is None \
-            else inference_timeout_s
+        self._set_up(url, model_name, model_version, init_timeout_s, inference_timeout_s, model_config,
+                     ensure_model_is_ready, access_token)
         self._network_timeout_s = min(DEFAULT_NETWORK_TIMEOUT_S, self._init_timeout_s)
-        self._access_token = access_token
         self._headers = auth_headers(self._triton_url, access_token)
         self._grpc = self._triton_url.scheme == "grpc"
         self._lazy_init = lazy_init
-        self._model_config = model_config
-        self._model_ready = model_config is not None and not ensure_model_is_ready
         self._ids = itertools.count()
         self._closed = False
         self._lib: Any = None
@@ -115,22 +102,15 @@ class AsyncioModelClient:
 
     async def _poll(self, ready: Callable[[], Awaitable[bool]], deadline: float, timeout_s: float,
                     what: str) -> None:
-        delay = FIRST_POLL_S
+        poll = ReadinessPoll(self._triton_url, deadline, timeout_s, what)
         while True:
             try:
                 if await ready():
                     return
-                last = "not ready"
-            except (PyTritonClientClosedError, asyncio.CancelledError):
-                raise
-            except Exception as e:  # connection refused, unknown host, the server's error: not ready yet
-                last = f"{type(e).__name__}: {e}"
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise PyTritonClientTimeoutError(f"Waiting for {what} to be ready timed out after {timeout_s} s "
-                                                 f"({self._triton_url.with_scheme}: {last}).")
-            await asyncio.sleep(min(delay, left))
-            delay = next_poll(delay)
+                poll.not_ready()
+            except Exception as e:
+                poll.failed(e)
+            await asyncio.sleep(poll.next_wait())
 
     # -- PyTriton's API -----------------------------------------------------------------------
     async def wait_for_server(self, timeout_s: float) -> None:

@@ -13,7 +13,8 @@ import numpy
 from ..._api._datautils import numpy_types
 from ..._api._enums import DataType
 from ..model_config.triton_model_config import TensorSpec, TritonModelConfig
-from .exceptions import PyTritonClientModelDoesntSupportBatchingError, PyTritonClientValueError
+from .exceptions import (PyTritonClientInferenceServerError, PyTritonClientModelDoesntSupportBatchingError,
+                         PyTritonClientValueError)
 
 DEFAULT_INIT_TIMEOUT_S = 300.0
 DEFAULT_INFERENCE_TIMEOUT_S = 60.0
@@ -88,8 +89,6 @@ def named_inputs(config: TritonModelConfig, inputs: Inputs) -> Dict[str, Array]:
 
 def check_decoupled(config: TritonModelConfig, decoupled: bool, coupled_client: str, decoupled_client: str) -> None:
     """A coupled client refuses a decoupled model, and the other way round."""
-    from .exceptions import PyTritonClientInferenceServerError
-
     if config.decoupled and not decoupled:
         raise PyTritonClientInferenceServerError(f"Model config is decoupled. Use {decoupled_client} instead.")
     if decoupled and not config.decoupled:

@@ -28,7 +28,11 @@ class Deadlines:
     """Requests in flight by deadline, and the thread that cancels the late ones."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        # a plain Lock taken directly on the per-request path (a Condition's
+        # `with` is two Python calls around an RLock); the watcher waits on
+        # the Condition over it
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._heap: List[Tuple[float, int, Watch]] = []
         self._order = itertools.count()
         self._thread: Optional[threading.Thread] = None
@@ -37,7 +41,7 @@ class Deadlines:
     def watch(self, iterator: Any, timeout_s: float) -> Watch:
         """Cancel `iterator` unless finish() is called within `timeout_s`."""
         watch = Watch(time.monotonic() + timeout_s, iterator)
-        with self._cond:
+        with self._lock:
             heapq.heappush(self._heap, (watch.deadline, next(self._order), watch))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="pytriton-client-deadlines", daemon=True)
@@ -49,7 +53,7 @@ class Deadlines:
 
     def finish(self, watch: Watch) -> None:
         """The request ended: forget it (and the finished ones before it)."""
-        with self._cond:
+        with self._lock:
             watch.finished = True
             watch.iterator = None
             while self._heap and self._heap[0][2].finished:

@@ -8,50 +8,39 @@ Triton of this process (``inprocess://``), by the url."""
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Iterator, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..model_config.triton_model_config import TritonModelConfig
-from ._common import (DEFAULT_INFERENCE_TIMEOUT_S, DEFAULT_INIT_TIMEOUT_S, Array, Inputs, Value, check_batching,
-                      check_call, check_decoupled, named_inputs, output_names, with_batch_axis, without_batch_axis)
+from ._common import (Array, Inputs, Value, check_batching, check_call, check_decoupled, named_inputs, output_names,
+                      with_batch_axis, without_batch_axis)
 from ._inprocess import InProcessTransport
-from ._network import NetworkTransport, check_streaming
-from ._url import INPROCESS, ClientUrl
+from ._network import NetworkTransport
+from ._settings import ClientSettings
+from ._url import INPROCESS
 from .exceptions import PyTritonClientClosedError
 
 Transport = Union[InProcessTransport, NetworkTransport]
 
 
-class ModelClient:
+class ModelClient(ClientSettings):
     """A sync client of one model: ``ModelClient("localhost", "add_sub")``
     (HTTP, port 8000), ``"grpc://host:8001"``, ``"http://host:8000"``, or
     ``"inprocess://"`` for a Triton of this process."""
-
-    _decoupled = False
 
     def __init__(self, url: str, model_name: str, model_version: Optional[str] = None, *, lazy_init: bool = True,
                  init_timeout_s: Optional[float] = None, inference_timeout_s: Optional[float] = None,
                  model_config: Optional[TritonModelConfig] = None, ensure_model_is_ready: bool = True,
                  access_token: Optional[str] = None) -> None:
-        self._triton_url = ClientUrl.parse(url)
-        self._url = url
-        self._model_name = model_name
-        self._model_version = model_version
-        self._init_timeout_s = DEFAULT_INIT_TIMEOUT_S if init_timeout_s is None else init_timeout_s
-        self._inference_timeout_s = DEFAULT_INFERENCE_TIMEOUT_S if inference_timeout_s is None \
-            else inference_timeout_s
-        self._access_token = access_token
-        if self._decoupled:
-            check_streaming(self._triton_url, type(self).__name__)
+        self._set_up(url, model_name, model_version, init_timeout_s, inference_timeout_s, model_config,
+                     ensure_model_is_ready, access_token)
         self._transport: Optional[Transport]
         if self._triton_url.scheme == INPROCESS:
-            self._transport = InProcessTransport(self._triton_url, model_name, model_version,
+            self._transport = InProcessTransport(self._triton_url, model_name, self._model_version,
                                                  self._inference_timeout_s)
         else:
-            self._transport = NetworkTransport(self._triton_url, model_name, model_version, self._init_timeout_s,
-                                               self._inference_timeout_s, access_token)
-        self._model_config = model_config
-        # a config given without ensure_model_is_ready: the first request goes without waiting
-        self._model_ready = model_config is not None and not ensure_model_is_ready
+            self._transport = NetworkTransport(self._triton_url, model_name, self._model_version,
+                                               self._init_timeout_s, self._inference_timeout_s, access_token)
+        self._outputs: Optional[Tuple[TritonModelConfig, List[str]]] = None  # the config checked, its outputs
         if not lazy_init:
             self._init()
 
@@ -143,8 +132,10 @@ class ModelClient:
         if not self._model_ready:
             self._init()
         config = self.model_config
-        check_decoupled(config, self._decoupled, "ModelClient", "DecoupledModelClient")
-        return transport.responses(named_inputs(config, inputs), output_names(config), parameters, headers,
+        if self._outputs is None or self._outputs[0] is not config:
+            check_decoupled(config, self._decoupled, "ModelClient", "DecoupledModelClient")
+            self._outputs = (config, output_names(config))  # checked once per config
+        return transport.responses(named_inputs(config, inputs), self._outputs[1], parameters, headers,
                                    self._decoupled)
 
     def _infer(self, inputs: Inputs, parameters: Optional[Dict[str, Value]], headers: Optional[Dict[str, Value]],

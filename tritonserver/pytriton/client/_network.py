@@ -13,11 +13,11 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..model_config.triton_model_config import TritonModelConfig
 from ._common import DEFAULT_NETWORK_TIMEOUT_S, Array, Value, model_config_of
-from ._tritonclient import (FIRST_POLL_S, LATEST, auth_headers, inference_error, library, merged_headers,
-                            next_poll, request_tensors, result_arrays)
+from ._tritonclient import (LATEST, ReadinessPoll, auth_headers, inference_error, library, merged_headers,
+                            request_tensors, result_arrays)
 from ._url import ClientUrl
 from .exceptions import (PyTritonClientInferenceServerError, PyTritonClientModelUnavailableError,
-                         PyTritonClientTimeoutError, PyTritonClientValueError)
+                         PyTritonClientTimeoutError)
 
 
 class NetworkTransport:
@@ -55,20 +55,15 @@ class NetworkTransport:
         return getattr(self._general, method)(*args, headers=self._headers or None, **kwargs)
 
     def _poll(self, ready: Any, deadline: float, timeout_s: float, what: str) -> None:
-        delay = FIRST_POLL_S
+        poll = ReadinessPoll(self.url, deadline, timeout_s, what)
         while True:
             try:
                 if ready():
                     return
-                last = "not ready"
-            except Exception as e:  # connection refused, unknown host, the server's error: not ready yet
-                last = f"{type(e).__name__}: {e}"
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise PyTritonClientTimeoutError(f"Waiting for {what} to be ready timed out after {timeout_s} s "
-                                                 f"({self.url.with_scheme}: {last}).")
-            time.sleep(min(delay, left))
-            delay = next_poll(delay)
+                poll.not_ready()
+            except Exception as e:
+                poll.failed(e)
+            time.sleep(poll.next_wait())
 
     def wait_for_server(self, timeout_s: float) -> None:
         self._poll(lambda: self._call("is_server_ready") and self._call("is_server_live"),
@@ -178,9 +173,3 @@ class NetworkTransport:
                 self._infer_client.stop_stream(cancel_requests=not finished)
             finally:
                 self._streaming.release()
-
-
-def check_streaming(url: ClientUrl, client: str) -> None:
-    """Decoupled models stream over gRPC only (as PyTriton's clients)."""
-    if url.scheme == "http":
-        raise PyTritonClientValueError(f"{client} is only supported for grpc protocol")

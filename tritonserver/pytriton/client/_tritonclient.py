@@ -6,12 +6,13 @@ PyTriton's, the access token's header, and the readiness checks' backoff."""
 from __future__ import annotations
 
 import importlib
+import time
 from typing import Any, Dict, List, Optional
 
 from ._common import Array
 from ._url import ClientUrl
-from .exceptions import (PyTritonClientError, PyTritonClientInferenceServerError, PyTritonClientTimeoutError,
-                         PyTritonClientValueError)
+from .exceptions import (PyTritonClientClosedError, PyTritonClientError, PyTritonClientInferenceServerError,
+                         PyTritonClientTimeoutError, PyTritonClientValueError)
 
 ACCESS_HEADER = "triton-access-token"
 LATEST = "<latest>"
@@ -85,5 +86,36 @@ def inference_error(e: BaseException, timeout_s: float) -> PyTritonClientError:
         f"Timeout occurred during inference request. Timeout: {timeout_s} s. Message: {type(e).__name__}: {e}")
 
 
-def next_poll(delay: float) -> float:
-    return min(delay * 2, LAST_POLL_S)
+class ReadinessPoll:
+    """One wait for the server or a model to be ready, as the sync and the
+    asyncio clients poll: a check every 10 ms at first, doubling to 0.5 s,
+    until `deadline` (time.monotonic()); then PyTritonClientTimeoutError
+    naming `what`, the url and the last check's outcome. Each client loops
+    ``while True``: run its check (return when ready), tell the outcome
+    (`not_ready()` or `failed(e)`), sleep `next_wait()` (which raises past
+    the deadline)."""
+
+    def __init__(self, url: ClientUrl, deadline: float, timeout_s: float, what: str) -> None:
+        self._url, self._deadline, self._timeout_s, self._what = url, deadline, timeout_s, what
+        self._delay = FIRST_POLL_S
+        self._last = "not ready"
+
+    def not_ready(self) -> None:
+        self._last = "not ready"
+
+    def failed(self, error: Exception) -> None:
+        """A check that raised (connection refused, unknown host, the server's
+        error): not ready yet. A closed client's error is raised on."""
+        if isinstance(error, PyTritonClientClosedError):
+            raise error
+        self._last = f"{type(error).__name__}: {error}"
+
+    def next_wait(self) -> float:
+        """Seconds to sleep before the next check."""
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise PyTritonClientTimeoutError(f"Waiting for {self._what} to be ready timed out after "
+                                             f"{self._timeout_s} s ({self._url.with_scheme}: {self._last}).")
+        wait = min(self._delay, left)
+        self._delay = min(self._delay * 2, LAST_POLL_S)
+        return wait
