@@ -22,7 +22,7 @@
 # Environment:
 #   PYTHON            interpreter for the venv (default python3)
 #   PYTEST_ARGS       extra pytest arguments, e.g. "-x" or "-k identity"
-#   ASAN_TEST_FILES   test files to run (default: all of tests/)
+#   ASAN_TEST_FILES   test files to run, relative to tests/ (default: all of it)
 #   ASAN_PER_FILE=1   one pytest process (and leak check) per test file:
 #                     about 10 minutes more
 #   ASAN_NO_SUPPRESSIONS=1  without tests/asan/lsan.supp (to see what it hides)
@@ -174,7 +174,9 @@ for group in "${GROUPS_[@]}"; do
     n=$(grep -oE "[0-9]+ ${kind}" <<<"$last" | grep -oE '^[0-9]+' || true)
     TOTAL[$kind]=$(( ${TOTAL[$kind]} + ${n:-0} ))
   done
-  if [ -z "$last" ] || grep -qE '[0-9]+ (failed|error)' <<<"$last"; then
+  # No summary, a failure, or no test at all (a file name not found: pytest
+  # ran nothing) fails the run.
+  if [ -z "$last" ] || grep -qE '[0-9]+ (failed|error)|no tests ran' <<<"$last"; then
     status=1
     grep -E '^(FAILED|ERROR) ' "$log" | sed 's/^/      /' || true
     [ -z "$last" ] && tail -5 "$log" | sed 's/^/      /'
