@@ -358,8 +358,8 @@ def section(report: dict, cells: list) -> list[str]:
     lines = [
         "## Network frontends against NVIDIA's binary and PyTriton (`make bench-frontends`)",
         "",
-        f"benchmarks/frontends.py, {report['date']}: perf_analyzer 2.51 (`-s 1000 -r 3 -p {report['window_ms']}`: three fixed windows, "
-        "FP32[16] inputs) as the client of every server, all servers up at once; "
+        f"benchmarks/frontends.py, {report['date']}: perf_analyzer 2.51 (`-s 1000 -r 3 -p {report['window_ms']}`: "
+        "three fixed windows, FP32[16] inputs) as the client of every server, all servers up at once; "
         f"{report['rounds']} interleaved rounds, medians; the whole run {report['seconds'] / 60:.0f} min on "
         f"{report['cpus']} CPUs shared by client, servers and other work (load average at each round's start, "
         f"then at the end: {load}). identity_fp32 (the identity C++ backend) and add_sub (a python model): "
@@ -370,7 +370,8 @@ def section(report: dict, cells: list) -> list[str]:
         "`pytriton-server`) run on PyTriton 0.7 and moved here (its imports redirected to "
         "tritonserver.pytriton). Server CPU: the server's processes' user+sys time over a run (stubs and "
         "PyTriton's tritonserver included) per inference the server counted. Ratio: throughput over the "
-        "reference's (the binary; PyTriton for the bound function); target: the least ratio issue 40 asks for."
+        "reference's (the binary; PyTriton for the bound function), of the medians (per round in brackets); "
+        "target: the least ratio issue 40 asks for."
         + (f" {report['note']}" if report["note"] else ""),
         "",
     ]
@@ -392,6 +393,11 @@ def section(report: dict, cells: list) -> list[str]:
                 ratio, target = "reference", ""
             else:
                 ratio = f"{rate / reference_rate:.2f}x" if rate and reference_rate else "-"
+                references = report["results"].get(f"{workload}|{protocol}|{c}|{reference}", [])
+                per_round = [f"{mine['throughput'] / theirs['throughput']:.1f}"
+                             for mine, theirs in zip(rows, references)
+                             if "throughput" in mine and "throughput" in theirs]
+                ratio += f" ({', '.join(per_round)})" if len(per_round) > 1 else ""
                 target = f"{targets[protocol]}x"
             lines.append(f"| {workload} | {protocol} | {c} | {label} | {fmt(rate)}{failed} "
                          f"| {fmt(median(rows, 'p50_us'))} | {fmt(median(rows, 'cpu_us_per_infer'))} "
