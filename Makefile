@@ -214,13 +214,6 @@ bench: bench-build
 	$(PY) -m pip install -q "tritonclient[grpc,http]==2.51.0" $(KEEP)
 	$(PY) benchmarks/run.py
 
-# The network frontends (python -m tritonserver serve) against NVIDIA's
-# tritonserver binary with perf_analyzer 2.51 (benchmarks/frontends.py;
-# ~5 min): identity and add_sub, HTTP and gRPC, concurrency 1 and 16;
-# writes its section of docs/benchmarks.md.
-bench-frontends: build perf-analyzer
-	$(PY) benchmarks/frontends.py
-
 # Server.bind against NVIDIA's PyTriton serving the same function
 # (benchmarks/pytriton_compare.py; ~5 min): PyTriton in .venv-pytriton, a
 # venv of its own WITH its dependencies (it pins numpy<2); writes its
@@ -236,6 +229,16 @@ $(PYTRITON_VENV)/.ready:
 
 bench-pytriton: build $(PYTRITON_VENV)/.ready
 	$(PY) benchmarks/pytriton_compare.py --pytriton-python $(PYTRITON_VENV)/bin/python
+
+# The network frontends with perf_analyzer 2.51 as the client
+# (benchmarks/frontends.py; ~15 min): python -m tritonserver serve (each
+# HTTP transport) against NVIDIA's tritonserver binary on identity and
+# add_sub, and a PyTriton program binding add_sub on PyTriton
+# (.venv-pytriton) against the same program on tritonserver.pytriton; HTTP
+# and gRPC, concurrency 1 and 16, start to ready, every process's RSS;
+# writes its section of docs/benchmarks.md.
+bench-frontends: build perf-analyzer $(PYTRITON_VENV)/.ready
+	$(PY) benchmarks/frontends.py --pytriton-python $(PYTRITON_VENV)/bin/python
 
 # PyTriton's examples that run on a CPU without downloads, server and client
 # each, their imports redirected, each client's output compared with the same

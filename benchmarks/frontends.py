@@ -1,25 +1,40 @@
 """The network frontends against NVIDIA's: perf_analyzer 2.51 (`make
-perf-analyzer`) against NVIDIA's tritonserver 2.51 binary (nvidia-pytriton
-0.7.0's bin/tritonserver) and against this package's `python -m
-tritonserver serve`, the same flags, on tests/models' identity_fp32 (the
-identity C++ backend: the transport alone) and add_sub (a python model:
-the binary runs it on the python backend's stub, the package in-process),
-over HTTP and gRPC at concurrency 1 and 16.
+perf-analyzer`) as the client of every server, over HTTP and gRPC at
+concurrency 1 and 16, FP32[16] inputs, on three workloads:
 
-Both servers are up at once and the rounds interleave (each cell runs on
-every server before the next cell; the servers' order alternates by
-round). Reported per cell and server: the median over rounds of
-perf_analyzer's throughput and p50 latency, and the server's CPU per
-inference: its processes' user+sys time over the run (/proc, the stub's
-included) divided by the growth of the model's inference_count (the
-server's statistics); then the package's ratio to the binary. Start to
-ready: process start until GET /v2/health/ready answers 200, both models
-loaded, median of --starts starts. A server that cannot run (the binary
-absent; the package's serve command or its frontends not there yet) is
-left out, saying why.
+- identity_fp32 (tests/models; the identity C++ backend: the transport
+  alone) and add_sub (tests/models; a python model): NVIDIA's
+  tritonserver 2.51 binary (nvidia-pytriton 0.7.0's bin/tritonserver; the
+  python model on the python backend's stub) against this package's
+  `python -m tritonserver serve` (the same flags; python models
+  in-process), with its default transports and, for each other transport
+  serve offers (`--http-transport uvicorn`; `--grpc-transport X` once serve
+  has that flag), the same server on that transport for that protocol;
+- bound add_sub: one PyTriton server program (`Triton().bind` of an
+  add_sub function over FP32[16], no batching: the `pytriton-server` role
+  of benchmarks/pytriton_compare.py) run on PyTriton 0.7 (.venv-pytriton:
+  its tritonserver binary, the proxy model's stub, the function in the
+  program's process) and moved here (the same program, its imports
+  redirected to tritonserver.pytriton: one process).
+
+All servers are up at once and the rounds interleave (each cell runs on
+every server that serves it before the next cell; the servers' order
+alternates by round). Reported per cell and server: the median over rounds
+of perf_analyzer's throughput and p50 latency, and the server's CPU per
+inference: its processes' user+sys time over the run (/proc: the server's
+process and its descendants) divided by the inferences the server counted
+(the model's inference_count; the PyTriton program counts its function's
+calls); then the ratio to the reference (the binary; PyTriton for the
+bound function) and the target. Start to ready: process start until the
+server answers ready with its models loaded (median of --starts starts);
+RSS: every process of the server (the binary and its stubs; PyTriton's
+Python process, its tritonserver and stubs), when ready and after the
+rounds. A server that cannot run (the binary or .venv-pytriton absent, a
+transport serve does not offer) is left out, saying why.
 
     python benchmarks/frontends.py [--rounds 3] [--window-ms 2000] [--starts 3]
-        [--servers binary,package] [--quick] [--out docs/benchmarks.md] [--no-write] [--note TEXT]
+        [--servers all|NAME,...] [--pytriton-python .venv-pytriton/bin/python]
+        [--quick] [--out docs/benchmarks.md] [--no-write] [--note TEXT]
 
 Writes its marked section of docs/benchmarks.md (`make bench-frontends`)
 and the raw figures to build/bench-frontends.json.
@@ -28,6 +43,7 @@ and the raw figures to build/bench-frontends.json.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import datetime
 import json
@@ -38,61 +54,188 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Optional
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import pytriton_compare  # noqa: E402  (the PyTriton server program, process trees)
+
 # The marked section of docs/benchmarks.md this script owns (run.py keeps it).
 BEGIN = "<!-- frontends: begin -->"
 END = "<!-- frontends: end -->"
 PERF_ANALYZER = ROOT / "build" / "perf_analyzer" / "perf_analyzer"
-MODELS = {"identity_fp32": ["--shape", "INPUT0:16"],
+SHAPES = {"identity_fp32": ["--shape", "INPUT0:16"],
           "add_sub": ["--shape", "INPUT0:16", "--shape", "INPUT1:16"]}
-# Each server's own flags beyond the shared ones.
-EXTRA_FLAGS = {"binary": [], "package": ["--python-models", "in-process"]}
+# workload -> (the model's name on the servers, perf_analyzer's shape flags)
+WORKLOADS = {"identity_fp32": ("identity_fp32", SHAPES["identity_fp32"]),
+             "add_sub": ("add_sub", SHAPES["add_sub"]),
+             "bound add_sub": ("add_sub_plain", SHAPES["add_sub"])}
+# workload -> (the reference server, {protocol: the target ratio to it})
+TARGETS = {"identity_fp32": ("binary", {"http": 0.8, "grpc": 0.6}),
+           "add_sub": ("binary", {"http": 1.2, "grpc": 1.2}),
+           "bound add_sub": ("pytriton", {"http": 8.0, "grpc": 8.0})}
 FLAGS = ["--model-control-mode", "explicit", "--log-info", "false",
-         *[arg for name in MODELS for arg in ("--load-model", name)]]
+         *[arg for model in ("identity_fp32", "add_sub") for arg in ("--load-model", model)]]
+PACKAGE_FLAGS = ["--python-models", "in-process"]
 
 
-def commands() -> dict:
-    """name -> (argv prefix or None, why it is left out)."""
-    sys.path.insert(0, str(ROOT / "tests"))
+class Running:
+    """A server up, as the rounds use it: its urls (tritonclient's form),
+    its process, how long it took to be ready, and how it counts a model's
+    inferences."""
+
+    def __init__(self, http_url: str, grpc_url: str, pid: int, ready_seconds: float,
+                 count: Callable[[str], int], access_token: Optional[str] = None) -> None:
+        self.http_url, self.grpc_url, self.pid, self.ready_seconds = http_url, grpc_url, pid, ready_seconds
+        self.count = count
+        self.access_token = access_token  # of its restricted endpoints (PyTriton's), or None
+
+    def header_flags(self, protocol: str) -> list[str]:
+        """perf_analyzer's -H flags for the restricted endpoints it calls
+        (statistics), in PyTriton's header names."""
+        if self.access_token is None:
+            return []
+        name = "triton-access-token" if protocol == "http" else "triton-grpc-protocol-triton-access-token"
+        return ["-H", f"{name}:{self.access_token}"]
+
+    def processes(self) -> list[dict]:
+        """Its process and descendants: pid, kind, RSS (MiB)."""
+        return pytriton_compare.process_tree(self.pid)
+
+
+@dataclass
+class Contender:
+    name: str                       # as --servers names it
+    label: str                      # as the tables name it
+    workloads: tuple[str, ...]
+    protocols: tuple[str, ...]
+    start: Callable[[], contextlib.AbstractContextManager[Running]]
+
+
+def statistics_count(http_url: str) -> Callable[[str], int]:
+    def count(model: str) -> int:
+        import tritonclient.http
+
+        client = tritonclient.http.InferenceServerClient(http_url)
+        try:
+            stats = client.get_inference_statistics(model)["model_stats"]
+            return sum(int(e.get("inference_count", 0)) for e in stats)
+        finally:
+            client.close()
+    return count
+
+
+def triton_process(command: list[str], flags: list[str]) -> Callable[[], contextlib.AbstractContextManager[Running]]:
+    """The binary or serve, with FLAGS + `flags` (tests/common.py's server_process)."""
+    @contextlib.contextmanager
+    def start() -> Iterator[Running]:
+        import common
+
+        with common.server_process(command, common.MODELS, [*FLAGS, *flags]) as server:
+            yield Running(server.http_url, server.grpc_url, server.pid, server.ready_seconds,
+                          statistics_count(server.http_url))
+    return start
+
+
+def pytriton_program(python: Optional[str]) -> Callable[[], contextlib.AbstractContextManager[Running]]:
+    """The PyTriton server program serving add_sub_plain: on PyTriton
+    (.venv-pytriton's `python`) or moved here (None)."""
+    @contextlib.contextmanager
+    def start() -> Iterator[Running]:
+        import common
+
+        ports = common.free_port(), common.free_port(), common.free_port()
+        child = pytriton_compare.start_pytriton_server(python, *ports, models="add_sub_plain")
+        try:
+            token = child.read()["access_token"]  # ready: Triton().run() returned, the model loaded
+            ready = time.perf_counter() - child.started
+            total = [0]
+
+            def count(model: str) -> int:  # the function's calls so far (`stats` answers those since the last)
+                child.send("stats")
+                total[0] += sum(int(size) * n for size, n in child.read()[model].items())
+                return total[0]
+
+            yield Running(f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}", child.process.pid, ready, count,
+                          token)
+        finally:
+            child.close()
+    return start
+
+
+def serve_transports(package: list[str]) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """{protocol: the transports serve offers (its --PROTOCOL-transport
+    choices)} and {protocol: the one it uses by default}."""
+    probe = subprocess.run([*package, "--help"], capture_output=True, text=True, cwd=ROOT / "tests", timeout=120)
+    if probe.returncode != 0:
+        raise RuntimeError(f"`python -m tritonserver serve --help` exited {probe.returncode}: "
+                           f"{(probe.stderr or probe.stdout).strip()[-300:]}")
+    offered = {protocol: (m.group(1).split(",") if (m := re.search(rf"--{protocol}-transport \{{([^}}]*)\}}",
+                                                                   probe.stdout)) else [])
+               for protocol in ("http", "grpc")}
+    defaults = subprocess.run(
+        [sys.executable, "-c", "from tritonserver.frontend import KServeHttp, KServeGrpc\n"
+         "print(KServeHttp.Options().transport, getattr(KServeGrpc.Options(), 'transport', 'grpcio'))"],
+        capture_output=True, text=True, check=True, cwd=ROOT / "tests").stdout.split()
+    return offered, dict(zip(("http", "grpc"), defaults))
+
+
+def contenders(pytriton_python: str) -> tuple[list[Contender], dict[str, str]]:
+    """Every server this script knows, and those left out (name -> why)."""
     import common
     import pytest
 
-    found: dict = {}
+    found: list[Contender] = []
+    left_out: dict[str, str] = {}
+    models = ("identity_fp32", "add_sub")
     try:
-        found["binary"] = (common.reference_command(), "")
+        found.append(Contender("binary", "NVIDIA's binary 2.51", models, ("http", "grpc"),
+                               triton_process(common.reference_command(), [])))
     except pytest.skip.Exception as e:
-        found["binary"] = (None, str(e))
+        left_out["binary"] = str(e)
     package = common.package_serve_command()
-    probe = subprocess.run([*package, "--help"], capture_output=True, text=True, cwd=ROOT / "tests", timeout=120)
-    found["package"] = ((package, "") if probe.returncode == 0 else
-                        (None, f"`python -m tritonserver serve --help` exited {probe.returncode}: "
-                               f"{(probe.stderr or probe.stdout).strip()[-300:]}"))
-    return found
-
-
-def inference_count(server, model: str) -> int:
-    import tritonclient.http
-
-    client = tritonclient.http.InferenceServerClient(server.http_url)
     try:
-        return sum(int(e.get("inference_count", 0)) for e in client.get_inference_statistics(model)["model_stats"])
-    finally:
-        client.close()
+        offered, default = serve_transports(package)
+    except (RuntimeError, subprocess.CalledProcessError) as e:
+        left_out["package"] = str(e)
+    else:
+        found.append(Contender("package", f"package (HTTP {default['http']}, gRPC {default['grpc']})", models,
+                               ("http", "grpc"), triton_process(package, PACKAGE_FLAGS)))
+        for protocol in ("http", "grpc"):
+            others = [t for t in offered[protocol] if t != default[protocol]]
+            for transport in others:
+                found.append(Contender(f"package-{protocol}-{transport}",
+                                       f"package, --{protocol}-transport {transport}", models, (protocol,),
+                                       triton_process(package, [*PACKAGE_FLAGS, f"--{protocol}-transport",
+                                                                transport])))
+            if not offered[protocol]:
+                left_out[f"package-{protocol}-*"] = (f"serve has no --{protocol}-transport flag: one {protocol} "
+                                                     f"transport ({default[protocol]})")
+    python = os.path.abspath(pytriton_python)
+    if os.path.isfile(python):
+        found.append(Contender("pytriton", "PyTriton 0.7", ("bound add_sub",), ("http", "grpc"),
+                               pytriton_program(python)))
+    else:
+        left_out["pytriton"] = f"{python} is missing: `make .venv-pytriton/.ready` makes it"
+    found.append(Contender("pytriton-moved", "tritonserver.pytriton (the same program)", ("bound add_sub",),
+                           ("http", "grpc"), pytriton_program(None)))
+    return found, left_out
 
 
-def perf_analyzer(server, model: str, protocol: str, concurrency: int, window_ms: int) -> dict:
+def perf_analyzer(server: Running, workload: str, protocol: str, concurrency: int, window_ms: int) -> dict:
     """One perf_analyzer level; retried once when it reports an unstable
     measurement (exit 2). Returns throughput, p50 (us), server CPU per
     inference (us), or an error."""
+    model, shapes = WORKLOADS[workload]
     url = server.http_url if protocol == "http" else server.grpc_url
     argv = [str(PERF_ANALYZER), "-m", model, "-u", url, "-i", protocol, "--concurrency-range", str(concurrency),
-            "-s", "99", "-r", "3", "-p", str(window_ms), *MODELS[model]]
+            "-s", "1000", "-r", "3", "-p", str(window_ms), *shapes, *server.header_flags(protocol)]
     for attempt in range(2):
-        count, cpu = inference_count(server, model), server.cpu_seconds()
+        pids = [p["pid"] for p in server.processes()]
+        count, cpu = server.count(model), pytriton_compare.cpu_seconds(pids)
         run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-        cpu, count = server.cpu_seconds() - cpu, inference_count(server, model) - count
+        cpu, count = pytriton_compare.cpu_seconds(pids) - cpu, server.count(model) - count
         if run.returncode == 0:
             throughput = re.search(r"^\s*Throughput: ([0-9.]+)", run.stdout, re.M)
             p50 = re.search(r"^\s*p50 latency: ([0-9]+)", run.stdout, re.M)
@@ -104,85 +247,84 @@ def perf_analyzer(server, model: str, protocol: str, concurrency: int, window_ms
     return {"error": f"perf_analyzer exited {run.returncode}: {(run.stdout + run.stderr).strip()[-500:]}"}
 
 
-def start_to_ready(command: list[str], extra: list[str], starts: int) -> list[float]:
-    import common
-
-    seconds = []
-    for _ in range(starts):
-        with common.server_process(command, common.MODELS, [*FLAGS, *extra]) as server:
-            seconds.append(server.ready_seconds)
-    return seconds
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--window-ms", type=int, default=2000)
     parser.add_argument("--starts", type=int, default=3)
-    parser.add_argument("--servers", default="binary,package")
+    parser.add_argument("--servers", default="all", help="'all' or names: binary, package, package-http-uvicorn, "
+                        "package-grpc-X, pytriton, pytriton-moved")
+    parser.add_argument("--pytriton-python", default=str(ROOT / ".venv-pytriton" / "bin" / "python"))
     parser.add_argument("--quick", action="store_true", help="one round, 500 ms windows, one start, c1 only")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--no-write", action="store_true", help="print the section, leave the file")
     parser.add_argument("--note", default="", help="a sentence added to the section (e.g. the tree measured)")
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "tests"))  # common.py: the server processes
     concurrencies = [1, 16]
     if args.quick:
         args.rounds, args.window_ms, args.starts, concurrencies = 1, 500, 1, [1]
     if not PERF_ANALYZER.is_file():
         sys.exit(f"{PERF_ANALYZER} is missing: run `make perf-analyzer`")
-    available = commands()
-    servers: dict[str, list[str]] = {}
-    left_out: dict[str, str] = {}
-    for name in args.servers.split(","):
-        command, why = available[name]
-        if command is None:
-            left_out[name] = why
-        else:
-            servers[name] = command
-    import common
-
-    startup: dict[str, list[float]] = {}
-    for name, command in list(servers.items()):
+    found, left_out = contenders(args.pytriton_python)
+    if args.servers != "all":
+        wanted = args.servers.split(",")
+        unknown = set(wanted) - {c.name for c in found} - set(left_out)
+        if unknown:
+            sys.exit(f"--servers: no server named {', '.join(sorted(unknown))} "
+                     f"(known: {', '.join(c.name for c in found)})")
+        found = [c for c in found if c.name in wanted]
+        left_out = {name: why for name, why in left_out.items() if name in wanted}
+    began = time.monotonic()
+    startup: dict[str, list[float]] = collections.defaultdict(list)
+    rss_ready: dict[str, list[list[dict]]] = collections.defaultdict(list)
+    for contender in list(found):
         try:
-            startup[name] = start_to_ready(command, EXTRA_FLAGS[name], args.starts)
-        except AssertionError as e:  # it does not serve these models over HTTP yet
-            # Its log's last line, or the message's start (a timeout's).
+            for _ in range(args.starts):
+                with contender.start() as server:
+                    startup[contender.name].append(server.ready_seconds)
+                    rss_ready[contender.name].append(server.processes())
+        except (AssertionError, RuntimeError) as e:  # it does not start: its log's last line
             log = str(e).split(" before it was ready: ", 1)[-1].strip().splitlines() or [""]
-            left_out[name] = "it did not start: " + log[-1][:200]
-            del servers[name]
+            left_out[contender.name] = "it did not start: " + log[-1][:200]
+            found.remove(contender)
     for name, why in left_out.items():
         print(f"== {name}: left out ({why})", file=sys.stderr)
-    if not servers:
+    if not found:
         sys.exit("no server to measure")
-    cells = [(model, protocol, c) for model in MODELS for protocol in ("http", "grpc") for c in concurrencies]
-    results: dict = {f"{m}|{p}|{c}|{s}": [] for m, p, c in cells for s in servers}
+    cells = [(workload, protocol, c) for workload in WORKLOADS for protocol in ("http", "grpc")
+             for c in concurrencies
+             if any(workload in s.workloads and protocol in s.protocols for s in found)]
+    results: dict = {f"{w}|{p}|{c}|{s.name}": [] for w, p, c in cells for s in found
+                     if w in s.workloads and p in s.protocols}
+    rss_after: dict[str, list[list[dict]]] = collections.defaultdict(list)
     loads: list[float] = []
-    began = time.monotonic()
     with contextlib.ExitStack() as stack:
-        running = {name: stack.enter_context(common.server_process(command, common.MODELS,
-                                                                   [*FLAGS, *EXTRA_FLAGS[name]]))
-                   for name, command in servers.items()}
+        running = {s.name: stack.enter_context(s.start()) for s in found}
         for index in range(args.rounds):
             loads.append(os.getloadavg()[0])
-            order = list(running) if index % 2 == 0 else list(reversed(running))
-            for model, protocol, c in cells:
-                for name in order:
-                    result = perf_analyzer(running[name], model, protocol, c, args.window_ms)
-                    results[f"{model}|{protocol}|{c}|{name}"].append(result)
-                    print(f"round {index + 1} {model} {protocol} c{c} {name}: {result}", file=sys.stderr)
+            order = found if index % 2 == 0 else found[::-1]
+            for workload, protocol, c in cells:
+                for s in order:
+                    key = f"{workload}|{protocol}|{c}|{s.name}"
+                    if key in results:
+                        result = perf_analyzer(running[s.name], workload, protocol, c, args.window_ms)
+                        results[key].append(result)
+                        print(f"round {index + 1} {workload} {protocol} c{c} {s.name}: {result}", file=sys.stderr)
+            for name, server in running.items():
+                rss_after[name].append(server.processes())
+    loads.append(os.getloadavg()[0])
     report = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "rounds": args.rounds, "window_ms": args.window_ms, "load": loads, "startup": startup,
-              "results": results, "left_out": left_out, "seconds": time.monotonic() - began,
-              "cpus": os.cpu_count(), "note": args.note}
+              "rss_ready": rss_ready, "rss_after": rss_after, "results": results, "left_out": left_out,
+              "seconds": time.monotonic() - began, "cpus": os.cpu_count(), "note": args.note,
+              "servers": {s.name: s.label for s in found}}
     (ROOT / "build").mkdir(exist_ok=True)
     (ROOT / "build" / "bench-frontends.json").write_text(json.dumps(report, indent=1))
-    lines = section(report, cells, list(servers))
+    lines = section(report, cells)
     print("\n".join(lines))
     if not args.no_write:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from pytriton_compare import write_section
-
-        write_section(pathlib.Path(args.out), lines, BEGIN, END)
+        pytriton_compare.write_section(pathlib.Path(args.out), lines, BEGIN, END)
 
 
 def median(rows: list[dict], key: str) -> Optional[float]:
@@ -190,52 +332,88 @@ def median(rows: list[dict], key: str) -> Optional[float]:
     return statistics.median(values) if values else None
 
 
-def section(report: dict, cells: list, servers: list[str]) -> list[str]:
+def rss_text(trees: list[list[dict]]) -> str:
+    """The median total RSS (MiB) over `trees`, and its processes by kind."""
+    per_kind: dict[str, list[float]] = collections.defaultdict(list)
+    totals = []
+    for tree in trees:
+        by_kind: collections.Counter[str] = collections.Counter()
+        for p in tree:
+            by_kind[p["name"]] += p["rss_mib"]
+        for kind, mib in by_kind.items():
+            per_kind[kind].append(mib)
+        totals.append(sum(by_kind.values()))
+    counts = collections.Counter(p["name"] for p in trees[-1])
+    parts = ", ".join(f"{kind}{f' x{counts[kind]}' if counts[kind] > 1 else ''} {statistics.median(v):.0f}"
+                      for kind, v in per_kind.items())
+    return f"{statistics.median(totals):,.0f} ({parts})"
+
+
+def section(report: dict, cells: list) -> list[str]:
     def fmt(value: Optional[float], digits: int = 0) -> str:
         return "-" if value is None else f"{value:,.{digits}f}"
 
+    labels = report["servers"]
+    load = ", ".join(f"{x:.1f}" for x in report["load"])
     lines = [
-        "## Network frontends against NVIDIA's binary (`make bench-frontends`)",
+        "## Network frontends against NVIDIA's binary and PyTriton (`make bench-frontends`)",
         "",
-        f"benchmarks/frontends.py, {report['date']}: perf_analyzer 2.51 (`-s 99 -r 3 -p {report['window_ms']}`, "
-        "FP32[16] inputs) against NVIDIA's tritonserver 2.51 binary (nvidia-pytriton 0.7.0) and this package's "
-        "`python -m tritonserver serve` (python models in-process), the servers up at once; "
-        f"{report['rounds']} interleaved rounds, medians; {report['cpus']} CPUs shared by client and servers "
-        f"(load average at each round's start: {', '.join(f'{x:.1f}' for x in report['load'])}). "
-        "Server CPU: the server's processes' user+sys time over a run (the stub's included) per inference "
-        "its statistics counted. Ratio: the package's throughput over the binary's."
+        f"benchmarks/frontends.py, {report['date']}: perf_analyzer 2.51 (`-s 1000 -r 3 -p {report['window_ms']}`: "
+        "three fixed windows, FP32[16] inputs) as the client of every server, all servers up at once; "
+        f"{report['rounds']} interleaved rounds, medians; the whole run {report['seconds'] / 60:.0f} min on "
+        f"{report['cpus']} CPUs shared by client, servers and other work (load average at each round's start, "
+        f"then at the end: {load}). identity_fp32 (the identity C++ backend) and add_sub (a python model): "
+        "NVIDIA's tritonserver 2.51 binary (nvidia-pytriton 0.7.0; add_sub on the python backend's stub) "
+        "against this package's `python -m tritonserver serve` (python models in-process) on its default "
+        "transports and on each other transport serve offers. Bound add_sub: one PyTriton server program "
+        "(`Triton().bind` of an add_sub function, no batching; benchmarks/pytriton_compare.py's "
+        "`pytriton-server`) run on PyTriton 0.7 and moved here (its imports redirected to "
+        "tritonserver.pytriton). Server CPU: the server's processes' user+sys time over a run (stubs and "
+        "PyTriton's tritonserver included) per inference the server counted. Ratio: throughput over the "
+        "reference's (the binary; PyTriton for the bound function), of the medians (per round in brackets); "
+        "target: the least ratio issue 40 asks for."
         + (f" {report['note']}" if report["note"] else ""),
         "",
     ]
     for name, why in report["left_out"].items():
         lines += [f"Left out: {name} ({why}).", ""]
-    header = "| model | protocol | concurrency |"
-    rule = "|---|---|---:|"
-    for name in servers:
-        header += f" {name} infer/s | {name} p50 us | {name} CPU us/infer |"
-        rule += "---:|---:|---:|"
-    both = "binary" in servers and "package" in servers
-    if both:
-        header += " package/binary |"
-        rule += "---:|"
-    lines += [header, rule]
-    for model, protocol, c in cells:
-        row = f"| {model} | {protocol} | {c} |"
-        rates = {}
-        for name in servers:
-            rows = report["results"][f"{model}|{protocol}|{c}|{name}"]
-            rates[name] = median(rows, "throughput")
+    lines += ["| workload | protocol | concurrency | server | infer/s | p50 us | server CPU us/infer "
+              "| ratio | target |", "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+    for workload, protocol, c in cells:
+        reference, targets = TARGETS[workload]
+        reference_rate = median(report["results"].get(f"{workload}|{protocol}|{c}|{reference}", []), "throughput")
+        for name, label in labels.items():
+            rows = report["results"].get(f"{workload}|{protocol}|{c}|{name}")
+            if rows is None:
+                continue
+            rate = median(rows, "throughput")
             errors = [r["error"] for r in rows if "error" in r]
-            row += (f" {fmt(rates[name])} | {fmt(median(rows, 'p50_us'))} | {fmt(median(rows, 'cpu_us_per_infer'))}"
-                    f"{' (' + str(len(errors)) + ' failed)' if errors else ''} |")
-        if both:
-            row += (f" {rates['package'] / rates['binary']:.2f}x |" if rates["package"] and rates["binary"]
-                    else " - |")
-        lines.append(row)
-    lines += ["", "| server | start to ready ms (median) | starts |", "|---|---:|---:|"]
-    for name, seconds in report["startup"].items():
-        lines.append(f"| {name} | {statistics.median(seconds) * 1000:,.0f} | {len(seconds)} |")
-    lines.append("")
+            failed = f" ({len(errors)} failed)" if errors else ""
+            if name == reference:
+                ratio, target = "reference", ""
+            else:
+                ratio = f"{rate / reference_rate:.2f}x" if rate and reference_rate else "-"
+                references = report["results"].get(f"{workload}|{protocol}|{c}|{reference}", [])
+                per_round = [f"{mine['throughput'] / theirs['throughput']:.1f}"
+                             for mine, theirs in zip(rows, references)
+                             if "throughput" in mine and "throughput" in theirs]
+                ratio += f" ({', '.join(per_round)})" if len(per_round) > 1 else ""
+                target = f"{targets[protocol]}x"
+            lines.append(f"| {workload} | {protocol} | {c} | {label} | {fmt(rate)}{failed} "
+                         f"| {fmt(median(rows, 'p50_us'))} | {fmt(median(rows, 'cpu_us_per_infer'))} "
+                         f"| {ratio} | {target} |")
+    lines += ["", "| server | start to ready ms | RSS MiB when ready (processes) | RSS MiB after the rounds "
+              "(processes) |", "|---|---:|---|---|"]
+    for name, label in labels.items():
+        seconds = report["startup"][name]
+        after = report["rss_after"].get(name)
+        lines.append(f"| {label} | {statistics.median(seconds) * 1000:,.0f} | {rss_text(report['rss_ready'][name])} "
+                     f"| {rss_text(after) if after else '-'} |")
+    lines += ["", f"Start to ready: process start until ready with its models loaded (the binary and serve: "
+              "identity_fp32 and add_sub, GET /v2/health/ready polled; the PyTriton program: its bound function, "
+              f"`Triton().run()` returned), median of {len(next(iter(report['startup'].values())))} starts. "
+              "RSS: the server's process and its descendants, medians (when ready: over the starts; after: "
+              "over the rounds); a kind with xN: N processes together.", ""]
     return lines
 
 

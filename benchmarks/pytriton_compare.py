@@ -111,6 +111,7 @@ def cpu_seconds(pids: list[int]) -> float:
 # What a process of either side is, by a part of its command line.
 PROCESS_KINDS = (("--redirect", "Python process (tritonserver.pytriton)"),
                  ("pytriton-server", "PyTriton's Python process"), ("bind-worker", "Python process (server and client)"),
+                 ("-m tritonserver serve", "Python process (serve)"),
                  ("triton_python_backend_stub", "python-backend stub"), ("resource_tracker", "multiprocessing tracker"),
                  ("multiprocessing", "multiprocessing child"), ("tritonserver", "tritonserver binary"))
 
@@ -195,7 +196,7 @@ def pytriton_server(args: argparse.Namespace) -> None:
     from pytriton.triton import Triton, TritonConfig
 
     Records.isolate()
-    seen: dict[str, list[int]] = {"add_sub_plain": [], "add_sub_batch": []}
+    seen: dict[str, list[int]] = {name: [] for name in args.models.split(",")}
 
     def plain(requests: list[Any]) -> list[dict[str, numpy.ndarray]]:
         seen["add_sub_plain"].append(len(requests))
@@ -212,13 +213,16 @@ def pytriton_server(args: argparse.Namespace) -> None:
                           grpc_port=args.grpc_port, metrics_port=args.metrics_port, allow_metrics=False,
                           **({"http_transport": args.http_transport} if args.http_transport else {}))
     with Triton(config=config) as triton:
-        triton.bind(model_name="add_sub_plain", infer_func=plain, inputs=tensors[0], outputs=tensors[1],
-                    config=ModelConfig(batching=False))
-        triton.bind(model_name="add_sub_batch", infer_func=batched, inputs=tensors[0], outputs=tensors[1],
-                    config=ModelConfig(max_batch_size=MAX_BATCH,
-                                       batcher=DynamicBatcher(max_queue_delay_microseconds=0)))
+        if "add_sub_plain" in seen:
+            triton.bind(model_name="add_sub_plain", infer_func=plain, inputs=tensors[0], outputs=tensors[1],
+                        config=ModelConfig(batching=False))
+        if "add_sub_batch" in seen:
+            triton.bind(model_name="add_sub_batch", infer_func=batched, inputs=tensors[0], outputs=tensors[1],
+                        config=ModelConfig(max_batch_size=MAX_BATCH,
+                                           batcher=DynamicBatcher(max_queue_delay_microseconds=0)))
         triton.run()
-        emit({"ready": True})
+        # The token of its restricted endpoints (statistics: perf_analyzer reads them).
+        emit({"ready": True, "access_token": triton.get_access_token()})
         for line in sys.stdin:
             command = line.split()
             if command == ["stats"]:
@@ -392,6 +396,30 @@ class Child:
 MOVED = "tritonserver.pytriton"  # the PyTriton server program on this package
 
 
+def pytriton_env(python: str) -> dict[str, str]:
+    """The environment of a process of .venv-pytriton's `python`: under
+    pyenv's CPython the stub finds libpython only through LD_LIBRARY_PATH."""
+    libdir = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH", "")) if p)
+    return env
+
+
+def start_pytriton_server(python: Optional[str], http_port: int, grpc_port: int, metrics_port: int,
+                          models: str = "add_sub_plain,add_sub_batch", http_transport: str = "") -> Child:
+    """The PyTriton server program (the `pytriton-server` role) serving
+    `models`: on PyTriton with .venv-pytriton's `python`, or, with None,
+    moved here (this Python, its imports redirected; its HTTP endpoint on
+    `http_transport`, "" for the default). Read its first record
+    (`{"ready": true}`) to wait for its models."""
+    command = ([python, __file__, "pytriton-server"] if python is not None
+               else [sys.executable, __file__, "pytriton-server", "--redirect", "--http-transport", http_transport])
+    return Child([*command, "--http-port", str(http_port), "--grpc-port", str(grpc_port),
+                  "--metrics-port", str(metrics_port), "--models", models],
+                 pytriton_env(python) if python is not None else None)
+
+
 def pytriton_round(args: argparse.Namespace, results: Results, free_port: Callable[[], int],
                    side: str = "PyTriton", transport: str = "", protocols: tuple[str, ...] = ("http", "grpc")) -> None:
     """PyTriton's client processes against the PyTriton server program, run
@@ -400,17 +428,10 @@ def pytriton_round(args: argparse.Namespace, results: Results, free_port: Callab
     (MOVED only): `ModelClient("inprocess://")` threads in the server's
     own process."""
     python = args.pytriton_python
-    libdir = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    env = dict(os.environ)
-    # Under pyenv's CPython the stub finds libpython only through this.
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH", "")) if p)
+    env = pytriton_env(python)
     ports = {"http": free_port(), "grpc": free_port()}
-    server_command = ([python, __file__, "pytriton-server"] if side == "PyTriton"
-                      else [sys.executable, __file__, "pytriton-server", "--redirect", "--http-transport", transport])
-    server = Child([*server_command, "--http-port", str(ports["http"]),
-                    "--grpc-port", str(ports["grpc"]), "--metrics-port", str(free_port())],
-                   env if side == "PyTriton" else None)
+    server = start_pytriton_server(python if side == "PyTriton" else None, ports["http"], ports["grpc"],
+                                   free_port(), http_transport=transport)
     # the startup and RSS of a side are those of its server with every protocol
     whole = "grpc" in protocols
     try:
@@ -668,6 +689,7 @@ def main() -> None:
         server.add_argument(port, type=int, required=True)
     server.add_argument("--redirect", action="store_true", help="run on tritonserver.pytriton (.venv's Python)")
     server.add_argument("--http-transport", default="", help="with --redirect: TritonConfig.http_transport")
+    server.add_argument("--models", default="add_sub_plain,add_sub_batch", help="which of the two to bind")
     client = roles.add_parser("pytriton-client")
     client.add_argument("--url", required=True)
     client.add_argument("--model", required=True)
