@@ -54,8 +54,18 @@ class Cancellable:
         self.saw_cancel.set()
 
 
+@pytest.fixture(scope="module", params=["grpcio", "native"])
+def transport(request):
+    """Every test runs on both of KServeGrpc's transports."""
+    from tritonserver.frontend import _native_grpc
+
+    if request.param == "native" and not _native_grpc.available():
+        pytest.skip("this build has no native gRPC transport (TRITONSERVER_NATIVE_GRPC=OFF)")
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def served(backend_directory, tmp_path_factory):
+def served(backend_directory, tmp_path_factory, transport):
     """(server, frontend, url): a server running python models in-process,
     with repository models and bound functions, served by KServeGrpc."""
     server = tritonserver.Server(make_options(backend_directory, server_id="grpc", python_models="in-process",
@@ -78,7 +88,7 @@ def served(backend_directory, tmp_path_factory):
                 outputs=[TensorSpec("Y", numpy.float32, (1,))])
     server.cancellable = cancellable
     try:
-        with kserve_grpc(server) as frontend:
+        with kserve_grpc(server, transport=transport) as frontend:
             yield server, frontend, f"127.0.0.1:{frontend.port}"
     finally:
         call_with_deadline(server.stop, 60)
@@ -190,9 +200,9 @@ def test_infer_raw_typed_bytes_and_requested_outputs(served, client):
         assert "of type 'FP32', expected datatype 'INT32'" in caught.value.details()
 
 
-def test_request_parameters_and_forwarded_headers_reach_the_model(served):
+def test_request_parameters_and_forwarded_headers_reach_the_model(served, transport):
     server = served[0]
-    with kserve_grpc(server, forward_header_pattern="^x-fwd-") as frontend:
+    with kserve_grpc(server, forward_header_pattern="^x-fwd-", transport=transport) as frontend:
         with grpcclient.InferenceServerClient(f"127.0.0.1:{frontend.port}") as c:
             result = c.infer("parameters", [_input("INPUT0", numpy.zeros(1, numpy.float32))],
                              parameters={"temperature": 0.5, "n": 3, "flag": True, "who": "me"},
@@ -475,7 +485,7 @@ def test_a_cancelled_future_cancels_its_request(served):
         server.unbind("bound_wait", timeout=30)
 
 
-def test_stop_lets_an_rpc_in_flight_finish(served):
+def test_stop_lets_an_rpc_in_flight_finish(served, transport):
     server = served[0]
     release = threading.Event()
     entered = threading.Event()
@@ -488,7 +498,7 @@ def test_stop_lets_an_rpc_in_flight_finish(served):
     server.bind("bound_slow", slow, inputs=[TensorSpec("X", numpy.float32, (1,))],
                 outputs=[TensorSpec("Y", numpy.float32, (1,))])
     try:
-        frontend = KServeGrpc(server, KServeGrpc.Options(address="127.0.0.1", port=0))
+        frontend = KServeGrpc(server, KServeGrpc.Options(address="127.0.0.1", port=0, transport=transport))
         frontend.start()
         c = grpcclient.InferenceServerClient(f"127.0.0.1:{frontend.port}")
         results: queue.Queue = queue.Queue()
@@ -512,12 +522,13 @@ def test_stop_lets_an_rpc_in_flight_finish(served):
 
 # -- options -----------------------------------------------------------------------
 
-def test_restricted_protocols_need_their_header(served):
+def test_restricted_protocols_need_their_header(served, transport):
     server = served[0]
     # the binary's flag text, and the serve command's triples
     assert (KServeGrpc.Options(restricted_protocols=["model-repository,health:admin=yes"]).restrictions
             == KServeGrpc.Options(restricted_protocols=[("model-repository,health", "admin", "yes")]).restrictions)
-    with kserve_grpc(server, restricted_protocols=["model-repository,health:admin=yes"]) as frontend:
+    with kserve_grpc(server, restricted_protocols=["model-repository,health:admin=yes"],
+                     transport=transport) as frontend:
         url = f"127.0.0.1:{frontend.port}"
         with grpcclient.InferenceServerClient(url) as c:
             status, message = _code(lambda: c.get_model_repository_index())
@@ -533,7 +544,11 @@ def test_restricted_protocols_need_their_header(served):
             assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
-def test_compressed_infer_responses(served):
+def test_compressed_infer_responses(served, transport):
+    if transport == "native":  # refused, never ignored
+        with pytest.raises(tritonserver.InvalidArgumentError, match="infer_compression_level HIGH .*transport='grpcio'"):
+            KServeGrpc.Options(infer_compression_level=KServeGrpc.Grpc_compression_level.HIGH, transport=transport)
+        return
     with kserve_grpc(served[0], infer_compression_level=KServeGrpc.Grpc_compression_level.HIGH) as frontend:
         with grpcclient.InferenceServerClient(f"127.0.0.1:{frontend.port}") as c:
             result = c.infer("add_sub", _add_sub_inputs(numpy.zeros(1000), numpy.ones(1000)),
@@ -541,7 +556,7 @@ def test_compressed_infer_responses(served):
     assert result.as_numpy("OUTPUT0").tolist() == [1.0] * 1000
 
 
-def test_bad_options_and_a_port_in_use(served):
+def test_bad_options_and_a_port_in_use(served, transport):
     server = served[0]
     for options, field in ((dict(port=-1), "port"), (dict(keepalive_time_ms="1"), "keepalive_time_ms"),
                            (dict(restricted_protocols=["nothing:k=v"]), "restricted_protocols"),
@@ -555,17 +570,22 @@ def test_bad_options_and_a_port_in_use(served):
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        frontend = KServeGrpc(server, KServeGrpc.Options(address="127.0.0.1", port=port))
+        frontend = KServeGrpc(server, KServeGrpc.Options(address="127.0.0.1", port=port, transport=transport))
         with pytest.raises(tritonserver.UnavailableError, match=f"127.0.0.1:{port}"):
             frontend.start()
     assert frontend.port is None
 
 
-def test_ssl_and_mutual_authentication(served, tmp_path):
+def test_ssl_and_mutual_authentication(served, tmp_path, transport):
     """use_ssl with a server certificate; use_mutual_auth refuses a client
     without a certificate of root_cert's authority."""
     import shutil
     import subprocess
+
+    if transport == "native":  # no TLS: refused, never ignored
+        with pytest.raises(tritonserver.InvalidArgumentError, match="use_ssl .*transport='grpcio'"):
+            KServeGrpc.Options(use_ssl=True, server_cert="c", server_key="k", transport=transport)
+        return
 
     if shutil.which("openssl") is None:
         pytest.skip("needs the openssl command to make certificates")
@@ -601,10 +621,10 @@ def test_every_served_models_config_is_a_model_config(served, client):
         assert [i["name"] for i in config["input"]] == [i["name"] for i in served[0].model(name).config()["input"]]
 
 
-def test_context_manager_and_restart_as_tritonfrontend_is_used(served):
+def test_context_manager_and_restart_as_tritonfrontend_is_used(served, transport):
     """As NVIDIA's tritonfrontend docs use it: `with KServeGrpc(server,
     options):`; a stopped frontend starts again."""
-    options = KServeGrpc.Options(address="127.0.0.1", port=0)
+    options = KServeGrpc.Options(address="127.0.0.1", port=0, transport=transport)
     frontend = KServeGrpc(served[0], options)
     for _ in range(2):
         with frontend:
