@@ -699,3 +699,88 @@ def test_hostile_requests_are_invalid_argument_and_the_server_keeps_serving(serv
             stub.ModelMetadata(service_pb2.ModelMetadataRequest(name="a\0b"))
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert stub.ServerLive(service_pb2.ServerLiveRequest()).live
+
+
+# -- raw HTTP/2: what no well-behaved client sends ----------------------------------
+
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def _frame(kind, flags, stream, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def _literal_headers(pairs):
+    """An HPACK header block of literals (never indexed, no Huffman)."""
+    block = b""
+    for name, value in pairs:
+        block += b"\x00" + bytes([len(name)]) + name.encode() + bytes([len(value)]) + value.encode()
+    return block
+
+
+def _grpc_call_frames(path, data, stream=1):
+    headers = _literal_headers([(":method", "POST"), (":scheme", "http"), (":path", path),
+                                (":authority", "localhost"), ("content-type", "application/grpc"), ("te", "trailers")])
+    return _frame(1, 0x4, stream, headers) + _frame(0, 0x1, stream, data)
+
+
+def _read_frames(sock, until):
+    """Frames (kind, flags, stream, payload) read until `until(frame)` is
+    true; None when the server closed the connection first."""
+    sock.settimeout(30)
+    buffer = b""
+    while True:
+        while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+            size = int.from_bytes(buffer[:3], "big")
+            frame = (buffer[3], buffer[4], int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF, buffer[9:9 + size])
+            buffer = buffer[9 + size:]
+            if until(frame):
+                return frame
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None
+        buffer += chunk
+
+
+@pytest.mark.parametrize("prefix", [b"\x00\xff\xff\xff\xff", b"\x01\x00\x00\x00\x04"],
+                         ids=["a-length-over-the-limit", "a-compressed-message"])
+def test_a_message_the_server_does_not_take_ends_its_call_not_the_connection(served, client, prefix):
+    """A message prefix claiming more than the 2 GiB - 1 limit, or a
+    compressed message (no grpc-encoding agreed): the call ends (its status
+    in a HEADERS frame, or a reset), the connection and the server go on."""
+    host, port = served[2].split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(_PREFACE + _frame(4, 0, 0) + _grpc_call_frames(
+            "/inference.GRPCInferenceService/ModelInfer", prefix + b"x" * 4))
+        ended = _read_frames(sock, lambda f: f[0] == 7 or (f[2] == 1 and (f[0] == 3 or (f[0] == 1 and f[1] & 1))))
+        assert ended is not None and ended[0] != 7, "the server closed the connection or sent GOAWAY"
+        # the same connection serves the next call (ServerLive: an empty message)
+        sock.sendall(_grpc_call_frames("/inference.GRPCInferenceService/ServerLive", b"\x00" * 5, stream=3))
+        answer = _read_frames(sock, lambda f: f[0] == 7 or (f[2] == 3 and f[0] == 0))
+        assert answer is not None and answer[0] == 0 and answer[3][:1] == b"\x00"
+    assert client.is_server_live()
+
+
+def test_garbage_on_the_socket_closes_that_connection_only(served, client):
+    host, port = served[2].split(":")
+    for garbage in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", bytes(range(256)) * 8, _PREFACE + b"\xff" * 64):
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(garbage)
+            assert _read_frames(sock, lambda f: False) is None  # closed (after a GOAWAY, where it can)
+    assert client.is_server_live()
+    assert client.infer("add_sub", _add_sub_inputs([1], [2])).as_numpy("OUTPUT0").tolist() == [3]
+
+
+def test_a_client_that_leaves_mid_stream_and_the_server_goes_on(served, client):
+    """A raw client opens ModelStreamInfer, sends half a message and goes:
+    the server keeps serving others."""
+    host, port = served[2].split(":")
+    request = service_pb2.ModelInferRequest(model_name="add_sub").SerializeToString()
+    for _ in range(3):
+        with socket.create_connection((host, int(port))) as sock:
+            headers = _literal_headers([(":method", "POST"), (":scheme", "http"),
+                                        (":path", "/inference.GRPCInferenceService/ModelStreamInfer"),
+                                        (":authority", "localhost"), ("content-type", "application/grpc")])
+            whole = b"\x00" + len(request).to_bytes(4, "big") + request
+            sock.sendall(_PREFACE + _frame(4, 0, 0) + _frame(1, 0x4, 1, headers) + _frame(0, 0, 1, whole[:3]))
+    assert client.infer("add_sub", _add_sub_inputs([1], [2])).as_numpy("OUTPUT0").tolist() == [3]

@@ -28,11 +28,11 @@ from common import MODELS, NUMPY2, ROOT, STUB_SKIP_REASON, package_serve_command
 
 PERF_ANALYZER = ROOT / "build" / "perf_analyzer" / "perf_analyzer"
 # The server commands the tests run: name -> argv prefix.
-COMMANDS = {"binary": reference_command, "package": package_serve_command, "package-native-http": package_serve_command}
-# Flags of each kind beyond the common ones: package-native-http serves
-# HTTP on the extension's own transport.
-KIND_FLAGS = {"package-native-http": ["--http-transport", "native"]}
-SERVERS = ["binary", "package", "package-native-http"]
+COMMANDS = {"binary": reference_command, "package": package_serve_command, "package-native": package_serve_command}
+# Flags of each kind beyond the common ones: package-native serves HTTP and
+# gRPC on the extension's own transports.
+KIND_FLAGS = {"package-native": ["--http-transport", "native", "--grpc-transport", "native"]}
+SERVERS = ["binary", "package", "package-native"]
 # A measurement window (ms) and the most windows per level (see above).
 WINDOW_MS, MAX_WINDOWS = 1000, 10
 STREAM_COUNT = 3  # responses per request of the decoupled `streaming` model
