@@ -244,9 +244,12 @@ class GrpcTransport : public SocketServer {
   }
 
   // -- to and from Python -------------------------------------------------------
+  // One call of `dispatch` per read: (connection, [(stream, path, metadata,
+  // messages, ended, cancelled), ...]).
   void hand(Connection& c, std::vector<Event>& events) {
     if (events.empty()) return;
     GilAcquire gil;
+    nb::list batch;
     for (Event& event : events) {
       try {
         nb::object path = nb::none(), metadata = nb::none();
@@ -268,15 +271,26 @@ class GrpcTransport : public SocketServer {
         }
         nb::list messages;
         for (const std::string& message : event.messages) messages.append(nb::bytes(message.data(), message.size()));
-        dispatch_(c.id, event.stream, path, metadata, messages, event.ended, event.cancelled);
+        batch.append(nb::make_tuple(event.stream, path, metadata, messages, event.ended, event.cancelled));
       } catch (nb::python_error& error) {
         error.discard_as_unraisable(dispatch_);
-        if (event.opened) {
-          GilRelease release;
-          respond(c.id, event.stream, nullptr, 0, kInternal, "internal error: the call could not be handed to the service");
-        }
+        if (event.opened) refuse_unhanded(c, event.stream);
       }
     }
+    try {
+      dispatch_(c.id, batch);
+    } catch (nb::python_error& error) {
+      error.discard_as_unraisable(dispatch_);
+      for (const Event& event : events) {
+        if (event.opened) refuse_unhanded(c, event.stream);
+      }
+    }
+  }
+
+  // Under the GIL: a call Python could not be handed (its error reported as unraisable).
+  void refuse_unhanded(Connection& c, int32_t stream) {
+    GilRelease release;
+    respond(c.id, stream, nullptr, 0, kInternal, "internal error: the call could not be handed to the service");
   }
 
   // Queues a message (data != nullptr) and/or the status (code) of a call,

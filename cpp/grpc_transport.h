@@ -3,8 +3,8 @@
 // socket server (cpp/socket_server.h), gRPC's framing here: each call's
 // request headers and whole messages (the 5-byte prefix taken off) are
 // handed to Python (a callable, usually the frontend loop's
-// call_soon_threadsafe) as (connection, stream, path, metadata, messages,
-// ended); its messages and its status (trailers grpc-status, grpc-message)
+// call_soon_threadsafe), once per read of a connection, as (connection,
+// [(stream, path, metadata, messages, ended, cancelled), ...]); its messages and its status (trailers grpc-status, grpc-message)
 // come back from any thread by (connection, stream). Protobuf stays in
 // Python.
 //

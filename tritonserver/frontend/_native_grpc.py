@@ -142,7 +142,7 @@ class NativeGrpcServer:
         port = sock.getsockname()[1]
         post: Any = self._loop_thread.loop.call_soon_threadsafe
         self._transport = transport = _native.GrpcTransport(
-            sock.detach(), self._io_threads, self._max_message, functools.partial(post, self._dispatch),
+            sock.detach(), self._io_threads, self._max_message, functools.partial(post, self._dispatch_all),
             functools.partial(post, self._closed))
         self._threads = [threading.Thread(target=transport.serve_io, args=(index,), daemon=True,
                                           name=f"tritonserver-{self._what}-io{index}")
@@ -173,6 +173,11 @@ class NativeGrpcServer:
     async def _cancel_all(self) -> None:
         for connection in list(self._calls):
             self._closed(connection)
+
+    def _dispatch_all(self, connection: int, events: list[tuple[Any, ...]]) -> None:
+        """What one read of `connection` brought, per stream."""
+        for event in events:
+            self._dispatch(connection, *event)
 
     def _dispatch(self, connection: int, stream: int, path: Optional[str], metadata: Optional[list[tuple[str, Any]]],
                   messages: list[bytes], ended: bool, cancelled: bool) -> None:
