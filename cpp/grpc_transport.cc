@@ -230,6 +230,15 @@ class GrpcTransport : public SocketServer {
     }
   }
 
+  // A graceful stop: GOAWAY (the streams opened so far are served; the
+  // client takes newer calls elsewhere, as it does with grpcio's stop).
+  void draining(SocketConnection& base) override {
+    Connection& c = static_cast<Connection&>(base);
+    nghttp2_submit_goaway(c.session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c.session),
+                          NGHTTP2_NO_ERROR, nullptr, 0);
+    flush(c);
+  }
+
   void abandon(SocketConnection& base, std::vector<std::function<void()>>&) override {
     static_cast<Connection&>(base).streams.clear();
   }

@@ -83,11 +83,20 @@ void SocketServer::serve_io(int index) {
 }
 
 bool SocketServer::stop(double grace_s) {
+  std::vector<std::shared_ptr<SocketConnection>> open;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!accepting_) return true;
+    accepting_ = false;
+    for (const auto& [id, connection] : connections_) open.push_back(connection);
+  }
+  for (const std::shared_ptr<SocketConnection>& connection : open) {
+    std::lock_guard<std::mutex> lock(connection->mutex);
+    if (!connection->closed) draining(*connection);
+  }
   bool drained;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (!accepting_) return true;
-    accepting_ = false;
     for (Loop& loop : loops_) epoll_ctl(loop.epoll_fd, EPOLL_CTL_DEL, listen_fd_, nullptr);
     ::close(listen_fd_);
     listen_fd_ = -1;

@@ -85,6 +85,9 @@ class SocketServer {
   virtual void abandon(SocketConnection&, std::vector<std::function<void()>>&) {}
   // After a connection closed with calls unanswered (no lock held).
   virtual void abandoned(uint64_t) {}
+  // Under the connection's mutex, as stop() begins (before the listening
+  // socket closes): tell the client no new calls are taken.
+  virtual void draining(SocketConnection&) {}
 
   // Under the connection's mutex: writes `out` while the socket takes it.
   void write_out(SocketConnection& connection);

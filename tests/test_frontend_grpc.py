@@ -507,6 +507,17 @@ def test_stop_lets_an_rpc_in_flight_finish(served, transport):
         assert entered.wait(30)
         stopper = threading.Thread(target=frontend.stop)
         stopper.start()
+
+        def refused():
+            try:
+                socket.create_connection(("127.0.0.1", frontend.port), timeout=5).close()
+            except (ConnectionRefusedError, ConnectionResetError):  # grpcio's socket may reset as it closes
+                return True
+            return False
+
+        assert wait_for(refused, 30)  # no longer listening
+        # a new call on the open connection is refused too (GOAWAY), not served
+        assert _code(lambda: c.is_server_live())[0] == "StatusCode.UNAVAILABLE"
         # stop() is waiting on the call in flight: it has not returned
         assert stopper.is_alive()
         release.set()
