@@ -4,6 +4,9 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
+#include <variant>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -17,6 +20,10 @@
 
 #include <nanobind/stl/string.h>
 
+#include "allocator.h"
+#include "errors.h"
+#include "request.h"
+#include "server.h"
 #include "socket_server.h"
 #include "thread_state.h"
 
@@ -41,6 +48,9 @@ constexpr int kUnimplemented = 12;
 constexpr int kResourceExhausted = 8;
 constexpr int kInternal = 13;
 
+constexpr std::string_view kModelInfer = "/inference.GRPCInferenceService/ModelInfer";
+constexpr uint32_t kDecoupled = 2;  // TRITONSERVER_TXN_DECOUPLED
+
 struct Stream {
   int32_t id = 0;
   // The I/O thread's own, until handed on.
@@ -51,12 +61,14 @@ struct Stream {
 
   // Under the connection's mutex.
   bool handed = false;    // Python has it (a call in flight until finished)
+  bool announced = false; // its path and metadata went in an event (with its first message or its end)
   bool finished = false;  // its status is queued
   bool started = false;   // response headers submitted
   std::string out;        // framed messages not yet taken by nghttp2
   size_t out_at = 0;
   int status = 0;
   std::string status_message;
+  std::function<void()> cancel;  // a native ModelInfer's, until answered
 };
 
 // What one read of a connection hands to Python, per stream, in order.
@@ -77,6 +89,7 @@ struct Connection : SocketConnection {
   nghttp2_session* session = nullptr;
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams;
   std::vector<Event> events;  // filled under the mutex by nghttp2's callbacks while reading
+  std::vector<std::function<void()>> cancels;  // of streams reset while reading: run once unlocked
   bool failed = false;        // a protocol error: closes once its GOAWAY is written
 
   ~Connection() override {
@@ -134,7 +147,94 @@ class GrpcTransport : public SocketServer {
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks_, &GrpcTransport::on_stream_close);
   }
 
-  ~GrpcTransport() override { nghttp2_session_callbacks_del(callbacks_); }
+  ~GrpcTransport() override {
+    {
+      std::lock_guard<std::mutex> lock(alive_->mutex);
+      alive_->transport = nullptr;  // late native infer answers go nowhere
+    }
+    nghttp2_session_callbacks_del(callbacks_);
+  }
+
+  // Serves the plain ModelInfer natively from now on: `plan(payload)`
+  // gives (model_name, version, id, [(name, datatype, shape, raw)],
+  // output names) or None (the servicer then answers);
+  // `reply(model_name, id, version, outputs, parameters)` the response
+  // message; `error(code, message)` the (grpc status, message) of a core
+  // error. All three are the servicer's (tritonserver/_kserve/grpc_service.py).
+  void enable_infer(nb::object server, nb::object plan, nb::object reply, nb::object error) {
+    infer_server_ = nb::cast<Server*>(server);
+    infer_server_object_ = std::move(server);
+    plan_ = std::move(plan);
+    reply_ = std::move(reply);
+    error_ = std::move(error);
+  }
+
+  // How many ModelInfer calls took the native path.
+  uint64_t native_infers() const { return native_infers_.load(std::memory_order_relaxed); }
+
+  // On Triton's thread, with the GIL (ThreadGil), under alive_->mutex: the
+  // answer of a native ModelInfer.
+  void infer_answer(uint64_t connection, int32_t stream, const std::string& model_name,
+                    const std::string& request_id, const ResponseData& data) {
+    std::optional<int> code;
+    std::string text;
+    nb::object message;
+    try {
+      if (data.has_error) {
+        nb::tuple status = nb::cast<nb::tuple>(
+            error_(static_cast<int>(data.error_code), nb::str(data.error_message.data(), data.error_message.size())));
+        code = nb::cast<int>(status[0]);
+        text = nb::cast<std::string>(status[1]);
+      } else {
+        nb::list outputs;
+        for (const OutputTensor& t : data.outputs) {
+          const void* source = t.buffer->data;
+          BufferRef host;
+          if (t.buffer->memory_type == TRITONSERVER_MEMORY_GPU) {
+            host = buffer_copy(source, t.byte_size, TRITONSERVER_MEMORY_GPU, TRITONSERVER_MEMORY_CPU, 0);
+            source = host->data;
+          }
+          nb::list shape;
+          for (int64_t d : t.shape) shape.append(d);
+          outputs.append(nb::make_tuple(nb::str(t.name.data(), t.name.size()), static_cast<int>(t.datatype), shape,
+                                        nb::bytes(static_cast<const char*>(source), t.byte_size)));
+        }
+        nb::list parameters;
+        for (const auto& [key, value] : data.parameters) {
+          nb::object v;
+          if (auto* s = std::get_if<std::string>(&value)) {
+            v = nb::str(s->data(), s->size());
+          } else if (auto* i = std::get_if<int64_t>(&value)) {
+            v = nb::int_(*i);
+          } else if (auto* b = std::get_if<bool>(&value)) {
+            v = nb::bool_(*b);
+          } else if (auto* d = std::get_if<double>(&value)) {
+            v = nb::float_(*d);
+          } else {
+            const std::string& raw = std::get<Bytes>(value).data;
+            v = nb::bytes(raw.data(), raw.size());
+          }
+          parameters.append(nb::make_tuple(nb::str(key.data(), key.size()), v));
+        }
+        message = reply_(nb::str(model_name.data(), model_name.size()),
+                         nb::str(request_id.data(), request_id.size()), data.model_version, outputs, parameters);
+        if (!nb::isinstance<nb::bytes>(message)) throw std::runtime_error("the servicer's reply is not bytes");
+      }
+    } catch (nb::python_error& error) {
+      error.discard_as_unraisable(reply_);
+      code = kInternal;
+      text = "internal error writing the infer reply (reported as unraisable)";
+    } catch (const std::exception& error) {
+      code = kInternal;
+      text = std::string("internal error writing the infer reply: ") + error.what();
+    }
+    if (code) {
+      respond(connection, stream, nullptr, 0, *code, text);
+    } else {
+      const auto& bytes = static_cast<const nb::bytes&>(message);
+      respond(connection, stream, bytes.c_str(), bytes.size(), 0, std::string_view());
+    }
+  }
 
   // A call's next message (framed here), its response headers first.
   void send(uint64_t connection, int32_t stream, nb::bytes message) {
@@ -183,6 +283,7 @@ class GrpcTransport : public SocketServer {
   void on_input(SocketConnection& base, const char* data, size_t size) override {
     Connection& c = static_cast<Connection&>(base);
     std::vector<Event> events;
+    std::vector<std::function<void()>> cancels;
     bool fatal = false;
     {
       std::lock_guard<std::mutex> lock(c.mutex);
@@ -195,8 +296,10 @@ class GrpcTransport : public SocketServer {
         fatal = read == NGHTTP2_ERR_BAD_CLIENT_MAGIC;
       }
       events.swap(c.events);
+      cancels.swap(c.cancels);
       if (!fatal) flush(c);
     }
+    for (const std::function<void()>& cancel : cancels) cancel();
     if (fatal) {
       close_connection(c);
       return;
@@ -239,8 +342,14 @@ class GrpcTransport : public SocketServer {
     flush(c);
   }
 
-  void abandon(SocketConnection& base, std::vector<std::function<void()>>&) override {
-    static_cast<Connection&>(base).streams.clear();
+  void abandon(SocketConnection& base, std::vector<std::function<void()>>& cancels) override {
+    Connection& c = static_cast<Connection&>(base);
+    for (auto& [id, stream] : c.streams) {
+      if (stream->cancel) cancels.push_back(std::move(stream->cancel));
+    }
+    for (auto& cancel : c.cancels) cancels.push_back(std::move(cancel));
+    c.cancels.clear();
+    c.streams.clear();
   }
 
   void abandoned(uint64_t connection) override {
@@ -261,6 +370,18 @@ class GrpcTransport : public SocketServer {
     nb::list batch;
     for (Event& event : events) {
       try {
+        if (infer_server_ != nullptr && event.opened && event.ended && !event.cancelled &&
+            event.messages.size() == 1 && event.path == kModelInfer) {
+          bool taken = false;
+          try {
+            taken = try_infer(c, event);
+          } catch (nb::python_error& error) {
+            error.discard_as_unraisable(plan_);
+          } catch (const std::exception&) {
+            // nothing submitted: the servicer answers
+          }
+          if (taken) continue;
+        }
         nb::object path = nb::none(), metadata = nb::none();
         if (event.opened) {
           path = nb::str(event.path.data(), event.path.size());
@@ -330,6 +451,7 @@ class GrpcTransport : public SocketServer {
       stream.out.append(data, size);
     }
     if (code) {
+      stream.cancel = nullptr;
       stream.finished = true;
       stream.status = *code;
       stream.status_message = percent_encode(message);
@@ -362,7 +484,7 @@ class GrpcTransport : public SocketServer {
   void refuse(Connection& c, Stream& stream, int code, std::string_view message) {
     stream.refused = true;
     stream.in.clear();
-    if (stream.handed && !stream.finished) c.event(stream.id).cancelled = true;
+    if (stream.handed && stream.announced && !stream.finished) c.event(stream.id).cancelled = true;
     if (!stream.finished) queue(c, stream, nullptr, 0, code, message);
   }
 
@@ -376,6 +498,19 @@ class GrpcTransport : public SocketServer {
 
   // -- nghttp2's callbacks (user_data is the Connection, under its mutex) --------
   static Connection& of(void* user_data) { return *static_cast<Connection*>(user_data); }
+
+  // The event of `stream` in this read, opening the call in Python first
+  // where it was not yet.
+  static Event& announce(Connection& c, Stream& stream) {
+    Event& event = c.event(stream.id);
+    if (!stream.announced) {
+      stream.announced = true;
+      event.opened = true;
+      event.path = std::move(stream.path);
+      event.metadata = std::move(stream.metadata);
+    }
+    return event;
+  }
 
   static ssize_t read_data(nghttp2_session* session, int32_t stream_id, uint8_t* buf, size_t length,
                            uint32_t* flags, nghttp2_data_source* source, void* user_data) {
@@ -437,10 +572,8 @@ class GrpcTransport : public SocketServer {
       } else if (stream->content_type.compare(0, 16, "application/grpc") != 0) {
         refuse_http(c, *stream, "415");
       } else {
-        Event& event = c.event(stream->id);
-        event.opened = true;
-        event.path = std::move(stream->path);
-        event.metadata = std::move(stream->metadata);
+        // Announced with its first message or its end, so that a call
+        // whose message comes in a later read is handed over whole.
         stream->handed = true;
         c.transport->opened_call(c);
       }
@@ -450,7 +583,7 @@ class GrpcTransport : public SocketServer {
       if (!stream->in.empty()) {
         c.transport->refuse(c, *stream, kInternal, "the request's last message is incomplete");
       } else {
-        c.event(stream->id).ended = true;
+        announce(c, *stream).ended = true;
       }
     }
     return 0;
@@ -480,7 +613,7 @@ class GrpcTransport : public SocketServer {
         return 0;
       }
       if (stream->in.size() - at - kPrefix < size) break;
-      c.event(stream_id).messages.emplace_back(stream->in.data() + at + kPrefix, size);
+      announce(c, *stream).messages.emplace_back(stream->in.data() + at + kPrefix, size);
       at += kPrefix + size;
     }
     stream->in.erase(0, at);
@@ -496,15 +629,138 @@ class GrpcTransport : public SocketServer {
       // Reset by the client before its answer: the call is cancelled.
       stream.finished = true;
       c.transport->answered_call(c);
-      c.event(stream_id).cancelled = true;
+      if (stream.announced) c.event(stream_id).cancelled = true;
+      if (stream.cancel) c.cancels.push_back(std::move(stream.cancel));
     }
     c.streams.erase(it);
     return 0;
   }
 
+  // A native ModelInfer of `event` (its one message, under the GIL): built
+  // and submitted here, answered from Triton's thread; false (nothing sent
+  // to the core) hands it to the servicer.
+  bool try_infer(Connection& c, Event& event) {
+    const std::string& payload = event.messages[0];
+    nb::object plan = plan_(nb::bytes(payload.data(), payload.size()));
+    if (plan.is_none()) return false;
+    nb::tuple fields = nb::cast<nb::tuple>(plan);
+    const std::string model_name = nb::cast<std::string>(fields[0]);
+    const int64_t version = nb::cast<int64_t>(fields[1]);
+    std::string id = nb::cast<std::string>(fields[2]);
+    {
+      // A decoupled model, or one the core cannot find: the servicer
+      // refuses it with its own message.
+      uint32_t properties = 0;
+      bool known = true;
+      {
+        GilRelease release;
+        try {
+          properties = infer_server_->model_transaction_properties(model_name, version);
+        } catch (const TritonException&) {
+          known = false;
+        }
+      }
+      if (!known || (properties & kDecoupled) != 0) return false;
+    }
+    nb::object request_object = nb::inst_alloc(nb::type<Request>());
+    try {
+      new (nb::inst_ptr<Request>(request_object))
+          Request(infer_server_->handle(), infer_server_->inflight(), model_name, version);
+    } catch (const TritonException&) {
+      return false;  // e.g. unloaded meanwhile: the servicer says so
+    }
+    nb::inst_mark_ready(request_object);
+    Request& request = *nb::inst_ptr<Request>(request_object);
+    std::function<void()> cancel;
+    try {
+      if (!id.empty()) request.set_id(id);
+      for (nb::handle input : nb::cast<nb::list>(fields[3])) {
+        nb::tuple entry = nb::cast<nb::tuple>(input);
+        std::vector<int64_t> shape;
+        for (nb::handle d : nb::cast<nb::list>(entry[2])) shape.push_back(nb::cast<int64_t>(d));
+        nb::bytes raw = nb::cast<nb::bytes>(entry[3]);
+        request.add_input_dims(nb::cast<std::string>(entry[0]), nb::cast<int>(entry[1]), shape.data(), shape.size(),
+                               reinterpret_cast<uintptr_t>(raw.c_str()), raw.size(), TRITONSERVER_MEMORY_CPU, 0,
+                               raw);
+      }
+      for (nb::handle name : nb::cast<nb::list>(fields[4])) request.add_requested_output(nb::cast<std::string>(name));
+      request.set_output_memory(TRITONSERVER_MEMORY_CPU, 0);
+      request.set_response_sink(std::make_shared<InferSink>(alive_, c.id, event.stream, model_name, std::move(id)));
+      request.submit_from_python(nullptr);
+      cancel = request.canceller();
+    } catch (const TritonException&) {
+      request.discard_from_python();  // the core refused it: the servicer words the refusal
+      return false;
+    } catch (...) {
+      request.discard_from_python();
+      throw;
+    }
+    native_infers_.fetch_add(1, std::memory_order_relaxed);
+    // Kept until answered: a client that resets the call or leaves cancels it.
+    std::lock_guard<std::mutex> lock(c.mutex);
+    Stream* stream = c.stream(event.stream);
+    if (stream != nullptr && !stream->finished) {
+      stream->cancel = std::move(cancel);
+    } else if (stream == nullptr && !c.closed) {
+      c.cancels.push_back(std::move(cancel));  // reset meanwhile: cancelled at the next read or close
+    }
+    return true;
+  }
+
+  // The transport as late native infer answers find it (null once destroyed).
+  struct Alive {
+    explicit Alive(GrpcTransport* t) : transport(t) {}
+    std::mutex mutex;
+    GrpcTransport* transport;
+  };
+
+  // A native ModelInfer's responses: the first with outputs or an error,
+  // or the final one, is the answer.
+  class InferSink final : public ResponseSink {
+   public:
+    InferSink(std::shared_ptr<Alive> alive, uint64_t connection, int32_t stream, std::string model_name,
+              std::string request_id)
+        : alive_(std::move(alive)), connection_(connection), stream_(stream), model_name_(std::move(model_name)),
+          request_id_(std::move(request_id)) {}
+
+    void take(ResponsePtr response) noexcept override {
+      const ResponseData& data = *response;
+      if (done_.load(std::memory_order_acquire)) return;
+      if (!data.has_error && data.outputs.empty() && !data.final) return;  // await the next
+      if (done_.exchange(true)) return;
+      if (data.cancelled) return;  // the client left: nobody to answer
+      // The GIL before alive_->mutex, as the transport's destructor takes
+      // them. Triton's threads hold it with their kept state (ThreadGil); a
+      // Python thread (one that submitted or cancelled, answered at once)
+      // with its own.
+      std::optional<ThreadGil> core;
+      std::optional<GilAcquire> python;
+      if (PyGILState_GetThisThreadState() != nullptr) {
+        python.emplace();
+      } else {
+        core.emplace();
+      }
+      std::lock_guard<std::mutex> lock(alive_->mutex);
+      if (alive_->transport != nullptr) {
+        alive_->transport->infer_answer(connection_, stream_, model_name_, request_id_, data);
+      }
+    }
+
+   private:
+    const std::shared_ptr<Alive> alive_;
+    const uint64_t connection_;
+    const int32_t stream_;
+    const std::string model_name_, request_id_;
+    std::atomic<bool> done_{false};
+  };
+
   const size_t max_message_;
   nb::object dispatch_, closed_;
   nghttp2_session_callbacks* callbacks_ = nullptr;
+  std::shared_ptr<Alive> alive_ = std::make_shared<Alive>(this);
+  Server* infer_server_ = nullptr;
+  nb::object infer_server_object_, plan_, reply_, error_;
+  std::atomic<uint64_t> native_infers_{0};
 };
 
 }  // namespace
@@ -519,6 +775,8 @@ void bind_grpc_transport(nb::module_& m) {
       .def("send", &GrpcTransport::send, "connection"_a, "stream"_a, "message"_a)
       .def("finish", &GrpcTransport::finish, "connection"_a, "stream"_a, "code"_a, "message"_a)
       .def("reply", &GrpcTransport::reply, "connection"_a, "stream"_a, "message"_a)
+      .def("enable_infer", &GrpcTransport::enable_infer, "server"_a, "plan"_a, "reply"_a, "error"_a)
+      .def_prop_ro("native_infers", &GrpcTransport::native_infers)
       .def("stop", [](GrpcTransport& t, double grace_s) { return t.stop(grace_s); }, "grace_s"_a,
            nb::call_guard<GilRelease>())
       .def("close_all", [](GrpcTransport& t) { t.close_all(); });

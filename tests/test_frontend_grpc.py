@@ -120,6 +120,13 @@ def _add_sub_inputs(a, b):
     return [_input("INPUT0", numpy.asarray(a, numpy.float32)), _input("INPUT1", numpy.asarray(b, numpy.float32))]
 
 
+def _native_infers(frontend):
+    """How many ModelInfer calls the native transport served on its native
+    path (None on the grpcio transport)."""
+    native = frontend._native
+    return None if native is None else native.native_infers
+
+
 # -- the call table -------------------------------------------------------------
 
 def test_health_metadata_config_statistics_and_repository(served, client):
@@ -452,11 +459,13 @@ def test_a_client_that_goes_away_cancels_its_request(served):
     _cancellation_seen(server)
 
 
-def test_a_cancelled_future_cancels_its_request(served):
+@pytest.mark.parametrize("data", ["typed", "raw"])
+def test_a_cancelled_future_cancels_its_request(served, data):
     """ModelInfer of a model that waits (the python `sleep` model in the
     stub would not look; a bound function waiting on cancellation does):
-    the client's future.cancel() reaches the core."""
-    server, _, url = served
+    the client's future.cancel() reaches the core (raw inputs: on the
+    native transport, its native ModelInfer path)."""
+    server, frontend, url = served
     release = threading.Event()
     seen = threading.Event()
     entered = threading.Event()
@@ -475,9 +484,16 @@ def test_a_cancelled_future_cancels_its_request(served):
         with grpc.insecure_channel(url) as channel:
             stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
             request = service_pb2.ModelInferRequest(model_name="bound_wait")
-            request.inputs.add(name="X", datatype="FP32", shape=[1]).contents.fp32_contents.append(0)
+            if data == "typed":
+                request.inputs.add(name="X", datatype="FP32", shape=[1]).contents.fp32_contents.append(0)
+            else:
+                request.inputs.add(name="X", datatype="FP32", shape=[1])
+                request.raw_input_contents.append(b"\0" * 4)
+            before = _native_infers(frontend)
             future = stub.ModelInfer.future(request)
             assert entered.wait(30)  # the function runs
+            if before is not None:
+                assert _native_infers(frontend) == before + (data == "raw")
             assert future.cancel()
             assert seen.wait(30), "the bound function never saw the cancellation"
     finally:
@@ -795,3 +811,63 @@ def test_a_client_that_leaves_mid_stream_and_the_server_goes_on(served, client):
             whole = b"\x00" + len(request).to_bytes(4, "big") + request
             sock.sendall(_PREFACE + _frame(4, 0, 0) + _frame(1, 0x4, 1, headers) + _frame(0, 0, 1, whole[:3]))
     assert client.infer("add_sub", _add_sub_inputs([1], [2])).as_numpy("OUTPUT0").tolist() == [3]
+
+
+def test_the_native_infer_path_answers_as_the_servicer(served, transport):
+    """The plain ModelInfer (raw inputs, no parameters) is served without the
+    servicer on the native transport; its answers, results and errors, are
+    the servicer's own, byte for byte; anything else goes to the servicer."""
+    from tritonserver._kserve.grpc_service import GrpcInferenceService
+    from tritonserver.frontend._native_grpc import Abort, Context
+
+    server, frontend, url = served
+    service = GrpcInferenceService(server)
+
+    def servicer_answer(request):
+        async def call():
+            try:
+                return (await service.ModelInfer(request, Context(()))).SerializeToString()
+            except Abort as abort:
+                return abort.code, abort.details
+        return asyncio.run(call())
+
+    def failing(X):
+        raise ValueError("no X today")
+
+    server.bind("bound_fails", failing, inputs=[TensorSpec("X", numpy.float32, (1,))],
+                outputs=[TensorSpec("Y", numpy.float32, (1,))])
+    try:
+        plain = service_pb2.ModelInferRequest(model_name="add_sub", id="r1")
+        for name in ("INPUT0", "INPUT1"):
+            plain.inputs.add(name=name, datatype="FP32", shape=[3])
+            plain.raw_input_contents.append(numpy.array([1, 2, 3], numpy.float32).tobytes())
+        asked = service_pb2.ModelInferRequest()
+        asked.CopyFrom(plain)
+        asked.outputs.add(name="OUTPUT1")
+        versioned = service_pb2.ModelInferRequest(model_name="identity_fp32", model_version="1")
+        versioned.inputs.add(name="INPUT0", datatype="FP32", shape=[4])
+        versioned.raw_input_contents.append(numpy.arange(4, dtype=numpy.float32).tobytes())
+        fails = service_pb2.ModelInferRequest(model_name="bound_fails")
+        fails.inputs.add(name="X", datatype="FP32", shape=[1])
+        fails.raw_input_contents.append(b"\0" * 4)
+        short = service_pb2.ModelInferRequest()
+        short.CopyFrom(versioned)
+        short.raw_input_contents[0] = b"\0" * 3  # not the shape's size: the servicer's path
+        refused = service_pb2.ModelInferRequest()
+        refused.CopyFrom(versioned)
+        refused.inputs[0].shape[:] = [2, 2]  # the core refuses the submission: the servicer words it
+        native_cases = (plain, asked, versioned, fails)
+        before = _native_infers(frontend)
+        with grpc.insecure_channel(url) as channel:
+            call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+            for request in (*native_cases, short, refused):
+                expected = servicer_answer(request)
+                try:
+                    answer = call(request.SerializeToString())
+                except grpc.RpcError as error:
+                    answer = error.code().value[0], error.details()
+                assert answer == expected, request
+        if before is not None:
+            assert _native_infers(frontend) == before + len(native_cases)
+    finally:
+        server.unbind("bound_fails", timeout=30)

@@ -201,9 +201,11 @@ class KServeGrpc(Frontend):
         o = self.options
         self._thread.start()
         try:
-            methods = self._thread.run(self._native_methods())
+            methods, service = self._thread.run(self._native_methods())
+            native_infer = ((self._server._started(), service.native_plan, service.native_reply, service.native_error)
+                            if service.native_infer_enabled() else None)
             native = native_grpc.NativeGrpcServer("KServeGrpc", methods, o.address, o.port, o.reuse_port,
-                                                  o.infer_thread_count, MAX_MESSAGE_BYTES, self._thread)
+                                                  o.infer_thread_count, MAX_MESSAGE_BYTES, self._thread, native_infer)
             native.start()
         except BaseException:
             self._thread.stop()
@@ -211,7 +213,7 @@ class KServeGrpc(Frontend):
         self._native = native
         self.port = native.port
 
-    async def _native_methods(self) -> dict[str, native_grpc.Method]:
+    async def _native_methods(self) -> tuple[dict[str, native_grpc.Method], GrpcInferenceService]:
         o = self.options
         service_pb2, _, _ = generated_modules()
         health_pb2, _ = _health_modules()
@@ -221,7 +223,7 @@ class KServeGrpc(Frontend):
         methods.update(native_grpc.service_methods(
             _Health(self._server, service, health_pb2), health_pb2.DESCRIPTOR.services_by_name["Health"],
             health_pb2))
-        return methods
+        return methods, service
 
     async def _serve(self, grpc: Any, credentials: Any) -> tuple[Any, int]:
         o = self.options

@@ -116,10 +116,16 @@ def _metadata(pairs: list[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
 
 class NativeGrpcServer:
     """`methods` (path -> Method) served on address:port by the native
-    transport until `stop()`; messages over `max_message` bytes are refused."""
+    transport until `stop()`; messages over `max_message` bytes are refused.
+    With `native_infer` (the native Server, and the servicer's native_plan,
+    native_reply and native_error), the plain ModelInfer is served on the
+    I/O thread and answered from Triton's (cpp/grpc_transport.cc), its
+    protobuf decoded and encoded by the servicer's functions there."""
 
     def __init__(self, what: str, methods: dict[str, Method], address: str, port: int, reuse_port: bool,
-                 io_threads: int, max_message: int, loop_thread: LoopThread) -> None:
+                 io_threads: int, max_message: int, loop_thread: LoopThread,
+                 native_infer: Optional[tuple[Any, Any, Any, Any]] = None) -> None:
+        self._native_infer = native_infer
         self._what = what
         self._methods = methods
         self._address = address
@@ -144,12 +150,19 @@ class NativeGrpcServer:
         self._transport = transport = _native.GrpcTransport(
             sock.detach(), self._io_threads, self._max_message, functools.partial(post, self._dispatch_all),
             functools.partial(post, self._closed))
+        if self._native_infer is not None:
+            transport.enable_infer(*self._native_infer)
         self._threads = [threading.Thread(target=transport.serve_io, args=(index,), daemon=True,
                                           name=f"tritonserver-{self._what}-io{index}")
                          for index in range(transport.io_threads)]
         for thread in self._threads:
             thread.start()
         self.port = port
+
+    @property
+    def native_infers(self) -> int:
+        """How many ModelInfer calls took the native path."""
+        return int(self._transport.native_infers) if self._transport is not None else 0
 
     def stop(self, grace_s: float) -> None:
         """Stops listening, lets calls in flight finish (up to `grace_s`),
