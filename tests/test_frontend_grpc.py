@@ -838,6 +838,7 @@ def test_the_native_infer_path_answers_as_the_servicer(served, transport):
                 outputs=[TensorSpec("Y", numpy.float32, (1,))])
     try:
         plain = service_pb2.ModelInferRequest(model_name="add_sub", id="r1")
+        plain.parameters["triton_enable_empty_final_response"].bool_param = True  # as perf_analyzer sends
         for name in ("INPUT0", "INPUT1"):
             plain.inputs.add(name=name, datatype="FP32", shape=[3])
             plain.raw_input_contents.append(numpy.array([1, 2, 3], numpy.float32).tobytes())

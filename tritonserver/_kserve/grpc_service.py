@@ -697,15 +697,20 @@ class GrpcInferenceService:
         native path builds it, (model_name, version, id, [(name, datatype,
         shape, raw)], output names), when it is one this servicer would
         send the core unchanged: raw_input_contents of the exact size of
-        each input (not BYTES), no parameters, no typed contents, no shared
-        memory, names the core can take. None for anything else (ModelInfer
+        each input (not BYTES), no parameters but
+        triton_enable_empty_final_response (which a unary call does not
+        use), no typed contents, no shared memory, names the core can take. None for anything else (ModelInfer
         then answers it, with its checks and messages)."""
         try:
             request = self._pb.ModelInferRequest.FromString(payload)
         except Exception:  # noqa: BLE001 - google.protobuf's DecodeError: ModelInfer words it
             return None
-        if request.parameters or len(request.raw_input_contents) != len(request.inputs):
+        if len(request.raw_input_contents) != len(request.inputs):
             return None
+        for key, value in request.parameters.items():
+            # perf_analyzer's: what ModelInfer reads of it (a bool) changes nothing for a unary call
+            if key != "triton_enable_empty_final_response" or value.WhichOneof("parameter_choice") != "bool_param":
+                return None
         try:
             version = model_version(request.model_version)
         except InvalidArgumentError:
