@@ -750,7 +750,8 @@ class GrpcInferenceService:
         for name, datatype, shape, raw in outputs:
             message.outputs.add(name=name, datatype=DataType(datatype).name, shape=shape)
             message.raw_output_contents.append(raw)
-        return message.SerializeToString()
+        serialized: bytes = message.SerializeToString()
+        return serialized
 
     @staticmethod
     def native_error(code: int, text: str) -> tuple[int, str]:

@@ -208,9 +208,10 @@ class NativeGrpcServer:
                 call.task = asyncio.ensure_future(self._serve_stream(connection, stream, call))
                 call.task.add_done_callback(functools.partial(self._forget, connection, stream))
         else:
-            call = calls.get(stream) if calls is not None else None
-            if call is None:
+            known = calls.get(stream) if calls is not None else None
+            if known is None:
                 return  # a call the transport or this server answered already
+            call = known
         if cancelled:
             self._cancel(connection, stream, call)
             return
