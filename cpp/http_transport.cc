@@ -1,18 +1,9 @@
 #include "http_transport.h"
 
-#include <errno.h>
 #include <llhttp.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -21,13 +12,13 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <nanobind/stl/string.h>
 
 #include "kserve_infer.h"
+#include "socket_server.h"
 #include "server.h"
 #include "thread_state.h"
 
@@ -38,14 +29,13 @@ namespace tsb {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
-// A connection is not read while this many of its replies are pending or
-// this much of its output is unwritten (a client that pipelines without
-// reading): its socket's buffers then hold it back.
+// A connection is not read while this many of its replies are pending (a
+// client that pipelines without reading), or while its output backs up
+// (SocketServer's limit): its socket's buffers then hold it back.
 constexpr size_t kMaxPending = 64;
 // A keep-alive connection idle this long between requests is closed (as
 // uvicorn's default timeout_keep_alive); swept about once a second.
 constexpr auto kKeepAliveIdle = std::chrono::seconds(5);
-constexpr size_t kMaxBacklogBytes = 4 * 1024 * 1024;
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
 class HttpTransport;
@@ -61,10 +51,7 @@ struct Outgoing {
   std::function<void()> cancel;  // a native infer request's, until answered
 };
 
-struct Connection {
-  uint64_t id = 0;
-  int fd = -1;
-  int epoll_fd = -1;
+struct Connection : SocketConnection {
   HttpTransport* transport = nullptr;
 
   // The I/O thread's own (parsing).
@@ -76,24 +63,10 @@ struct Connection {
   bool refused = false;         // this request was handed to `refused`
   bool reading_stopped = false; // input after a closing request is dropped
 
-  // Under `mutex`: the ordered output, and the socket's writes.
-  std::mutex mutex;
-  bool closed = false;
+  // Under `mutex`: the ordered output.
   uint64_t next_seq = 0;  // the next request's (or interim answer's) number
   uint64_t send_seq = 0;  // the reply being written
   std::map<uint64_t, Outgoing> pending;
-  std::string out;  // moved from replies, not yet written
-  size_t out_at = 0;
-  bool want_out = false;        // EPOLLOUT registered
-  bool close_when_written = false;
-  bool peer_eof = false;        // the client ended its side, waiting for a refusal's reply
-  bool paused = false;          // not read until its backlog shrinks
-
-  bool backlogged() const {
-    return pending.size() >= kMaxPending || out.size() - out_at >= kMaxBacklogBytes;
-  }
-  size_t unanswered = 0;        // requests handed on, reply not whole yet
-  std::chrono::steady_clock::time_point last_active = std::chrono::steady_clock::now();
 };
 
 // The reason phrase of a status line (clients read only the code; llhttp's
@@ -119,13 +92,12 @@ std::string lower(std::string text) {
   return text;
 }
 
-class HttpTransport {
+class HttpTransport : public SocketServer {
  public:
   HttpTransport(int listen_fd, int io_threads, size_t max_body, nb::object dispatch,
                 nb::object refused, nb::object closed)
-      : listen_fd_(listen_fd), max_body_(max_body), dispatch_(std::move(dispatch)),
-        refused_(std::move(refused)), closed_(std::move(closed)) {
-    if (io_threads < 1) throw nb::value_error("io_threads must be at least 1");
+      : SocketServer(listen_fd, io_threads, "HttpTransport"), max_body_(max_body),
+        dispatch_(std::move(dispatch)), refused_(std::move(refused)), closed_(std::move(closed)) {
     llhttp_settings_init(&settings_);
     settings_.on_message_begin = &HttpTransport::on_message_begin;
     settings_.on_url = &HttpTransport::on_url;
@@ -135,64 +107,12 @@ class HttpTransport {
     settings_.on_headers_complete = &HttpTransport::on_headers_complete;
     settings_.on_body = &HttpTransport::on_body;
     settings_.on_message_complete = &HttpTransport::on_message_complete;
-    for (int i = 0; i < io_threads; ++i) {
-      Loop loop;
-      loop.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-      loop.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-      if (loop.epoll_fd < 0 || loop.wake_fd < 0) {
-        close_loops(&loop);
-        throw nb::builtin_exception(nb::exception_type::runtime_error,
-                                    "HttpTransport: epoll_create1/eventfd failed");
-      }
-      epoll_event wake{};
-      wake.events = EPOLLIN;
-      wake.data.ptr = &wake_marker_;
-      epoll_ctl(loop.epoll_fd, EPOLL_CTL_ADD, loop.wake_fd, &wake);
-      epoll_event listen{};
-      listen.events = EPOLLIN | EPOLLEXCLUSIVE;
-      listen.data.ptr = nullptr;
-      epoll_ctl(loop.epoll_fd, EPOLL_CTL_ADD, listen_fd_, &listen);
-      loops_.push_back(loop);
-    }
   }
 
   ~HttpTransport() {
     {
       std::lock_guard<std::mutex> lock(alive_->mutex);
       alive_->transport = nullptr;  // late infer replies go nowhere
-    }
-    close_all();
-    for (Loop& loop : loops_) close_loops(&loop);
-    if (listen_fd_ >= 0) ::close(listen_fd_);
-  }
-
-  int io_threads() const { return static_cast<int>(loops_.size()); }
-
-  // The body of I/O thread `index` (a Python thread), until stop().
-  void serve_io(int index) {
-    if (index < 0 || index >= io_threads()) throw nb::index_error("no such I/O thread");
-    GilRelease release;
-    Loop& loop = loops_[static_cast<size_t>(index)];
-    std::vector<epoll_event> events(256);
-    std::vector<char> buffer(kReadChunk);
-    while (!stopping_.load(std::memory_order_acquire)) {
-      const int ready = epoll_wait(loop.epoll_fd, events.data(), static_cast<int>(events.size()), 1000);
-      close_idle(loop);
-      if (ready < 0) {
-        if (errno == EINTR) continue;
-        break;
-      }
-      for (int i = 0; i < ready; ++i) {
-        void* tag = events[static_cast<size_t>(i)].data.ptr;
-        if (tag == &wake_marker_) {
-          uint64_t count;
-          (void)!::read(loop.wake_fd, &count, sizeof count);
-        } else if (tag == nullptr) {
-          accept_all(loop);
-        } else {
-          on_ready(*static_cast<Connection*>(tag), events[static_cast<size_t>(i)].events, buffer);
-        }
-      }
     }
   }
 
@@ -277,59 +197,7 @@ class HttpTransport {
     });
   }
 
-  // Stops accepting, waits up to `grace_s` for every request handed on to
-  // be answered, then ends the I/O threads (the caller joins them) and
-  // closes every connection. Returns whether all were answered in time.
-  bool stop(double grace_s) {
-    GilRelease release;
-    bool drained;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (!accepting_) return true;
-      accepting_ = false;
-      for (Loop& loop : loops_) epoll_ctl(loop.epoll_fd, EPOLL_CTL_DEL, listen_fd_, nullptr);
-      ::close(listen_fd_);
-      listen_fd_ = -1;
-      drained = drained_.wait_for(lock, std::chrono::duration<double>(grace_s),
-                                  [&] { return unanswered_ == 0; });
-    }
-    stopping_.store(true, std::memory_order_release);
-    for (Loop& loop : loops_) {
-      const uint64_t one = 1;
-      (void)!::write(loop.wake_fd, &one, sizeof one);
-    }
-    return drained;
-  }
-
-  // After the I/O threads ended: closes the connections left.
-  void close_all() {
-    std::unordered_map<uint64_t, std::shared_ptr<Connection>> left;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      left.swap(connections_);
-    }
-    for (auto& [id, connection] : left) {
-      std::lock_guard<std::mutex> lock(connection->mutex);
-      if (!connection->closed) {
-        connection->closed = true;
-        ::close(connection->fd);
-      }
-    }
-  }
-
  private:
-  struct Loop {
-    int epoll_fd = -1;
-    int wake_fd = -1;
-    std::chrono::steady_clock::time_point last_sweep;
-  };
-
-  static void close_loops(Loop* loop) {
-    if (loop->epoll_fd >= 0) ::close(loop->epoll_fd);
-    if (loop->wake_fd >= 0) ::close(loop->wake_fd);
-    loop->epoll_fd = loop->wake_fd = -1;
-  }
-
   static std::string response_head(int status, nb::handle headers) {
     std::string head = "HTTP/1.1 ";
     head += std::to_string(status);
@@ -343,108 +211,6 @@ class HttpTransport {
       head += "\r\n";
     }
     return head;
-  }
-
-  // Closes the connections of `loop` idle past kKeepAliveIdle: between
-  // requests, nothing unanswered or unwritten.
-  void close_idle(Loop& loop) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - loop.last_sweep < std::chrono::seconds(1)) return;
-    loop.last_sweep = now;
-    std::vector<std::shared_ptr<Connection>> mine;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (const auto& [id, connection] : connections_) {
-        if (connection->epoll_fd == loop.epoll_fd) mine.push_back(connection);
-      }
-    }
-    for (const std::shared_ptr<Connection>& connection : mine) {
-      bool idle;
-      {
-        std::lock_guard<std::mutex> lock(connection->mutex);
-        idle = !connection->in_message && connection->unanswered == 0 && connection->out.empty() &&
-               now - connection->last_active > kKeepAliveIdle;
-      }
-      if (idle) close_connection(*connection);
-    }
-  }
-
-  void accept_all(Loop& loop) {
-    while (true) {
-      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) return;  // EAGAIN (another thread took it), or an error for this one only
-      const int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      auto connection = std::make_shared<Connection>();
-      connection->fd = fd;
-      connection->epoll_fd = loop.epoll_fd;
-      connection->transport = this;
-      llhttp_init(&connection->parser, HTTP_REQUEST, &settings_);
-      connection->parser.data = connection.get();
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!accepting_) {
-          ::close(fd);
-          return;
-        }
-        connection->id = ++last_id_;
-        connections_.emplace(connection->id, connection);
-      }
-      epoll_event event{};
-      event.events = EPOLLIN | EPOLLRDHUP;
-      event.data.ptr = connection.get();
-      epoll_ctl(loop.epoll_fd, EPOLL_CTL_ADD, fd, &event);
-    }
-  }
-
-  void on_ready(Connection& connection, uint32_t events, std::vector<char>& buffer) {
-    // Keeps it alive through close_connection() below.
-    std::shared_ptr<Connection> keep = find(connection.id);
-    if (!keep) return;
-    if (events & (EPOLLHUP | EPOLLERR)) {
-      close_connection(connection);  // reset, or both sides shut down
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(connection.mutex);
-      if (events & EPOLLOUT) write_out(connection);
-      if (connection.backlogged()) {
-        connection.paused = true;
-        watch(connection, connection.want_out);
-        return;
-      }
-    }
-    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-      while (true) {
-        const ssize_t n = ::recv(connection.fd, buffer.data(), buffer.size(), 0);
-        if (n > 0) {
-          {
-            std::lock_guard<std::mutex> lock(connection.mutex);
-            connection.last_active = std::chrono::steady_clock::now();
-          }
-          if (!connection.reading_stopped) parse(connection, buffer.data(), static_cast<size_t>(n));
-          if (static_cast<size_t>(n) < buffer.size()) break;
-          continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        if (n == 0 && wait_for_refusal(connection)) return;
-        close_connection(connection);  // the peer closed, or the socket failed
-        return;
-      }
-    }
-  }
-
-  // A client that ends its side after a request the transport refused
-  // (e.g. `curl` after a body too large) still gets the refusal: reading
-  // stops, and the hang-up after the reply's shutdown closes. Any other
-  // end of input is a client that left (its requests are cancelled).
-  bool wait_for_refusal(Connection& connection) {
-    std::lock_guard<std::mutex> lock(connection.mutex);
-    if (!connection.refused || connection.unanswered == 0) return false;
-    connection.peer_eof = true;
-    watch(connection, connection.want_out);
-    return true;
   }
 
   void parse(Connection& connection, const char* data, size_t size) {
@@ -496,17 +262,13 @@ class HttpTransport {
     Outgoing& entry = connection.pending[seq];
     entry.close = close;
     entry.head = head;
-    ++connection.unanswered;
-    {
-      std::lock_guard<std::mutex> all(mutex_);
-      ++unanswered_;
-    }
+    opened_call(connection);
     return seq;
   }
 
   template <typename Fill>
   void append(uint64_t id, uint64_t seq, Fill&& fill) {
-    std::shared_ptr<Connection> connection = find(id);
+    std::shared_ptr<Connection> connection = std::static_pointer_cast<Connection>(find(id));
     if (!connection) return;  // closed meanwhile: the reply has nobody to go to
     std::lock_guard<std::mutex> lock(connection->mutex);
     auto it = connection->pending.find(seq);
@@ -514,16 +276,9 @@ class HttpTransport {
     fill(it->second);
     if (it->second.done) {
       it->second.cancel = nullptr;
-      answered(*connection);
+      answered_call(*connection);
     }
     if (seq == connection->send_seq) advance(*connection);
-  }
-
-  void answered(Connection& connection) {
-    --connection.unanswered;
-    connection.last_active = std::chrono::steady_clock::now();
-    std::lock_guard<std::mutex> all(mutex_);
-    if (--unanswered_ == 0) drained_.notify_all();
   }
 
   // Moves the replies that are next in order to the output, and writes.
@@ -550,79 +305,55 @@ class HttpTransport {
     write_out(connection);
   }
 
-  void write_out(Connection& connection) {
-    if (connection.closed) return;
-    while (connection.out_at < connection.out.size()) {
-      const ssize_t n = ::send(connection.fd, connection.out.data() + connection.out_at,
-                               connection.out.size() - connection.out_at, MSG_NOSIGNAL);
-      if (n > 0) {
-        connection.out_at += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (!connection.want_out) watch(connection, true);
-        return;
-      }
-      // The peer is gone: its I/O thread sees the hang-up and closes.
-      ::shutdown(connection.fd, SHUT_RDWR);
-      return;
-    }
-    connection.out.clear();
-    connection.out_at = 0;
-    if (connection.want_out) watch(connection, false);
-    if (connection.paused && !connection.backlogged()) {
-      connection.paused = false;
-      watch(connection, false);
-    }
-    if (connection.close_when_written) ::shutdown(connection.fd, SHUT_WR);
+  // SocketServer's: the HTTP side of a connection.
+  std::shared_ptr<SocketConnection> make_connection() override {
+    auto connection = std::make_shared<Connection>();
+    connection->transport = this;
+    llhttp_init(&connection->parser, HTTP_REQUEST, &settings_);
+    connection->parser.data = connection.get();
+    return connection;
   }
 
-  void watch(Connection& connection, bool out) {
-    epoll_event event{};
-    event.events = (connection.peer_eof || connection.paused ? 0u : EPOLLIN | EPOLLRDHUP) |
-                   (out ? EPOLLOUT : 0u);
-    event.data.ptr = &connection;
-    epoll_ctl(connection.epoll_fd, EPOLL_CTL_MOD, connection.fd, &event);
-    connection.want_out = out;
+  void on_input(SocketConnection& connection, const char* data, size_t size) override {
+    Connection& c = static_cast<Connection&>(connection);
+    if (!c.reading_stopped) parse(c, data, size);
   }
 
-  std::shared_ptr<Connection> find(uint64_t id) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = connections_.find(id);
-    return it == connections_.end() ? nullptr : it->second;
+  // A client that ends its side after a request the transport refused
+  // (e.g. `curl` after a body too large) still gets the refusal: reading
+  // stops, and the hang-up after the reply's shutdown closes. Any other
+  // end of input is a client that left (its requests are cancelled).
+  bool on_peer_eof(SocketConnection& connection) override {
+    Connection& c = static_cast<Connection&>(connection);
+    std::lock_guard<std::mutex> lock(c.mutex);
+    return c.refused && c.unanswered != 0;
   }
 
-  void close_connection(Connection& connection) {
-    size_t unanswered;
-    std::vector<std::function<void()>> cancels;  // run once the locks are let go
-    {
-      std::lock_guard<std::mutex> lock(connection.mutex);
-      if (connection.closed) return;
-      connection.closed = true;
-      epoll_ctl(connection.epoll_fd, EPOLL_CTL_DEL, connection.fd, nullptr);
-      ::close(connection.fd);
-      unanswered = connection.unanswered;
-      for (auto& [seq, entry] : connection.pending) {
-        if (entry.cancel) cancels.push_back(std::move(entry.cancel));
-      }
-      connection.pending.clear();
-      connection.unanswered = 0;
+  // Between requests, nothing unanswered or unwritten, past kKeepAliveIdle.
+  bool idle(SocketConnection& connection, std::chrono::steady_clock::time_point now) override {
+    Connection& c = static_cast<Connection&>(connection);
+    return !c.in_message && c.unanswered == 0 && c.out.empty() && now - c.last_active > kKeepAliveIdle;
+  }
+
+  bool backlogged(const SocketConnection& connection) const override {
+    return static_cast<const Connection&>(connection).pending.size() >= kMaxPending ||
+           SocketServer::backlogged(connection);
+  }
+
+  void abandon(SocketConnection& connection, std::vector<std::function<void()>>& cancels) override {
+    Connection& c = static_cast<Connection&>(connection);
+    for (auto& [seq, entry] : c.pending) {
+      if (entry.cancel) cancels.push_back(std::move(entry.cancel));
     }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      connections_.erase(connection.id);
-      unanswered_ -= unanswered;
-      if (unanswered != 0 && unanswered_ == 0) drained_.notify_all();
-    }
-    for (const std::function<void()>& cancel : cancels) cancel();
-    if (unanswered != 0) {
-      GilAcquire gil;
-      try {
-        closed_(connection.id);
-      } catch (nb::python_error& error) {
-        error.discard_as_unraisable(closed_);
-      }
+    c.pending.clear();
+  }
+
+  void abandoned(uint64_t connection) override {
+    GilAcquire gil;
+    try {
+      closed_(connection);
+    } catch (nb::python_error& error) {
+      error.discard_as_unraisable(closed_);
     }
   }
 
@@ -810,20 +541,9 @@ class HttpTransport {
   Server* infer_server_ = nullptr;
   nb::object infer_server_object_, json_loads_;
 
-  int listen_fd_;
   const size_t max_body_;
   nb::object dispatch_, refused_, closed_;
   llhttp_settings_t settings_;
-  std::vector<Loop> loops_;
-  char wake_marker_ = 0;
-  std::atomic<bool> stopping_{false};
-
-  std::mutex mutex_;  // guards the members below
-  std::condition_variable drained_;
-  bool accepting_ = true;
-  uint64_t last_id_ = 0;
-  size_t unanswered_ = 0;
-  std::unordered_map<uint64_t, std::shared_ptr<Connection>> connections_;
 };
 
 }  // namespace
@@ -832,15 +552,17 @@ void bind_http_transport(nb::module_& m) {
   nb::class_<HttpTransport>(m, "HttpTransport")
       .def(nb::init<int, int, size_t, nb::object, nb::object, nb::object>(), "listen_fd"_a,
            "io_threads"_a, "max_body"_a, "dispatch"_a, "refused"_a, "closed"_a)
-      .def_prop_ro("io_threads", &HttpTransport::io_threads)
-      .def("serve_io", &HttpTransport::serve_io, "index"_a)
+      .def_prop_ro("io_threads", [](const HttpTransport& t) { return t.io_threads(); })
+      .def("serve_io", [](HttpTransport& t, int index) { t.serve_io(index); }, "index"_a,
+           nb::call_guard<GilRelease>())
       .def("reply", &HttpTransport::reply, "connection"_a, "seq"_a, "status"_a, "headers"_a, "body"_a)
       .def("reply_start", &HttpTransport::reply_start, "connection"_a, "seq"_a, "status"_a, "headers"_a)
       .def("reply_chunk", &HttpTransport::reply_chunk, "connection"_a, "seq"_a, "chunk"_a)
       .def("reply_end", &HttpTransport::reply_end, "connection"_a, "seq"_a)
       .def("enable_infer", &HttpTransport::enable_infer, "server"_a, "json_loads"_a)
-      .def("stop", &HttpTransport::stop, "grace_s"_a)
-      .def("close_all", &HttpTransport::close_all);
+      .def("stop", [](HttpTransport& t, double grace_s) { return t.stop(grace_s); }, "grace_s"_a,
+           nb::call_guard<GilRelease>())
+      .def("close_all", [](HttpTransport& t) { t.close_all(); });
 }
 
 }  // namespace tsb

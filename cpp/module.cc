@@ -19,6 +19,9 @@
 #include "fork.h"
 #include "fork_hooks.h"
 #include "host_pool.h"
+#ifdef TRITONSERVER_NATIVE_GRPC
+#include "grpc_transport.h"
+#endif
 #ifdef TRITONSERVER_NATIVE_HTTP
 #include "http_transport.h"
 #endif
@@ -391,6 +394,10 @@ NB_MODULE(_native, m) {
 #ifdef TRITONSERVER_NATIVE_HTTP
   // KServeHttp's native HTTP/1.1 transport (tritonserver/frontend/_native_http.py).
   bind_http_transport(m);
+#endif
+#ifdef TRITONSERVER_NATIVE_GRPC
+  // KServeGrpc's native gRPC transport (tritonserver/frontend/_native_grpc.py).
+  bind_grpc_transport(m);
 #endif
 
   m.def("dispatch_pop", &dispatch_pop_from_python, "timeout_s"_a,

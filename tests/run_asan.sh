@@ -65,6 +65,7 @@ LD_PRELOAD="$ASAN_LIB" ASAN_OPTIONS=detect_leaks=0 \
   -C cmake.build-type=RelWithDebInfo \
   -C cmake.define.TRITONSERVER_TESTING=ON \
   -C "cmake.define.CMAKE_CXX_FLAGS=$SAN_FLAGS -g" \
+  -C "cmake.define.CMAKE_C_FLAGS=$SAN_FLAGS -g" \
   -C "cmake.define.CMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" \
   -C "cmake.define.CMAKE_MODULE_LINKER_FLAGS=-fsanitize=address,undefined" \
   .

@@ -54,8 +54,18 @@ class Cancellable:
         self.saw_cancel.set()
 
 
+@pytest.fixture(scope="module", params=["grpcio", "native"])
+def transport(request):
+    """Every test runs on both of KServeGrpc's transports."""
+    from tritonserver.frontend import _native_grpc
+
+    if request.param == "native" and not _native_grpc.available():
+        pytest.skip("this build has no native gRPC transport (TRITONSERVER_NATIVE_GRPC=OFF)")
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def served(backend_directory, tmp_path_factory):
+def served(backend_directory, tmp_path_factory, transport):
     """(server, frontend, url): a server running python models in-process,
     with repository models and bound functions, served by KServeGrpc."""
     server = tritonserver.Server(make_options(backend_directory, server_id="grpc", python_models="in-process",
@@ -78,7 +88,7 @@ def served(backend_directory, tmp_path_factory):
                 outputs=[TensorSpec("Y", numpy.float32, (1,))])
     server.cancellable = cancellable
     try:
-        with kserve_grpc(server) as frontend:
+        with kserve_grpc(server, transport=transport) as frontend:
             yield server, frontend, f"127.0.0.1:{frontend.port}"
     finally:
         call_with_deadline(server.stop, 60)
@@ -108,6 +118,13 @@ def _code(call):
 
 def _add_sub_inputs(a, b):
     return [_input("INPUT0", numpy.asarray(a, numpy.float32)), _input("INPUT1", numpy.asarray(b, numpy.float32))]
+
+
+def _native_infers(frontend):
+    """How many ModelInfer calls the native transport served on its native
+    path (None on the grpcio transport)."""
+    native = frontend._native
+    return None if native is None else native.native_infers
 
 
 # -- the call table -------------------------------------------------------------
@@ -190,9 +207,9 @@ def test_infer_raw_typed_bytes_and_requested_outputs(served, client):
         assert "of type 'FP32', expected datatype 'INT32'" in caught.value.details()
 
 
-def test_request_parameters_and_forwarded_headers_reach_the_model(served):
+def test_request_parameters_and_forwarded_headers_reach_the_model(served, transport):
     server = served[0]
-    with kserve_grpc(server, forward_header_pattern="^x-fwd-") as frontend:
+    with kserve_grpc(server, forward_header_pattern="^x-fwd-", transport=transport) as frontend:
         with grpcclient.InferenceServerClient(f"127.0.0.1:{frontend.port}") as c:
             result = c.infer("parameters", [_input("INPUT0", numpy.zeros(1, numpy.float32))],
                              parameters={"temperature": 0.5, "n": 3, "flag": True, "who": "me"},
@@ -442,11 +459,13 @@ def test_a_client_that_goes_away_cancels_its_request(served):
     _cancellation_seen(server)
 
 
-def test_a_cancelled_future_cancels_its_request(served):
+@pytest.mark.parametrize("data", ["typed", "raw"])
+def test_a_cancelled_future_cancels_its_request(served, data):
     """ModelInfer of a model that waits (the python `sleep` model in the
     stub would not look; a bound function waiting on cancellation does):
-    the client's future.cancel() reaches the core."""
-    server, _, url = served
+    the client's future.cancel() reaches the core (raw inputs: on the
+    native transport, its native ModelInfer path)."""
+    server, frontend, url = served
     release = threading.Event()
     seen = threading.Event()
     entered = threading.Event()
@@ -465,9 +484,16 @@ def test_a_cancelled_future_cancels_its_request(served):
         with grpc.insecure_channel(url) as channel:
             stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
             request = service_pb2.ModelInferRequest(model_name="bound_wait")
-            request.inputs.add(name="X", datatype="FP32", shape=[1]).contents.fp32_contents.append(0)
+            if data == "typed":
+                request.inputs.add(name="X", datatype="FP32", shape=[1]).contents.fp32_contents.append(0)
+            else:
+                request.inputs.add(name="X", datatype="FP32", shape=[1])
+                request.raw_input_contents.append(b"\0" * 4)
+            before = _native_infers(frontend)
             future = stub.ModelInfer.future(request)
             assert entered.wait(30)  # the function runs
+            if before is not None:
+                assert _native_infers(frontend) == before + (data == "raw")
             assert future.cancel()
             assert seen.wait(30), "the bound function never saw the cancellation"
     finally:
@@ -475,7 +501,7 @@ def test_a_cancelled_future_cancels_its_request(served):
         server.unbind("bound_wait", timeout=30)
 
 
-def test_stop_lets_an_rpc_in_flight_finish(served):
+def test_stop_lets_an_rpc_in_flight_finish(served, transport):
     server = served[0]
     release = threading.Event()
     entered = threading.Event()
@@ -488,7 +514,7 @@ def test_stop_lets_an_rpc_in_flight_finish(served):
     server.bind("bound_slow", slow, inputs=[TensorSpec("X", numpy.float32, (1,))],
                 outputs=[TensorSpec("Y", numpy.float32, (1,))])
     try:
-        frontend = KServeGrpc(server, KServeGrpc.Options(address="127.0.0.1", port=0))
+        frontend = KServeGrpc(server, KServeGrpc.Options(address="127.0.0.1", port=0, transport=transport))
         frontend.start()
         c = grpcclient.InferenceServerClient(f"127.0.0.1:{frontend.port}")
         results: queue.Queue = queue.Queue()
@@ -497,6 +523,17 @@ def test_stop_lets_an_rpc_in_flight_finish(served):
         assert entered.wait(30)
         stopper = threading.Thread(target=frontend.stop)
         stopper.start()
+
+        def refused():
+            try:
+                socket.create_connection(("127.0.0.1", frontend.port), timeout=5).close()
+            except (ConnectionRefusedError, ConnectionResetError):  # grpcio's socket may reset as it closes
+                return True
+            return False
+
+        assert wait_for(refused, 30)  # no longer listening
+        # a new call on the open connection is refused too (GOAWAY), not served
+        assert _code(lambda: c.is_server_live())[0] == "StatusCode.UNAVAILABLE"
         # stop() is waiting on the call in flight: it has not returned
         assert stopper.is_alive()
         release.set()
@@ -512,12 +549,13 @@ def test_stop_lets_an_rpc_in_flight_finish(served):
 
 # -- options -----------------------------------------------------------------------
 
-def test_restricted_protocols_need_their_header(served):
+def test_restricted_protocols_need_their_header(served, transport):
     server = served[0]
     # the binary's flag text, and the serve command's triples
     assert (KServeGrpc.Options(restricted_protocols=["model-repository,health:admin=yes"]).restrictions
             == KServeGrpc.Options(restricted_protocols=[("model-repository,health", "admin", "yes")]).restrictions)
-    with kserve_grpc(server, restricted_protocols=["model-repository,health:admin=yes"]) as frontend:
+    with kserve_grpc(server, restricted_protocols=["model-repository,health:admin=yes"],
+                     transport=transport) as frontend:
         url = f"127.0.0.1:{frontend.port}"
         with grpcclient.InferenceServerClient(url) as c:
             status, message = _code(lambda: c.get_model_repository_index())
@@ -533,7 +571,11 @@ def test_restricted_protocols_need_their_header(served):
             assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
-def test_compressed_infer_responses(served):
+def test_compressed_infer_responses(served, transport):
+    if transport == "native":  # refused, never ignored
+        with pytest.raises(tritonserver.InvalidArgumentError, match="infer_compression_level HIGH .*transport='grpcio'"):
+            KServeGrpc.Options(infer_compression_level=KServeGrpc.Grpc_compression_level.HIGH, transport=transport)
+        return
     with kserve_grpc(served[0], infer_compression_level=KServeGrpc.Grpc_compression_level.HIGH) as frontend:
         with grpcclient.InferenceServerClient(f"127.0.0.1:{frontend.port}") as c:
             result = c.infer("add_sub", _add_sub_inputs(numpy.zeros(1000), numpy.ones(1000)),
@@ -541,7 +583,25 @@ def test_compressed_infer_responses(served):
     assert result.as_numpy("OUTPUT0").tolist() == [1.0] * 1000
 
 
-def test_bad_options_and_a_port_in_use(served):
+def test_the_default_transport_is_native_unless_an_option_needs_grpcio():
+    """Options() picks the native transport where the build has it; an
+    option only grpcio serves (TLS, compression, keepalive) picks grpcio,
+    and says so in Options.transport; asked for, native refuses them."""
+    from tritonserver.frontend import _native_grpc
+
+    native = "native" if _native_grpc.available() else "grpcio"
+    assert KServeGrpc.Options().transport == native
+    assert KServeGrpc.Options(port=0, infer_thread_count=4).transport == native
+    for needs_grpcio in (dict(use_ssl=True, server_cert="c", server_key="k"),
+                         dict(infer_compression_level=KServeGrpc.Grpc_compression_level.LOW),
+                         dict(keepalive_time_ms=1000), dict(max_connection_age_ms=5000)):
+        assert KServeGrpc.Options(**needs_grpcio).transport == "grpcio", needs_grpcio
+    if native == "native":
+        with pytest.raises(tritonserver.InvalidArgumentError, match="keepalive_time_ms 1000 .*transport='grpcio'"):
+            KServeGrpc.Options(keepalive_time_ms=1000, transport="native")
+
+
+def test_bad_options_and_a_port_in_use(served, transport):
     server = served[0]
     for options, field in ((dict(port=-1), "port"), (dict(keepalive_time_ms="1"), "keepalive_time_ms"),
                            (dict(restricted_protocols=["nothing:k=v"]), "restricted_protocols"),
@@ -555,17 +615,22 @@ def test_bad_options_and_a_port_in_use(served):
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        frontend = KServeGrpc(server, KServeGrpc.Options(address="127.0.0.1", port=port))
+        frontend = KServeGrpc(server, KServeGrpc.Options(address="127.0.0.1", port=port, transport=transport))
         with pytest.raises(tritonserver.UnavailableError, match=f"127.0.0.1:{port}"):
             frontend.start()
     assert frontend.port is None
 
 
-def test_ssl_and_mutual_authentication(served, tmp_path):
+def test_ssl_and_mutual_authentication(served, tmp_path, transport):
     """use_ssl with a server certificate; use_mutual_auth refuses a client
     without a certificate of root_cert's authority."""
     import shutil
     import subprocess
+
+    if transport == "native":  # no TLS: refused, never ignored
+        with pytest.raises(tritonserver.InvalidArgumentError, match="use_ssl .*transport='grpcio'"):
+            KServeGrpc.Options(use_ssl=True, server_cert="c", server_key="k", transport=transport)
+        return
 
     if shutil.which("openssl") is None:
         pytest.skip("needs the openssl command to make certificates")
@@ -601,10 +666,10 @@ def test_every_served_models_config_is_a_model_config(served, client):
         assert [i["name"] for i in config["input"]] == [i["name"] for i in served[0].model(name).config()["input"]]
 
 
-def test_context_manager_and_restart_as_tritonfrontend_is_used(served):
+def test_context_manager_and_restart_as_tritonfrontend_is_used(served, transport):
     """As NVIDIA's tritonfrontend docs use it: `with KServeGrpc(server,
     options):`; a stopped frontend starts again."""
-    options = KServeGrpc.Options(address="127.0.0.1", port=0)
+    options = KServeGrpc.Options(address="127.0.0.1", port=0, transport=transport)
     frontend = KServeGrpc(served[0], options)
     for _ in range(2):
         with frontend:
@@ -679,3 +744,149 @@ def test_hostile_requests_are_invalid_argument_and_the_server_keeps_serving(serv
             stub.ModelMetadata(service_pb2.ModelMetadataRequest(name="a\0b"))
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert stub.ServerLive(service_pb2.ServerLiveRequest()).live
+
+
+# -- raw HTTP/2: what no well-behaved client sends ----------------------------------
+
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def _frame(kind, flags, stream, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def _literal_headers(pairs):
+    """An HPACK header block of literals (never indexed, no Huffman)."""
+    block = b""
+    for name, value in pairs:
+        block += b"\x00" + bytes([len(name)]) + name.encode() + bytes([len(value)]) + value.encode()
+    return block
+
+
+def _grpc_call_frames(path, data, stream=1):
+    headers = _literal_headers([(":method", "POST"), (":scheme", "http"), (":path", path),
+                                (":authority", "localhost"), ("content-type", "application/grpc"), ("te", "trailers")])
+    return _frame(1, 0x4, stream, headers) + _frame(0, 0x1, stream, data)
+
+
+def _read_frames(sock, until):
+    """Frames (kind, flags, stream, payload) read until `until(frame)` is
+    true; None when the server closed the connection first."""
+    sock.settimeout(30)
+    buffer = b""
+    while True:
+        while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+            size = int.from_bytes(buffer[:3], "big")
+            frame = (buffer[3], buffer[4], int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF, buffer[9:9 + size])
+            buffer = buffer[9 + size:]
+            if until(frame):
+                return frame
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None
+        buffer += chunk
+
+
+@pytest.mark.parametrize("prefix", [b"\x00\xff\xff\xff\xff", b"\x01\x00\x00\x00\x04"],
+                         ids=["a-length-over-the-limit", "a-compressed-message"])
+def test_a_message_the_server_does_not_take_ends_its_call_not_the_connection(served, client, prefix):
+    """A message prefix claiming more than the 2 GiB - 1 limit, or a
+    compressed message (no grpc-encoding agreed): the call ends (its status
+    in a HEADERS frame, or a reset), the connection and the server go on."""
+    host, port = served[2].split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(_PREFACE + _frame(4, 0, 0) + _grpc_call_frames(
+            "/inference.GRPCInferenceService/ModelInfer", prefix + b"x" * 4))
+        ended = _read_frames(sock, lambda f: f[0] == 7 or (f[2] == 1 and (f[0] == 3 or (f[0] == 1 and f[1] & 1))))
+        assert ended is not None and ended[0] != 7, "the server closed the connection or sent GOAWAY"
+        # the same connection serves the next call (ServerLive: an empty message)
+        sock.sendall(_grpc_call_frames("/inference.GRPCInferenceService/ServerLive", b"\x00" * 5, stream=3))
+        answer = _read_frames(sock, lambda f: f[0] == 7 or (f[2] == 3 and f[0] == 0))
+        assert answer is not None and answer[0] == 0 and answer[3][:1] == b"\x00"
+    assert client.is_server_live()
+
+
+def test_garbage_on_the_socket_closes_that_connection_only(served, client):
+    host, port = served[2].split(":")
+    for garbage in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", bytes(range(256)) * 8, _PREFACE + b"\xff" * 64):
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(garbage)
+            assert _read_frames(sock, lambda f: False) is None  # closed (after a GOAWAY, where it can)
+    assert client.is_server_live()
+    assert client.infer("add_sub", _add_sub_inputs([1], [2])).as_numpy("OUTPUT0").tolist() == [3]
+
+
+def test_a_client_that_leaves_mid_stream_and_the_server_goes_on(served, client):
+    """A raw client opens ModelStreamInfer, sends half a message and goes:
+    the server keeps serving others."""
+    host, port = served[2].split(":")
+    request = service_pb2.ModelInferRequest(model_name="add_sub").SerializeToString()
+    for _ in range(3):
+        with socket.create_connection((host, int(port))) as sock:
+            headers = _literal_headers([(":method", "POST"), (":scheme", "http"),
+                                        (":path", "/inference.GRPCInferenceService/ModelStreamInfer"),
+                                        (":authority", "localhost"), ("content-type", "application/grpc")])
+            whole = b"\x00" + len(request).to_bytes(4, "big") + request
+            sock.sendall(_PREFACE + _frame(4, 0, 0) + _frame(1, 0x4, 1, headers) + _frame(0, 0, 1, whole[:3]))
+    assert client.infer("add_sub", _add_sub_inputs([1], [2])).as_numpy("OUTPUT0").tolist() == [3]
+
+
+def test_the_native_infer_path_answers_as_the_servicer(served, transport):
+    """The plain ModelInfer (raw inputs, no parameters) is served without the
+    servicer on the native transport; its answers, results and errors, are
+    the servicer's own, byte for byte; anything else goes to the servicer."""
+    from tritonserver._kserve.grpc_service import GrpcInferenceService
+    from tritonserver.frontend._native_grpc import Abort, Context
+
+    server, frontend, url = served
+    service = GrpcInferenceService(server)
+
+    def servicer_answer(request):
+        async def call():
+            try:
+                return (await service.ModelInfer(request, Context(()))).SerializeToString()
+            except Abort as abort:
+                return abort.code, abort.details
+        return asyncio.run(call())
+
+    def failing(X):
+        raise ValueError("no X today")
+
+    server.bind("bound_fails", failing, inputs=[TensorSpec("X", numpy.float32, (1,))],
+                outputs=[TensorSpec("Y", numpy.float32, (1,))])
+    try:
+        plain = service_pb2.ModelInferRequest(model_name="add_sub", id="r1")
+        plain.parameters["triton_enable_empty_final_response"].bool_param = True  # as perf_analyzer sends
+        for name in ("INPUT0", "INPUT1"):
+            plain.inputs.add(name=name, datatype="FP32", shape=[3])
+            plain.raw_input_contents.append(numpy.array([1, 2, 3], numpy.float32).tobytes())
+        asked = service_pb2.ModelInferRequest()
+        asked.CopyFrom(plain)
+        asked.outputs.add(name="OUTPUT1")
+        versioned = service_pb2.ModelInferRequest(model_name="identity_fp32", model_version="1")
+        versioned.inputs.add(name="INPUT0", datatype="FP32", shape=[4])
+        versioned.raw_input_contents.append(numpy.arange(4, dtype=numpy.float32).tobytes())
+        fails = service_pb2.ModelInferRequest(model_name="bound_fails")
+        fails.inputs.add(name="X", datatype="FP32", shape=[1])
+        fails.raw_input_contents.append(b"\0" * 4)
+        short = service_pb2.ModelInferRequest()
+        short.CopyFrom(versioned)
+        short.raw_input_contents[0] = b"\0" * 3  # not the shape's size: the servicer's path
+        refused = service_pb2.ModelInferRequest()
+        refused.CopyFrom(versioned)
+        refused.inputs[0].shape[:] = [2, 2]  # the core refuses the submission: the servicer words it
+        native_cases = (plain, asked, versioned, fails)
+        before = _native_infers(frontend)
+        with grpc.insecure_channel(url) as channel:
+            call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+            for request in (*native_cases, short, refused):
+                expected = servicer_answer(request)
+                try:
+                    answer = call(request.SerializeToString())
+                except grpc.RpcError as error:
+                    answer = error.code().value[0], error.details()
+                assert answer == expected, request
+        if before is not None:
+            assert _native_infers(frontend) == before + len(native_cases)
+    finally:
+        server.unbind("bound_fails", timeout=30)

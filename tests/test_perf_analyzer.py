@@ -28,11 +28,13 @@ from common import MODELS, NUMPY2, ROOT, STUB_SKIP_REASON, package_serve_command
 
 PERF_ANALYZER = ROOT / "build" / "perf_analyzer" / "perf_analyzer"
 # The server commands the tests run: name -> argv prefix.
-COMMANDS = {"binary": reference_command, "package": package_serve_command, "package-uvicorn-http": package_serve_command}
-# Flags of each kind beyond the common ones: package-uvicorn-http serves
-# HTTP on uvicorn (the package serves HTTP natively by default).
-KIND_FLAGS = {"package-uvicorn-http": ["--http-transport", "uvicorn"]}
-SERVERS = ["binary", "package", "package-uvicorn-http"]
+COMMANDS = {"binary": reference_command, "package": package_serve_command,
+            "package-python-transports": package_serve_command}
+# Flags of each kind beyond the common ones: the package serves HTTP and gRPC
+# on the extension's own transports by default; package-python-transports on
+# uvicorn and grpcio.
+KIND_FLAGS = {"package-python-transports": ["--http-transport", "uvicorn", "--grpc-transport", "grpcio"]}
+SERVERS = ["binary", "package", "package-python-transports"]
 # A measurement window (ms) and the most windows per level (see above).
 WINDOW_MS, MAX_WINDOWS = 1000, 10
 STREAM_COUNT = 3  # responses per request of the decoupled `streaming` model

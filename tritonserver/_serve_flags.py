@@ -140,6 +140,9 @@ def parser() -> argparse.ArgumentParser:
         help="the HTTP transport (this package's): the extension's own (native, the default where the build "
              "has it) or uvicorn")
     add("--grpc-infer-allocation-pool-size", type=_uint, default=8)
+    add("--grpc-transport", choices=("grpcio", "native"), default=None,
+        help="the gRPC transport (this package's): the extension's own (native, the default where the build has "
+             "it and no TLS, compression or keepalive flag needs grpcio) or grpcio")
     add("--grpc-use-ssl", type=_bool, default=False)
     add("--grpc-use-ssl-mutual", type=_bool, default=False)
     add("--grpc-server-cert", default="")
@@ -249,7 +252,8 @@ def settings(argv: list[str]) -> ServeSettings:
             max_connection_age_grace_ms=a.grpc_max_connection_age_grace,
             infer_allocation_pool_size=a.grpc_infer_allocation_pool_size,
             forward_header_pattern=a.grpc_header_forward_pattern,
-            restricted_protocols=[(group, key, value) for group, key, value in a.grpc_restricted_protocol])
+            restricted_protocols=[(group, key, value) for group, key, value in a.grpc_restricted_protocol],
+            transport=a.grpc_transport)
     if a.allow_metrics:
         result.metrics = dict(address=a.metrics_address, port=a.metrics_port)
     return result

@@ -28,6 +28,7 @@ from .._api._errors import (
     UnavailableError,
     UnsupportedError,
     code_of,
+    error_from_code,
 )
 from .._api._memorybuffer import MemoryBuffer
 from .._api._model import Model
@@ -683,6 +684,81 @@ class GrpcInferenceService:
         if code is None:
             return message
         await context.abort(code, text)
+
+    # -- the native transport's ModelInfer path (cpp/grpc_transport.cc) ----------
+    def native_infer_enabled(self) -> bool:
+        """Whether every plain ModelInfer may take the native path: no
+        restriction on inference, no forwarded metadata, no compression
+        (each would need the servicer)."""
+        return "inference" not in self._restrictions and self._forward is None and self._compression is None
+
+    def native_plan(self, payload: bytes) -> Optional[tuple[str, int, str, list[Any], list[str]]]:
+        """The request of a ModelInferRequest message (`payload`) as the
+        native path builds it, (model_name, version, id, [(name, datatype,
+        shape, raw)], output names), when it is one this servicer would
+        send the core unchanged: raw_input_contents of the exact size of
+        each input (not BYTES), no parameters but
+        triton_enable_empty_final_response (which a unary call does not
+        use), no typed contents, no shared memory, names the core can take. None for anything else (ModelInfer
+        then answers it, with its checks and messages)."""
+        try:
+            request = self._pb.ModelInferRequest.FromString(payload)
+        except Exception:  # noqa: BLE001 - google.protobuf's DecodeError: ModelInfer words it
+            return None
+        if len(request.raw_input_contents) != len(request.inputs):
+            return None
+        for key, value in request.parameters.items():
+            # perf_analyzer's: what ModelInfer reads of it (a bool) changes nothing for a unary call
+            if key != "triton_enable_empty_final_response" or value.WhichOneof("parameter_choice") != "bool_param":
+                return None
+        try:
+            version = model_version(request.model_version)
+        except InvalidArgumentError:
+            return None
+        if "\0" in request.model_name or "\0" in request.id:
+            return None
+        inputs = []
+        for io, raw in zip(request.inputs, request.raw_input_contents):
+            kind = DATATYPES.get(io.datatype)
+            if (kind is None or io.datatype in ("BYTES", "BF16") or io.parameters or io.HasField("contents")
+                    or "\0" in io.name or len(io.shape) > 32):
+                return None
+            count = 1
+            for d in io.shape:
+                if d < 0:
+                    return None
+                count *= d
+            if len(raw) != count * kind[1].itemsize:
+                return None
+            inputs.append((io.name, int(kind[0]), list(io.shape), raw))
+        outputs = []
+        for output in request.outputs:
+            if output.parameters or "\0" in output.name:
+                return None
+            outputs.append(output.name)
+        return request.model_name, version, request.id, inputs, outputs
+
+    def native_reply(self, model_name: str, request_id: str, version: int, outputs: list[Any],
+                     parameters: list[Any]) -> bytes:
+        """The ModelInferResponse of a native-path request, as _encode
+        writes it: outputs are (name, datatype, shape, raw)."""
+        message = self._pb.ModelInferResponse(model_name=model_name, id=request_id)
+        if version >= 0:
+            message.model_version = str(version)
+        for key, value in parameters:
+            _set_parameter(message.parameters[key], value)
+        for name, datatype, shape, raw in outputs:
+            message.outputs.add(name=name, datatype=DataType(datatype).name, shape=shape)
+            message.raw_output_contents.append(raw)
+        serialized: bytes = message.SerializeToString()
+        return serialized
+
+    @staticmethod
+    def native_error(code: int, text: str) -> tuple[int, str]:
+        """(grpc status number, message) of a core error of a native-path
+        request, as ModelInfer words the same error."""
+        error = error_from_code(code, text)
+        return status_code(error).value[0], str(error)
 
     async def _infer(self, request: Any, metadata: Any, held: _HeldRegions) -> Any:
         decoded = self._decode(request, metadata, held)

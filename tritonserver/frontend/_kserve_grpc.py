@@ -1,10 +1,12 @@
 """`KServeGrpc`: Triton's GRPCInferenceService and grpc.health.v1 for an
-embedded Server, on grpc.aio running on a LoopThread of its own (the
-protocol logic is tritonserver._kserve.grpc_service's)."""
+embedded Server, on grpc.aio running on a LoopThread of its own, or on the
+extension's native gRPC transport (_native_grpc.py) feeding the same
+servicer on such a loop (the protocol logic is
+tritonserver._kserve.grpc_service's)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any, Optional
 
@@ -15,6 +17,7 @@ from .._kserve.restricted import parse_restrictions
 from ._asgi_server import listening_socket
 from ._frontend import Frontend
 from ._loop_thread import LoopThread
+from . import _native_grpc as native_grpc
 from ._option_checks import check_address, check_bool, check_int, check_port, check_str
 
 # The binary's message size limit, both ways (MAX_GRPC_MESSAGE_SIZE: INT32_MAX).
@@ -59,7 +62,15 @@ class KServeGrpc(Frontend):
         ``triton-grpc-protocol-<key>: <value>``). `infer_thread_count`,
         `infer_allocation_pool_size` and `max_response_pool_size` are
         accepted and have no effect (one event loop serves every RPC;
-        responses are not pooled)."""
+        responses are not pooled).
+
+        `transport` (this package's): "native" (the extension's own, on
+        nghttp2: no TLS, no compression, the keepalive and connection-age
+        options at their defaults; `infer_thread_count` is its number of
+        I/O threads) or "grpcio" (grpc.aio's server). None, the default,
+        picks native where the build has it and no option needs grpcio
+        (TLS, compression, keepalive or connection-age settings), else
+        grpcio; the chosen one is then in `transport`."""
 
         address: str = "0.0.0.0"
         port: int = 8001
@@ -83,6 +94,7 @@ class KServeGrpc(Frontend):
         max_response_pool_size: int = 2_147_483_647
         forward_header_pattern: str = ""
         restricted_protocols: list[Any] = field(default_factory=list)
+        transport: Optional[str] = None
 
         def __post_init__(self) -> None:
             check_address(self)
@@ -122,24 +134,60 @@ class KServeGrpc(Frontend):
                     raise InvalidArgumentError(
                         f"KServeGrpc.Options.forward_header_pattern {self.forward_header_pattern!r} is not a "
                         f"regular expression: {error}") from None
+            if self.transport is None:
+                self.transport = "grpcio" if self._native_refusal() else "native"
+            check_str(self, "transport")
+            if self.transport not in ("grpcio", "native"):
+                raise InvalidArgumentError(
+                    f"KServeGrpc.Options.transport {self.transport!r} is not one of 'grpcio', 'native'")
+            if self.transport == "native":
+                refusal = self._native_refusal()
+                if refusal:
+                    raise InvalidArgumentError(refusal)
             self.restrictions = parse_restrictions(
                 self.restricted_protocols, "KServeGrpc.Options.restricted_protocols", RESTRICTED_HEADER_PREFIX)
+
+        def _native_refusal(self) -> str:
+            """Why the native transport cannot serve these options (what it
+            would ignore otherwise), or ""."""
+            if not native_grpc.available():
+                return ("KServeGrpc.Options.transport 'native': this build of the package has no native gRPC "
+                        "transport (built with TRITONSERVER_NATIVE_GRPC=OFF): use transport='grpcio'")
+            if self.use_ssl or self.use_mutual_auth:
+                return ("KServeGrpc.Options: use_ssl is not served by transport='native' (no TLS): use "
+                        "transport='grpcio'")
+            if self.infer_compression_level != _CompressionLevel.NONE:
+                return (f"KServeGrpc.Options: infer_compression_level {self.infer_compression_level.name} is not "
+                        "served by transport='native' (it does not compress): use transport='grpcio', or NONE")
+            defaults = {f.name: f.default for f in fields(self)}
+            for name in ("keepalive_time_ms", "keepalive_timeout_ms", "keepalive_permit_without_calls",
+                         "http2_max_pings_without_data", "http2_min_recv_ping_interval_without_data_ms",
+                         "http2_max_ping_strikes", "max_connection_age_ms", "max_connection_age_grace_ms"):
+                if getattr(self, name) != defaults[name]:
+                    return (f"KServeGrpc.Options.{name} {getattr(self, name)!r} is not served by transport='native' "
+                            f"(its keepalive and connection age are fixed): use transport='grpcio', or leave {name} "
+                            f"at {defaults[name]!r}")
+            return ""
 
     def __init__(self, server: Server, options: Optional["KServeGrpc.Options"] = None) -> None:
         super().__init__(server, options)
         self._thread = LoopThread("tritonserver-grpc")
         self._grpc_server: Any = None
+        self._native: Optional[native_grpc.NativeGrpcServer] = None
         self.port: Optional[int] = None
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
         """Listens on address:port and returns once serving
         (UnavailableError naming address:port when it cannot listen)."""
-        if self._grpc_server is not None:
+        if self._grpc_server is not None or self._native is not None:
             return
         grpc = grpc_module()
         generated_modules()
         _health_modules()
+        if self.options.transport == "native":
+            self._start_native()
+            return
         credentials = self._credentials(grpc) if self.options.use_ssl else None
         if self.options.port:
             # A port in use is found here, before grpc tries it: a grpc
@@ -153,6 +201,34 @@ class KServeGrpc(Frontend):
         except BaseException:
             self._thread.stop()
             raise
+
+    def _start_native(self) -> None:
+        o = self.options
+        self._thread.start()
+        try:
+            methods, service = self._thread.run(self._native_methods())
+            native_infer = ((self._server._started(), service.native_plan, service.native_reply, service.native_error)
+                            if service.native_infer_enabled() else None)
+            native = native_grpc.NativeGrpcServer("KServeGrpc", methods, o.address, o.port, o.reuse_port,
+                                                  o.infer_thread_count, MAX_MESSAGE_BYTES, self._thread, native_infer)
+            native.start()
+        except BaseException:
+            self._thread.stop()
+            raise
+        self._native = native
+        self.port = native.port
+
+    async def _native_methods(self) -> tuple[dict[str, native_grpc.Method], GrpcInferenceService]:
+        o = self.options
+        service_pb2, _, _ = generated_modules()
+        health_pb2, _ = _health_modules()
+        service = GrpcInferenceService(self._server, o.restrictions, o.forward_header_pattern, None)
+        methods = native_grpc.service_methods(
+            service, service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"], service_pb2)
+        methods.update(native_grpc.service_methods(
+            _Health(self._server, service, health_pb2), health_pb2.DESCRIPTOR.services_by_name["Health"],
+            health_pb2))
+        return methods, service
 
     async def _serve(self, grpc: Any, credentials: Any) -> tuple[Any, int]:
         o = self.options
@@ -218,6 +294,13 @@ class KServeGrpc(Frontend):
         """Stops listening and lets RPCs in flight finish (at most
         GRACEFUL_STOP_SECONDS; the rest are cancelled, cancelling their
         requests in the core)."""
+        if self._native is not None:
+            try:
+                self._native.stop(GRACEFUL_STOP_SECONDS)
+            finally:
+                self._thread.stop()
+                self._native = None
+            return
         server = self._grpc_server
         if server is None:
             return

@@ -1,0 +1,785 @@
+#include "grpc_transport.h"
+
+#include <nghttp2/nghttp2.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <variant>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <nanobind/stl/string.h>
+
+#include "allocator.h"
+#include "errors.h"
+#include "request.h"
+#include "server.h"
+#include "socket_server.h"
+#include "thread_state.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace tsb {
+namespace {
+
+// The HTTP/2 settings the transport announces: concurrent streams per
+// connection, and the flow-control windows (a stream's, the connection's)
+// the client may send ahead of what the transport has taken.
+constexpr uint32_t kMaxConcurrentStreams = 1024;
+constexpr int32_t kStreamWindow = 4 * 1024 * 1024;
+constexpr int32_t kConnectionWindow = 16 * 1024 * 1024;
+// How much of nghttp2's output is moved to the connection's buffer at once.
+constexpr size_t kOutputHighWater = 1024 * 1024;
+constexpr size_t kPrefix = 5;  // gRPC's message prefix: a compressed flag, a big-endian length
+
+// grpc-status codes the transport answers itself.
+constexpr int kUnimplemented = 12;
+constexpr int kResourceExhausted = 8;
+constexpr int kInternal = 13;
+
+constexpr std::string_view kModelInfer = "/inference.GRPCInferenceService/ModelInfer";
+constexpr uint32_t kDecoupled = 2;  // TRITONSERVER_TXN_DECOUPLED
+
+struct Stream {
+  int32_t id = 0;
+  // The I/O thread's own, until handed on.
+  std::string path, method, content_type;
+  std::vector<std::pair<std::string, std::string>> metadata;
+  std::string in;  // a message not whole yet
+  bool refused = false;  // answered by the transport: its input is dropped
+
+  // Under the connection's mutex.
+  bool handed = false;    // Python has it (a call in flight until finished)
+  bool announced = false; // its path and metadata went in an event (with its first message or its end)
+  bool finished = false;  // its status is queued
+  bool started = false;   // response headers submitted
+  std::string out;        // framed messages not yet taken by nghttp2
+  size_t out_at = 0;
+  int status = 0;
+  std::string status_message;
+  std::function<void()> cancel;  // a native ModelInfer's, until answered
+};
+
+// What one read of a connection hands to Python, per stream, in order.
+struct Event {
+  int32_t stream = 0;
+  bool opened = false;  // carries path and metadata
+  std::string path;
+  std::vector<std::pair<std::string, std::string>> metadata;
+  std::vector<std::string> messages;
+  bool ended = false;      // the client half-closed
+  bool cancelled = false;  // reset by the client, or refused by the transport after it was handed
+};
+
+class GrpcTransport;
+
+struct Connection : SocketConnection {
+  GrpcTransport* transport = nullptr;
+  nghttp2_session* session = nullptr;
+  std::unordered_map<int32_t, std::unique_ptr<Stream>> streams;
+  std::vector<Event> events;  // filled under the mutex by nghttp2's callbacks while reading
+  std::vector<std::function<void()>> cancels;  // of streams reset while reading: run once unlocked
+  bool failed = false;        // a protocol error: closes once its GOAWAY is written
+
+  ~Connection() override {
+    if (session != nullptr) nghttp2_session_del(session);
+  }
+
+  Stream* stream(int32_t id) {
+    auto it = streams.find(id);
+    return it == streams.end() ? nullptr : it->second.get();
+  }
+
+  Event& event(int32_t id) {
+    if (events.empty() || events.back().stream != id) {
+      events.emplace_back();
+      events.back().stream = id;
+    }
+    return events.back();
+  }
+};
+
+// grpc-message's percent-encoding (the gRPC spec: bytes outside
+// printable ASCII, and '%').
+std::string percent_encode(std::string_view text) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string encoded;
+  encoded.reserve(text.size());
+  for (unsigned char c : text) {
+    if (c < 0x20 || c > 0x7e || c == '%') {
+      encoded += '%';
+      encoded += kHex[c >> 4];
+      encoded += kHex[c & 15];
+    } else {
+      encoded += static_cast<char>(c);
+    }
+  }
+  return encoded;
+}
+
+nghttp2_nv header(std::string_view name, std::string_view value) {
+  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
+                    NGHTTP2_NV_FLAG_NONE};
+}
+
+class GrpcTransport : public SocketServer {
+ public:
+  GrpcTransport(int listen_fd, int io_threads, size_t max_message, nb::object dispatch, nb::object closed)
+      : SocketServer(listen_fd, io_threads, "GrpcTransport"), max_message_(max_message),
+        dispatch_(std::move(dispatch)), closed_(std::move(closed)) {
+    nghttp2_session_callbacks_new(&callbacks_);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks_, &GrpcTransport::on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(callbacks_, &GrpcTransport::on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks_, &GrpcTransport::on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks_, &GrpcTransport::on_data_chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks_, &GrpcTransport::on_stream_close);
+  }
+
+  ~GrpcTransport() override {
+    {
+      std::lock_guard<std::mutex> lock(alive_->mutex);
+      alive_->transport = nullptr;  // late native infer answers go nowhere
+    }
+    nghttp2_session_callbacks_del(callbacks_);
+  }
+
+  // Serves the plain ModelInfer natively from now on: `plan(payload)`
+  // gives (model_name, version, id, [(name, datatype, shape, raw)],
+  // output names) or None (the servicer then answers);
+  // `reply(model_name, id, version, outputs, parameters)` the response
+  // message; `error(code, message)` the (grpc status, message) of a core
+  // error. All three are the servicer's (tritonserver/_kserve/grpc_service.py).
+  void enable_infer(nb::object server, nb::object plan, nb::object reply, nb::object error) {
+    infer_server_ = nb::cast<Server*>(server);
+    infer_server_object_ = std::move(server);
+    plan_ = std::move(plan);
+    reply_ = std::move(reply);
+    error_ = std::move(error);
+  }
+
+  // How many ModelInfer calls took the native path.
+  uint64_t native_infers() const { return native_infers_.load(std::memory_order_relaxed); }
+
+  // On Triton's thread, with the GIL (ThreadGil), under alive_->mutex: the
+  // answer of a native ModelInfer.
+  void infer_answer(uint64_t connection, int32_t stream, const std::string& model_name,
+                    const std::string& request_id, const ResponseData& data) {
+    std::optional<int> code;
+    std::string text;
+    nb::object message;
+    try {
+      if (data.has_error) {
+        nb::tuple status = nb::cast<nb::tuple>(
+            error_(static_cast<int>(data.error_code), nb::str(data.error_message.data(), data.error_message.size())));
+        code = nb::cast<int>(status[0]);
+        text = nb::cast<std::string>(status[1]);
+      } else {
+        nb::list outputs;
+        for (const OutputTensor& t : data.outputs) {
+          const void* source = t.buffer->data;
+          BufferRef host;
+          if (t.buffer->memory_type == TRITONSERVER_MEMORY_GPU) {
+            host = buffer_copy(source, t.byte_size, TRITONSERVER_MEMORY_GPU, TRITONSERVER_MEMORY_CPU, 0);
+            source = host->data;
+          }
+          nb::list shape;
+          for (int64_t d : t.shape) shape.append(d);
+          outputs.append(nb::make_tuple(nb::str(t.name.data(), t.name.size()), static_cast<int>(t.datatype), shape,
+                                        nb::bytes(static_cast<const char*>(source), t.byte_size)));
+        }
+        nb::list parameters;
+        for (const auto& [key, value] : data.parameters) {
+          nb::object v;
+          if (auto* s = std::get_if<std::string>(&value)) {
+            v = nb::str(s->data(), s->size());
+          } else if (auto* i = std::get_if<int64_t>(&value)) {
+            v = nb::int_(*i);
+          } else if (auto* b = std::get_if<bool>(&value)) {
+            v = nb::bool_(*b);
+          } else if (auto* d = std::get_if<double>(&value)) {
+            v = nb::float_(*d);
+          } else {
+            const std::string& raw = std::get<Bytes>(value).data;
+            v = nb::bytes(raw.data(), raw.size());
+          }
+          parameters.append(nb::make_tuple(nb::str(key.data(), key.size()), v));
+        }
+        message = reply_(nb::str(model_name.data(), model_name.size()),
+                         nb::str(request_id.data(), request_id.size()), data.model_version, outputs, parameters);
+        if (!nb::isinstance<nb::bytes>(message)) throw std::runtime_error("the servicer's reply is not bytes");
+      }
+    } catch (nb::python_error& error) {
+      error.discard_as_unraisable(reply_);
+      code = kInternal;
+      text = "internal error writing the infer reply (reported as unraisable)";
+    } catch (const std::exception& error) {
+      code = kInternal;
+      text = std::string("internal error writing the infer reply: ") + error.what();
+    }
+    if (code) {
+      respond(connection, stream, nullptr, 0, *code, text);
+    } else {
+      const auto& bytes = static_cast<const nb::bytes&>(message);
+      respond(connection, stream, bytes.c_str(), bytes.size(), 0, std::string_view());
+    }
+  }
+
+  // A call's next message (framed here), its response headers first.
+  void send(uint64_t connection, int32_t stream, nb::bytes message) {
+    const char* data = message.c_str();
+    const size_t size = message.size();
+    GilRelease release;
+    respond(connection, stream, data, size, std::nullopt, std::string_view());
+  }
+
+  // A call's status: grpc-status `code`, grpc-message `message` (trailers).
+  void finish(uint64_t connection, int32_t stream, int code, const std::string& message) {
+    GilRelease release;
+    respond(connection, stream, nullptr, 0, code, message);
+  }
+
+  // A unary call's answer: its one message and status OK.
+  void reply(uint64_t connection, int32_t stream, nb::bytes message) {
+    const char* data = message.c_str();
+    const size_t size = message.size();
+    GilRelease release;
+    respond(connection, stream, data, size, 0, std::string_view());
+  }
+
+ private:
+  // -- SocketServer's --------------------------------------------------------
+  std::shared_ptr<SocketConnection> make_connection() override {
+    auto connection = std::make_shared<Connection>();
+    connection->transport = this;
+    nghttp2_option* option = nullptr;
+    nghttp2_option_new(&option);
+    // gRPC's messages may be large: window updates as nghttp2 sees fit,
+    // header lists up to 16 MiB (the binary's default is 16 KiB; more is harmless).
+    nghttp2_option_set_max_send_header_block_length(option, 16 * 1024 * 1024);
+    const int made = nghttp2_session_server_new2(&connection->session, callbacks_, connection.get(), option);
+    nghttp2_option_del(option);
+    if (made != 0) throw std::bad_alloc();
+    const nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<uint32_t>(kStreamWindow)},
+    };
+    nghttp2_submit_settings(connection->session, NGHTTP2_FLAG_NONE, settings, 2);
+    nghttp2_session_set_local_window_size(connection->session, NGHTTP2_FLAG_NONE, 0, kConnectionWindow);
+    return connection;
+  }
+
+  void on_input(SocketConnection& base, const char* data, size_t size) override {
+    Connection& c = static_cast<Connection&>(base);
+    std::vector<Event> events;
+    std::vector<std::function<void()>> cancels;
+    bool fatal = false;
+    {
+      std::lock_guard<std::mutex> lock(c.mutex);
+      if (c.closed || c.failed) return;
+      const ssize_t read = nghttp2_session_mem_recv(c.session, reinterpret_cast<const uint8_t*>(data), size);
+      if (read < 0) {
+        // A client that does not speak HTTP/2 (bad preface), or a protocol
+        // error: nghttp2 queued a GOAWAY where it could; written, then closed.
+        c.failed = true;
+        fatal = read == NGHTTP2_ERR_BAD_CLIENT_MAGIC;
+      }
+      events.swap(c.events);
+      cancels.swap(c.cancels);
+      if (!fatal) flush(c);
+    }
+    for (const std::function<void()>& cancel : cancels) cancel();
+    if (fatal) {
+      close_connection(c);
+      return;
+    }
+    hand(c, events);
+  }
+
+  bool idle(SocketConnection&, std::chrono::steady_clock::time_point) override { return false; }
+
+  // Under the mutex: nghttp2's output to `out` and the socket, until the
+  // socket is full or nghttp2 has nothing more.
+  void flush(SocketConnection& base) override {
+    Connection& c = static_cast<Connection&>(base);
+    while (!c.closed) {
+      while (c.out.size() - c.out_at < kOutputHighWater) {
+        const uint8_t* data = nullptr;
+        const ssize_t n = nghttp2_session_mem_send(c.session, &data);
+        if (n <= 0) break;
+        c.out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+      }
+      const bool more = nghttp2_session_want_write(c.session) != 0;
+      if (!c.out.empty()) {
+        if (c.failed || (!more && nghttp2_session_want_read(c.session) == 0)) c.close_when_written = true;
+      }
+      write_out(c);
+      if (!c.out.empty() || !more) break;  // the socket is full, or all is written
+    }
+    if (c.out.empty() && (c.failed || (nghttp2_session_want_read(c.session) == 0 &&
+                                       nghttp2_session_want_write(c.session) == 0))) {
+      ::shutdown(c.fd, SHUT_WR);  // the client sees the end, and the hang-up closes
+    }
+  }
+
+  // A graceful stop: GOAWAY (the streams opened so far are served; the
+  // client takes newer calls elsewhere, as it does with grpcio's stop).
+  void draining(SocketConnection& base) override {
+    Connection& c = static_cast<Connection&>(base);
+    nghttp2_submit_goaway(c.session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c.session),
+                          NGHTTP2_NO_ERROR, nullptr, 0);
+    flush(c);
+  }
+
+  void abandon(SocketConnection& base, std::vector<std::function<void()>>& cancels) override {
+    Connection& c = static_cast<Connection&>(base);
+    for (auto& [id, stream] : c.streams) {
+      if (stream->cancel) cancels.push_back(std::move(stream->cancel));
+    }
+    for (auto& cancel : c.cancels) cancels.push_back(std::move(cancel));
+    c.cancels.clear();
+    c.streams.clear();
+  }
+
+  void abandoned(uint64_t connection) override {
+    GilAcquire gil;
+    try {
+      closed_(connection);
+    } catch (nb::python_error& error) {
+      error.discard_as_unraisable(closed_);
+    }
+  }
+
+  // -- to and from Python -------------------------------------------------------
+  // One call of `dispatch` per read: (connection, [(stream, path, metadata,
+  // messages, ended, cancelled), ...]).
+  void hand(Connection& c, std::vector<Event>& events) {
+    if (events.empty()) return;
+    GilAcquire gil;
+    nb::list batch;
+    for (Event& event : events) {
+      try {
+        if (infer_server_ != nullptr && event.opened && event.ended && !event.cancelled &&
+            event.messages.size() == 1 && event.path == kModelInfer) {
+          bool taken = false;
+          try {
+            taken = try_infer(c, event);
+          } catch (nb::python_error& error) {
+            error.discard_as_unraisable(plan_);
+          } catch (const std::exception&) {
+            // nothing submitted: the servicer answers
+          }
+          if (taken) continue;
+        }
+        nb::object path = nb::none(), metadata = nb::none();
+        if (event.opened) {
+          path = nb::str(event.path.data(), event.path.size());
+          nb::list pairs;
+          for (const auto& [name, value] : event.metadata) {
+            nb::str key(name.data(), name.size());
+            const bool binary = name.size() > 4 && name.compare(name.size() - 4, 4, "-bin") == 0;
+            if (binary) {
+              pairs.append(nb::make_tuple(key, nb::bytes(value.data(), value.size())));
+            } else {
+              PyObject* text = PyUnicode_DecodeLatin1(value.data(), static_cast<Py_ssize_t>(value.size()), nullptr);
+              if (text == nullptr) throw nb::python_error();
+              pairs.append(nb::make_tuple(key, nb::steal(text)));
+            }
+          }
+          metadata = std::move(pairs);
+        }
+        nb::list messages;
+        for (const std::string& message : event.messages) messages.append(nb::bytes(message.data(), message.size()));
+        batch.append(nb::make_tuple(event.stream, path, metadata, messages, event.ended, event.cancelled));
+      } catch (nb::python_error& error) {
+        error.discard_as_unraisable(dispatch_);
+        if (event.opened) refuse_unhanded(c, event.stream);
+      }
+    }
+    try {
+      dispatch_(c.id, batch);
+    } catch (nb::python_error& error) {
+      error.discard_as_unraisable(dispatch_);
+      for (const Event& event : events) {
+        if (event.opened) refuse_unhanded(c, event.stream);
+      }
+    }
+  }
+
+  // Under the GIL: a call Python could not be handed (its error reported as unraisable).
+  void refuse_unhanded(Connection& c, int32_t stream) {
+    GilRelease release;
+    respond(c.id, stream, nullptr, 0, kInternal, "internal error: the call could not be handed to the service");
+  }
+
+  // Queues a message (data != nullptr) and/or the status (code) of a call,
+  // from any thread, without the GIL.
+  void respond(uint64_t id, int32_t stream_id, const char* data, size_t size, std::optional<int> code,
+               std::string_view message) {
+    std::shared_ptr<Connection> c = std::static_pointer_cast<Connection>(find(id));
+    if (!c) return;  // closed meanwhile: nobody to answer
+    std::lock_guard<std::mutex> lock(c->mutex);
+    if (c->closed) return;
+    Stream* stream = c->stream(stream_id);
+    if (stream == nullptr || stream->finished) return;  // reset by the client meanwhile
+    queue(*c, *stream, data, size, code, message);
+    flush(*c);
+  }
+
+  // Under the mutex.
+  void queue(Connection& c, Stream& stream, const char* data, size_t size, std::optional<int> code,
+             std::string_view message) {
+    if (data != nullptr) {
+      char prefix[kPrefix] = {0, static_cast<char>((size >> 24) & 0xff), static_cast<char>((size >> 16) & 0xff),
+                              static_cast<char>((size >> 8) & 0xff), static_cast<char>(size & 0xff)};
+      if (stream.out_at == stream.out.size()) {
+        stream.out.clear();
+        stream.out_at = 0;
+      }
+      stream.out.append(prefix, kPrefix);
+      stream.out.append(data, size);
+    }
+    if (code) {
+      stream.cancel = nullptr;
+      stream.finished = true;
+      stream.status = *code;
+      stream.status_message = percent_encode(message);
+      if (stream.handed) answered_call(c);
+    }
+    if (!stream.started) {
+      stream.started = true;
+      const std::string status = std::to_string(stream.status);
+      if (data == nullptr && code) {
+        // Trailers-Only: the status in the one HEADERS frame.
+        std::vector<nghttp2_nv> headers = {header(":status", "200"), header("content-type", "application/grpc"),
+                                           header("grpc-status", status)};
+        if (!stream.status_message.empty()) headers.push_back(header("grpc-message", stream.status_message));
+        nghttp2_submit_response(c.session, stream.id, headers.data(), headers.size(), nullptr);
+        return;
+      }
+      const nghttp2_nv headers[] = {header(":status", "200"), header("content-type", "application/grpc"),
+                                    header("grpc-accept-encoding", "identity")};
+      nghttp2_data_provider provider{};
+      provider.source.ptr = &stream;
+      provider.read_callback = &GrpcTransport::read_data;
+      nghttp2_submit_response(c.session, stream.id, headers, 3, &provider);
+    } else {
+      nghttp2_session_resume_data(c.session, stream.id);
+    }
+  }
+
+  // An answer of the transport's own to a stream not handed on (or handed
+  // on and now cancelled): the status alone, or an HTTP error.
+  void refuse(Connection& c, Stream& stream, int code, std::string_view message) {
+    stream.refused = true;
+    stream.in.clear();
+    if (stream.handed && stream.announced && !stream.finished) c.event(stream.id).cancelled = true;
+    if (!stream.finished) queue(c, stream, nullptr, 0, code, message);
+  }
+
+  static void refuse_http(Connection& c, Stream& stream, const char* status) {
+    stream.refused = true;
+    stream.finished = true;
+    stream.started = true;
+    const nghttp2_nv headers[] = {header(":status", status)};
+    nghttp2_submit_response(c.session, stream.id, headers, 1, nullptr);
+  }
+
+  // -- nghttp2's callbacks (user_data is the Connection, under its mutex) --------
+  static Connection& of(void* user_data) { return *static_cast<Connection*>(user_data); }
+
+  // The event of `stream` in this read, opening the call in Python first
+  // where it was not yet.
+  static Event& announce(Connection& c, Stream& stream) {
+    Event& event = c.event(stream.id);
+    if (!stream.announced) {
+      stream.announced = true;
+      event.opened = true;
+      event.path = std::move(stream.path);
+      event.metadata = std::move(stream.metadata);
+    }
+    return event;
+  }
+
+  static ssize_t read_data(nghttp2_session* session, int32_t stream_id, uint8_t* buf, size_t length,
+                           uint32_t* flags, nghttp2_data_source* source, void* user_data) {
+    Stream& stream = *static_cast<Stream*>(source->ptr);
+    const size_t n = std::min(length, stream.out.size() - stream.out_at);
+    std::memcpy(buf, stream.out.data() + stream.out_at, n);
+    stream.out_at += n;
+    if (stream.out_at < stream.out.size()) return static_cast<ssize_t>(n);
+    stream.out.clear();
+    stream.out_at = 0;
+    if (!stream.finished) return n == 0 ? NGHTTP2_ERR_DEFERRED : static_cast<ssize_t>(n);
+    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    const std::string status = std::to_string(stream.status);
+    std::vector<nghttp2_nv> trailers = {header("grpc-status", status)};
+    if (!stream.status_message.empty()) trailers.push_back(header("grpc-message", stream.status_message));
+    nghttp2_submit_trailer(session, stream_id, trailers.data(), trailers.size());
+    (void)user_data;
+    return static_cast<ssize_t>(n);
+  }
+
+  static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    Connection& c = of(user_data);
+    auto stream = std::make_unique<Stream>();
+    stream->id = frame->hd.stream_id;
+    c.streams[stream->id] = std::move(stream);
+    return 0;
+  }
+
+  static int on_header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name_data, size_t name_length,
+                       const uint8_t* value_data, size_t value_length, uint8_t, void* user_data) {
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    Stream* stream = of(user_data).stream(frame->hd.stream_id);
+    if (stream == nullptr) return 0;
+    std::string_view name(reinterpret_cast<const char*>(name_data), name_length);
+    std::string_view value(reinterpret_cast<const char*>(value_data), value_length);
+    if (name == ":path") {
+      stream->path = value;
+    } else if (name == ":method") {
+      stream->method = value;
+    } else if (name == "content-type") {
+      stream->content_type = value;
+    } else if (name.empty() || name[0] == ':' || name == "te" || name == "grpc-timeout" ||
+               name == "grpc-encoding" || name == "grpc-accept-encoding") {
+      // HTTP/2's and gRPC's own, not the call's metadata
+    } else {
+      stream->metadata.emplace_back(name, value);
+    }
+    return 0;
+  }
+
+  static int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
+    Connection& c = of(user_data);
+    Stream* stream = c.stream(frame->hd.stream_id);
+    if (stream == nullptr) return 0;
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+      if (stream->method != "POST") {
+        refuse_http(c, *stream, "405");
+      } else if (stream->content_type.compare(0, 16, "application/grpc") != 0) {
+        refuse_http(c, *stream, "415");
+      } else {
+        // Announced with its first message or its end, so that a call
+        // whose message comes in a later read is handed over whole.
+        stream->handed = true;
+        c.transport->opened_call(c);
+      }
+    }
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0 && stream->handed && !stream->refused) {
+      if (!stream->in.empty()) {
+        c.transport->refuse(c, *stream, kInternal, "the request's last message is incomplete");
+      } else {
+        announce(c, *stream).ended = true;
+      }
+    }
+    return 0;
+  }
+
+  static int on_data_chunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t length,
+                           void* user_data) {
+    Connection& c = of(user_data);
+    Stream* stream = c.stream(stream_id);
+    if (stream == nullptr || stream->refused || !stream->handed) return 0;
+    GrpcTransport& t = *c.transport;
+    stream->in.append(reinterpret_cast<const char*>(data), length);
+    size_t at = 0;
+    while (stream->in.size() - at >= kPrefix) {
+      const auto* p = reinterpret_cast<const unsigned char*>(stream->in.data() + at);
+      const uint64_t size = (uint64_t{p[1]} << 24) | (uint64_t{p[2]} << 16) | (uint64_t{p[3]} << 8) | p[4];
+      if (p[0] != 0) {
+        t.refuse(c, *stream, kUnimplemented,
+                 "compressed messages are not accepted by this server's native gRPC transport: send them "
+                 "uncompressed, or serve with KServeGrpc.Options(transport=\"grpcio\")");
+        return 0;
+      }
+      if (size > t.max_message_) {
+        t.refuse(c, *stream, kResourceExhausted,
+                 "Received message larger than max (" + std::to_string(size) + " vs. " +
+                     std::to_string(t.max_message_) + ")");
+        return 0;
+      }
+      if (stream->in.size() - at - kPrefix < size) break;
+      announce(c, *stream).messages.emplace_back(stream->in.data() + at + kPrefix, size);
+      at += kPrefix + size;
+    }
+    stream->in.erase(0, at);
+    return 0;
+  }
+
+  static int on_stream_close(nghttp2_session*, int32_t stream_id, uint32_t, void* user_data) {
+    Connection& c = of(user_data);
+    auto it = c.streams.find(stream_id);
+    if (it == c.streams.end()) return 0;
+    Stream& stream = *it->second;
+    if (stream.handed && !stream.finished) {
+      // Reset by the client before its answer: the call is cancelled.
+      stream.finished = true;
+      c.transport->answered_call(c);
+      if (stream.announced) c.event(stream_id).cancelled = true;
+      if (stream.cancel) c.cancels.push_back(std::move(stream.cancel));
+    }
+    c.streams.erase(it);
+    return 0;
+  }
+
+  // A native ModelInfer of `event` (its one message, under the GIL): built
+  // and submitted here, answered from Triton's thread; false (nothing sent
+  // to the core) hands it to the servicer.
+  bool try_infer(Connection& c, Event& event) {
+    const std::string& payload = event.messages[0];
+    nb::object plan = plan_(nb::bytes(payload.data(), payload.size()));
+    if (plan.is_none()) return false;
+    nb::tuple fields = nb::cast<nb::tuple>(plan);
+    const std::string model_name = nb::cast<std::string>(fields[0]);
+    const int64_t version = nb::cast<int64_t>(fields[1]);
+    std::string id = nb::cast<std::string>(fields[2]);
+    {
+      // A decoupled model, or one the core cannot find: the servicer
+      // refuses it with its own message.
+      uint32_t properties = 0;
+      bool known = true;
+      {
+        GilRelease release;
+        try {
+          properties = infer_server_->model_transaction_properties(model_name, version);
+        } catch (const TritonException&) {
+          known = false;
+        }
+      }
+      if (!known || (properties & kDecoupled) != 0) return false;
+    }
+    nb::object request_object = nb::inst_alloc(nb::type<Request>());
+    try {
+      new (nb::inst_ptr<Request>(request_object))
+          Request(infer_server_->handle(), infer_server_->inflight(), model_name, version);
+    } catch (const TritonException&) {
+      return false;  // e.g. unloaded meanwhile: the servicer says so
+    }
+    nb::inst_mark_ready(request_object);
+    Request& request = *nb::inst_ptr<Request>(request_object);
+    std::function<void()> cancel;
+    try {
+      if (!id.empty()) request.set_id(id);
+      for (nb::handle input : nb::cast<nb::list>(fields[3])) {
+        nb::tuple entry = nb::cast<nb::tuple>(input);
+        std::vector<int64_t> shape;
+        for (nb::handle d : nb::cast<nb::list>(entry[2])) shape.push_back(nb::cast<int64_t>(d));
+        nb::bytes raw = nb::cast<nb::bytes>(entry[3]);
+        request.add_input_dims(nb::cast<std::string>(entry[0]), nb::cast<int>(entry[1]), shape.data(), shape.size(),
+                               reinterpret_cast<uintptr_t>(raw.c_str()), raw.size(), TRITONSERVER_MEMORY_CPU, 0,
+                               raw);
+      }
+      for (nb::handle name : nb::cast<nb::list>(fields[4])) request.add_requested_output(nb::cast<std::string>(name));
+      request.set_output_memory(TRITONSERVER_MEMORY_CPU, 0);
+      request.set_response_sink(std::make_shared<InferSink>(alive_, c.id, event.stream, model_name, std::move(id)));
+      request.submit_from_python(nullptr);
+      cancel = request.canceller();
+    } catch (const TritonException&) {
+      request.discard_from_python();  // the core refused it: the servicer words the refusal
+      return false;
+    } catch (...) {
+      request.discard_from_python();
+      throw;
+    }
+    native_infers_.fetch_add(1, std::memory_order_relaxed);
+    // Kept until answered: a client that resets the call or leaves cancels it.
+    std::lock_guard<std::mutex> lock(c.mutex);
+    Stream* stream = c.stream(event.stream);
+    if (stream != nullptr && !stream->finished) {
+      stream->cancel = std::move(cancel);
+    } else if (stream == nullptr && !c.closed) {
+      c.cancels.push_back(std::move(cancel));  // reset meanwhile: cancelled at the next read or close
+    }
+    return true;
+  }
+
+  // The transport as late native infer answers find it (null once destroyed).
+  struct Alive {
+    explicit Alive(GrpcTransport* t) : transport(t) {}
+    std::mutex mutex;
+    GrpcTransport* transport;
+  };
+
+  // A native ModelInfer's responses: the first with outputs or an error,
+  // or the final one, is the answer.
+  class InferSink final : public ResponseSink {
+   public:
+    InferSink(std::shared_ptr<Alive> alive, uint64_t connection, int32_t stream, std::string model_name,
+              std::string request_id)
+        : alive_(std::move(alive)), connection_(connection), stream_(stream), model_name_(std::move(model_name)),
+          request_id_(std::move(request_id)) {}
+
+    void take(ResponsePtr response) noexcept override {
+      const ResponseData& data = *response;
+      if (done_.load(std::memory_order_acquire)) return;
+      if (!data.has_error && data.outputs.empty() && !data.final) return;  // await the next
+      if (done_.exchange(true)) return;
+      if (data.cancelled) return;  // the client left: nobody to answer
+      // The GIL before alive_->mutex, as the transport's destructor takes
+      // them. Triton's threads hold it with their kept state (ThreadGil); a
+      // Python thread (one that submitted or cancelled, answered at once)
+      // with its own.
+      std::optional<ThreadGil> core;
+      std::optional<GilAcquire> python;
+      if (PyGILState_GetThisThreadState() != nullptr) {
+        python.emplace();
+      } else {
+        core.emplace();
+      }
+      std::lock_guard<std::mutex> lock(alive_->mutex);
+      if (alive_->transport != nullptr) {
+        alive_->transport->infer_answer(connection_, stream_, model_name_, request_id_, data);
+      }
+    }
+
+   private:
+    const std::shared_ptr<Alive> alive_;
+    const uint64_t connection_;
+    const int32_t stream_;
+    const std::string model_name_, request_id_;
+    std::atomic<bool> done_{false};
+  };
+
+  const size_t max_message_;
+  nb::object dispatch_, closed_;
+  nghttp2_session_callbacks* callbacks_ = nullptr;
+  std::shared_ptr<Alive> alive_ = std::make_shared<Alive>(this);
+  Server* infer_server_ = nullptr;
+  nb::object infer_server_object_, plan_, reply_, error_;
+  std::atomic<uint64_t> native_infers_{0};
+};
+
+}  // namespace
+
+void bind_grpc_transport(nb::module_& m) {
+  nb::class_<GrpcTransport>(m, "GrpcTransport")
+      .def(nb::init<int, int, size_t, nb::object, nb::object>(), "listen_fd"_a, "io_threads"_a, "max_message"_a,
+           "dispatch"_a, "closed"_a)
+      .def_prop_ro("io_threads", [](const GrpcTransport& t) { return t.io_threads(); })
+      .def("serve_io", [](GrpcTransport& t, int index) { t.serve_io(index); }, "index"_a,
+           nb::call_guard<GilRelease>())
+      .def("send", &GrpcTransport::send, "connection"_a, "stream"_a, "message"_a)
+      .def("finish", &GrpcTransport::finish, "connection"_a, "stream"_a, "code"_a, "message"_a)
+      .def("reply", &GrpcTransport::reply, "connection"_a, "stream"_a, "message"_a)
+      .def("enable_infer", &GrpcTransport::enable_infer, "server"_a, "plan"_a, "reply"_a, "error"_a)
+      .def_prop_ro("native_infers", &GrpcTransport::native_infers)
+      .def("stop", [](GrpcTransport& t, double grace_s) { return t.stop(grace_s); }, "grace_s"_a,
+           nb::call_guard<GilRelease>())
+      .def("close_all", [](GrpcTransport& t) { t.close_all(); });
+}
+
+}  // namespace tsb

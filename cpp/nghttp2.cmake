@@ -1,0 +1,48 @@
+# nghttp2, the HTTP/2 library of the native gRPC transport
+# (cpp/grpc_transport.cc): its lib/ sources are taken at configure time
+# from Debian's pool (the upstream release tarball, as Debian ships it),
+# pinned and checked. Never committed. Defines the static library
+# `nghttp2_static` (hidden visibility: nothing of it is exported from _native).
+set(NGHTTP2_VERSION "1.52.0")
+set(NGHTTP2_VERSION_NUM "0x013400")
+set(NGHTTP2_URL "http://deb.debian.org/debian/pool/main/n/nghttp2/nghttp2_${NGHTTP2_VERSION}.orig.tar.gz")
+set(NGHTTP2_SHA256 "6b71561a9950b4a90fa36aa3160763f1437f3730d7a12434e416aa3f4ab145e0")
+set(_nghttp2_dir "${CMAKE_BINARY_DIR}/_nghttp2")
+set(_nghttp2_archive "${_nghttp2_dir}/nghttp2_${NGHTTP2_VERSION}.orig.tar.gz")
+set(_nghttp2_root "${_nghttp2_dir}/nghttp2-${NGHTTP2_VERSION}/lib")
+
+set(_nghttp2_hint "download it by hand (curl -o ${_nghttp2_archive} ${NGHTTP2_URL}), or build \
+without the native gRPC transport: -C cmake.define.TRITONSERVER_NATIVE_GRPC=OFF")
+if(NOT EXISTS "${_nghttp2_archive}")
+  file(MAKE_DIRECTORY "${_nghttp2_dir}")
+  message(STATUS "nghttp2: downloading ${NGHTTP2_URL}")
+  file(DOWNLOAD "${NGHTTP2_URL}" "${_nghttp2_archive}.part" STATUS _nghttp2_status TIMEOUT 300)
+  list(GET _nghttp2_status 0 _nghttp2_rc)
+  if(NOT _nghttp2_rc EQUAL 0)
+    file(REMOVE "${_nghttp2_archive}.part")
+    message(FATAL_ERROR "nghttp2: could not download ${NGHTTP2_URL} (${_nghttp2_status})\n${_nghttp2_hint}")
+  endif()
+  file(RENAME "${_nghttp2_archive}.part" "${_nghttp2_archive}")
+endif()
+file(SHA256 "${_nghttp2_archive}" _nghttp2_sha)
+if(NOT _nghttp2_sha STREQUAL NGHTTP2_SHA256)
+  message(FATAL_ERROR "nghttp2: ${_nghttp2_archive} has sha256 ${_nghttp2_sha}, expected \
+${NGHTTP2_SHA256}: delete it and configure again, or ${_nghttp2_hint}")
+endif()
+if(NOT EXISTS "${_nghttp2_root}/nghttp2_session.c")
+  file(ARCHIVE_EXTRACT INPUT "${_nghttp2_archive}" DESTINATION "${_nghttp2_dir}"
+       PATTERNS "nghttp2-${NGHTTP2_VERSION}/lib/*")
+endif()
+# nghttp2ver.h from its template (what nghttp2's own build makes of it).
+set(PACKAGE_VERSION "${NGHTTP2_VERSION}")
+set(PACKAGE_VERSION_NUM "${NGHTTP2_VERSION_NUM}")
+configure_file("${_nghttp2_root}/includes/nghttp2/nghttp2ver.h.in"
+               "${_nghttp2_dir}/include/nghttp2/nghttp2ver.h" @ONLY)
+
+enable_language(C)
+file(GLOB _nghttp2_sources "${_nghttp2_root}/*.c")
+add_library(nghttp2_static STATIC ${_nghttp2_sources})
+target_include_directories(nghttp2_static SYSTEM PUBLIC "${_nghttp2_root}/includes" "${_nghttp2_dir}/include")
+target_compile_definitions(nghttp2_static PUBLIC NGHTTP2_STATICLIB PRIVATE BUILDING_NGHTTP2 HAVE_ARPA_INET_H
+                           HAVE_NETINET_IN_H)
+set_target_properties(nghttp2_static PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
