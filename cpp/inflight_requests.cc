@@ -57,26 +57,22 @@ std::vector<std::shared_ptr<InflightEntry>> InflightRequests::live_locked() {
   return live;
 }
 
-void InflightRequests::discard_unsubmitted() noexcept {
-  std::vector<std::shared_ptr<InflightEntry>> live;
+std::vector<std::shared_ptr<InflightEntry>>
+InflightRequests::live_or_none() noexcept {
   try {
     std::lock_guard<std::mutex> lock(mutex_);
-    live = live_locked();
+    return live_locked();
   } catch (...) {
-    return;  // out of memory: the server's stop reports what is left
+    return {};  // out of memory: the server's stop reports what is left
   }
-  for (const auto& state : live) state->discard();
+}
+
+void InflightRequests::discard_unsubmitted() noexcept {
+  for (const auto& state : live_or_none()) state->discard();
 }
 
 void InflightRequests::cancel_model_code_requests() noexcept {
-  std::vector<std::shared_ptr<InflightEntry>> live;
-  try {
-    std::lock_guard<std::mutex> lock(mutex_);
-    live = live_locked();
-  } catch (...) {
-    return;  // out of memory: the server's stop reports what is left
-  }
-  for (const auto& state : live) {
+  for (const auto& state : live_or_none()) {
     if (state->submitted && state->from_model_code) state->cancel();
   }
 }

@@ -95,6 +95,8 @@ class InflightRequests {
   // Strong references to the listed entries still alive (one being
   // destroyed is skipped: it removes itself).
   std::vector<std::shared_ptr<InflightEntry>> live_locked();
+  // The same, taking the lock; none when out of memory.
+  std::vector<std::shared_ptr<InflightEntry>> live_or_none() noexcept;
   void unlink_locked(InflightEntry* entry) noexcept;
   // Waits for the submitted requests of `model` (every model when null) to
   // finish, at most `timeout_s`; false on timeout.
