@@ -25,6 +25,7 @@
 #include "request.h"
 #include "response.h"
 #include "server.h"
+#include "python_callback.h"
 #include "socket_server.h"
 #include "thread_state.h"
 
@@ -349,14 +350,7 @@ class GrpcTransport : public SocketServer {
     c.streams.clear();
   }
 
-  void abandoned(uint64_t connection) override {
-    GilAcquire gil;
-    try {
-      closed_(connection);
-    } catch (nb::python_error& error) {
-      error.discard_as_unraisable(closed_);
-    }
-  }
+  void abandoned(uint64_t connection) override { call_reporting(closed_, connection); }
 
   // -- to and from Python -------------------------------------------------------
   // One call of `dispatch` per read: (connection, [(stream, path, metadata,
