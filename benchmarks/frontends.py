@@ -334,19 +334,8 @@ def median(rows: list[dict], key: str) -> Optional[float]:
 
 def rss_text(trees: list[list[dict]]) -> str:
     """The median total RSS (MiB) over `trees`, and its processes by kind."""
-    per_kind: dict[str, list[float]] = collections.defaultdict(list)
-    totals = []
-    for tree in trees:
-        by_kind: collections.Counter[str] = collections.Counter()
-        for p in tree:
-            by_kind[p["name"]] += p["rss_mib"]
-        for kind, mib in by_kind.items():
-            per_kind[kind].append(mib)
-        totals.append(sum(by_kind.values()))
-    counts = collections.Counter(p["name"] for p in trees[-1])
-    parts = ", ".join(f"{kind}{f' x{counts[kind]}' if counts[kind] > 1 else ''} {statistics.median(v):.0f}"
-                      for kind, v in per_kind.items())
-    return f"{statistics.median(totals):,.0f} ({parts})"
+    parts, total = pytriton_compare.rss_by_kind(trees)
+    return f"{total:,.0f} ({parts})"
 
 
 def section(report: dict, cells: list) -> list[str]:

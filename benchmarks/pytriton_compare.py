@@ -503,6 +503,24 @@ def batch_text(rows: list[dict[str, Any]]) -> str:
     return f"{sum(k * v for k, v in counts.items()) / calls:.1f} (max {max(counts)})"
 
 
+def rss_by_kind(trees: list[list[dict[str, Any]]]) -> tuple[str, float]:
+    """Process trees of one side, one a round (process_tree): its processes by kind with their
+    median RSS (MiB), as text, and the median total RSS."""
+    per_kind: dict[str, list[float]] = collections.defaultdict(list)
+    totals = []
+    for tree in trees:
+        by_kind: collections.Counter[str] = collections.Counter()
+        for p in tree:
+            by_kind[p["name"]] += p["rss_mib"]
+        for kind, mib in by_kind.items():
+            per_kind[kind].append(mib)
+        totals.append(sum(by_kind.values()))
+    counts = collections.Counter(p["name"] for p in trees[-1])
+    parts = ", ".join(f"{kind}{f' x{counts[kind]}' if counts[kind] > 1 else ''} {statistics.median(v):.0f}"
+                      for kind, v in per_kind.items())
+    return parts, statistics.median(totals)
+
+
 def report(results: Results, args: argparse.Namespace, seconds: float) -> list[str]:
     ours = [r for r in results.rows if r.startswith("bind") or r.startswith("identity")]
     theirs = [r for r in results.rows if r.startswith("PyTriton")]
@@ -605,22 +623,11 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
     for side in ("PyTriton", MOVED, "bind"):
         if not results.processes[side]:
             continue
-        per_kind: dict[str, list[float]] = collections.defaultdict(list)
-        totals = []
-        for tree in results.processes[side]:
-            by_kind: collections.Counter[str] = collections.Counter()
-            for p in tree:
-                by_kind[p["name"]] += p["rss_mib"]
-            for kind, mib in by_kind.items():
-                per_kind[kind].append(mib)
-            totals.append(sum(by_kind.values()))
-        counts = collections.Counter(p["name"] for p in results.processes[side][-1])
-        parts = ", ".join(f"{kind}{f' x{counts[kind]}' if counts[kind] > 1 else ''} {statistics.median(v):.0f}"
-                          for kind, v in per_kind.items())
+        parts, total = rss_by_kind(results.processes[side])
         client = (f"{statistics.median(results.client_rss_mib[side]):.0f}" if results.client_rss_mib[side]
                   else "(the same process)")
         lines.append(f"| {side} | {statistics.median(results.startup_s[side]):.2f} | {parts} "
-                     f"| {statistics.median(totals):.0f} | {client} |")
+                     f"| {total:.0f} | {client} |")
     lines += ["", "Start to ready: from spawning the server process (interpreter start and imports included) to",
               "its models ready (ours: both add_sub bindings and the identity model). RSS: medians over rounds,",
               "read after each round's rows (a kind with xN: N processes together); client: the largest",

@@ -23,7 +23,9 @@
 #include "allocator.h"
 #include "errors.h"
 #include "request.h"
+#include "response.h"
 #include "server.h"
+#include "python_callback.h"
 #include "socket_server.h"
 #include "thread_state.h"
 
@@ -188,12 +190,8 @@ class GrpcTransport : public SocketServer {
       } else {
         nb::list outputs;
         for (const OutputTensor& t : data.outputs) {
-          const void* source = t.buffer->data;
           BufferRef host;
-          if (t.buffer->memory_type == TRITONSERVER_MEMORY_GPU) {
-            host = buffer_copy(source, t.byte_size, TRITONSERVER_MEMORY_GPU, TRITONSERVER_MEMORY_CPU, 0);
-            source = host->data;
-          }
+          const void* source = host_bytes(t, host);
           nb::list shape;
           for (int64_t d : t.shape) shape.append(d);
           outputs.append(nb::make_tuple(nb::str(t.name.data(), t.name.size()), static_cast<int>(t.datatype), shape,
@@ -352,14 +350,7 @@ class GrpcTransport : public SocketServer {
     c.streams.clear();
   }
 
-  void abandoned(uint64_t connection) override {
-    GilAcquire gil;
-    try {
-      closed_(connection);
-    } catch (nb::python_error& error) {
-      error.discard_as_unraisable(closed_);
-    }
-  }
+  void abandoned(uint64_t connection) override { call_reporting(closed_, connection); }
 
   // -- to and from Python -------------------------------------------------------
   // One call of `dispatch` per read: (connection, [(stream, path, metadata,
@@ -714,21 +705,16 @@ class GrpcTransport : public SocketServer {
     GrpcTransport* transport;
   };
 
-  // A native ModelInfer's responses: the first with outputs or an error,
-  // or the final one, is the answer.
-  class InferSink final : public ResponseSink {
+  // A native ModelInfer's answer (AnswerOnceSink) becomes its gRPC reply.
+  class InferSink final : public AnswerOnceSink {
    public:
     InferSink(std::shared_ptr<Alive> alive, uint64_t connection, int32_t stream, std::string model_name,
               std::string request_id)
         : alive_(std::move(alive)), connection_(connection), stream_(stream), model_name_(std::move(model_name)),
           request_id_(std::move(request_id)) {}
 
-    void take(ResponsePtr response) noexcept override {
-      const ResponseData& data = *response;
-      if (done_.load(std::memory_order_acquire)) return;
-      if (!data.has_error && data.outputs.empty() && !data.final) return;  // await the next
-      if (done_.exchange(true)) return;
-      if (data.cancelled) return;  // the client left: nobody to answer
+   protected:
+    void answer(const ResponseData& data) noexcept override {
       // The GIL before alive_->mutex, as the transport's destructor takes
       // them. Triton's threads hold it with their kept state (ThreadGil); a
       // Python thread (one that submitted or cancelled, answered at once)
@@ -751,7 +737,6 @@ class GrpcTransport : public SocketServer {
     const uint64_t connection_;
     const int32_t stream_;
     const std::string model_name_, request_id_;
-    std::atomic<bool> done_{false};
   };
 
   const size_t max_message_;

@@ -18,6 +18,7 @@
 #include <nanobind/stl/string.h>
 
 #include "kserve_infer.h"
+#include "python_callback.h"
 #include "socket_server.h"
 #include "server.h"
 #include "thread_state.h"
@@ -348,14 +349,7 @@ class HttpTransport : public SocketServer {
     c.pending.clear();
   }
 
-  void abandoned(uint64_t connection) override {
-    GilAcquire gil;
-    try {
-      closed_(connection);
-    } catch (nb::python_error& error) {
-      error.discard_as_unraisable(closed_);
-    }
-  }
+  void abandoned(uint64_t connection) override { call_reporting(closed_, connection); }
 
   // llhttp's callbacks (parser->data is the Connection).
   static Connection& of(llhttp_t* parser) { return *static_cast<Connection*>(parser->data); }

@@ -9,6 +9,7 @@
 #include "errors.h"
 #include "json_text.h"
 #include "request.h"
+#include "response.h"
 #include "response_view.h"
 #include "thread_state.h"
 
@@ -405,12 +406,8 @@ void fill_body(char* start, const std::string& header, const ResponseData& data)
   std::memcpy(at, header.data(), header.size());
   at += header.size();
   for (const OutputTensor& t : data.outputs) {
-    const void* source = t.buffer->data;
     BufferRef host;
-    if (t.buffer->memory_type == TRITONSERVER_MEMORY_GPU) {
-      host = buffer_copy(source, t.byte_size, TRITONSERVER_MEMORY_GPU, TRITONSERVER_MEMORY_CPU, 0);
-      source = host->data;
-    }
+    const void* source = host_bytes(t, host);
     if (t.byte_size != 0) std::memcpy(at, source, t.byte_size);
     at += t.byte_size;
   }
@@ -553,21 +550,17 @@ int http_status_of(TRITONSERVER_Error_Code code) {
   }
 }
 
-// The responses of a request of kserve_infer_reply: the first final one,
-// or the first with outputs or an error, becomes the HTTP reply.
-class ReplySink final : public ResponseSink {
+// The answer (AnswerOnceSink) of a request of kserve_infer_reply becomes
+// the HTTP reply.
+class ReplySink final : public AnswerOnceSink {
  public:
   ReplySink(std::string model_name, std::string request_id,
             std::vector<std::pair<std::string, std::string>> route, KServeReplyWriter write)
       : model_name_(std::move(model_name)), request_id_(std::move(request_id)),
         route_(std::move(route)), write_(std::move(write)) {}
 
-  void take(ResponsePtr response) noexcept override {
-    const ResponseData& data = *response;
-    if (done_.load(std::memory_order_acquire)) return;
-    if (!data.has_error && data.outputs.empty() && !data.final) return;  // await the next
-    if (done_.exchange(true)) return;
-    if (data.cancelled) return;  // the client left: nobody to answer
+ protected:
+  void answer(const ResponseData& data) noexcept override {
     try {
       if (data.has_error) {
         std::string body = "{\"error\": ";
@@ -609,7 +602,6 @@ class ReplySink final : public ResponseSink {
   const std::string model_name_, request_id_;
   const std::vector<std::pair<std::string, std::string>> route_;
   const KServeReplyWriter write_;
-  std::atomic<bool> done_{false};
 };
 
 }  // namespace

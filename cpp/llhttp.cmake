@@ -3,6 +3,7 @@
 # httptools' source distribution, the one channel to them on every machine
 # that builds this package (pip download from the package index), pinned
 # and checked. Never committed. Defines the static library `llhttp`.
+include("${CMAKE_CURRENT_LIST_DIR}/pinned_archive.cmake")
 set(LLHTTP_SDIST_VERSION "0.6.4")
 set(LLHTTP_SDIST_SHA256 "4e93eee4add6493b59a5c514da98c939b244fce4a0d8879cd3f466562f4b7d5c")
 set(_llhttp_dir "${CMAKE_BINARY_DIR}/_llhttp")
@@ -24,15 +25,9 @@ if(NOT EXISTS "${_llhttp_archive}")
 distribution with pip (${_llhttp_rc}): ${_llhttp_out}\n${_llhttp_hint}")
   endif()
 endif()
-file(SHA256 "${_llhttp_archive}" _llhttp_sha)
-if(NOT _llhttp_sha STREQUAL LLHTTP_SDIST_SHA256)
-  message(FATAL_ERROR "llhttp: ${_llhttp_archive} has sha256 ${_llhttp_sha}, expected \
-${LLHTTP_SDIST_SHA256}: delete it and configure again, or ${_llhttp_hint}")
-endif()
-if(NOT EXISTS "${_llhttp_root}/src/llhttp.c")
-  file(ARCHIVE_EXTRACT INPUT "${_llhttp_archive}" DESTINATION "${_llhttp_dir}"
-       PATTERNS "httptools-${LLHTTP_SDIST_VERSION}/vendor/llhttp/*")
-endif()
+pinned_archive_extract(llhttp ARCHIVE "${_llhttp_archive}" SHA256 "${LLHTTP_SDIST_SHA256}"
+  HINT "${_llhttp_hint}" DESTINATION "${_llhttp_dir}"
+  PATTERN "httptools-${LLHTTP_SDIST_VERSION}/vendor/llhttp/*" EXTRACTED "${_llhttp_root}/src/llhttp.c")
 
 enable_language(C)
 add_library(llhttp STATIC "${_llhttp_root}/src/api.c" "${_llhttp_root}/src/http.c"

@@ -3,6 +3,7 @@
 # from Debian's pool (the upstream release tarball, as Debian ships it),
 # pinned and checked. Never committed. Defines the static library
 # `nghttp2_static` (hidden visibility: nothing of it is exported from _native).
+include("${CMAKE_CURRENT_LIST_DIR}/pinned_archive.cmake")
 set(NGHTTP2_VERSION "1.52.0")
 set(NGHTTP2_VERSION_NUM "0x013400")
 set(NGHTTP2_URL "http://deb.debian.org/debian/pool/main/n/nghttp2/nghttp2_${NGHTTP2_VERSION}.orig.tar.gz")
@@ -24,15 +25,9 @@ if(NOT EXISTS "${_nghttp2_archive}")
   endif()
   file(RENAME "${_nghttp2_archive}.part" "${_nghttp2_archive}")
 endif()
-file(SHA256 "${_nghttp2_archive}" _nghttp2_sha)
-if(NOT _nghttp2_sha STREQUAL NGHTTP2_SHA256)
-  message(FATAL_ERROR "nghttp2: ${_nghttp2_archive} has sha256 ${_nghttp2_sha}, expected \
-${NGHTTP2_SHA256}: delete it and configure again, or ${_nghttp2_hint}")
-endif()
-if(NOT EXISTS "${_nghttp2_root}/nghttp2_session.c")
-  file(ARCHIVE_EXTRACT INPUT "${_nghttp2_archive}" DESTINATION "${_nghttp2_dir}"
-       PATTERNS "nghttp2-${NGHTTP2_VERSION}/lib/*")
-endif()
+pinned_archive_extract(nghttp2 ARCHIVE "${_nghttp2_archive}" SHA256 "${NGHTTP2_SHA256}"
+  HINT "${_nghttp2_hint}" DESTINATION "${_nghttp2_dir}"
+  PATTERN "nghttp2-${NGHTTP2_VERSION}/lib/*" EXTRACTED "${_nghttp2_root}/nghttp2_session.c")
 # nghttp2ver.h from its template (what nghttp2's own build makes of it).
 set(PACKAGE_VERSION "${NGHTTP2_VERSION}")
 set(PACKAGE_VERSION_NUM "${NGHTTP2_VERSION_NUM}")

@@ -117,6 +117,12 @@ ResponseData take_response(TRITONSERVER_InferenceResponse* response,
   return out;
 }
 
+const void* host_bytes(const OutputTensor& t, BufferRef& host) {
+  if (t.buffer->memory_type != TRITONSERVER_MEMORY_GPU) return t.buffer->data;
+  host = buffer_copy(t.buffer->data, t.byte_size, TRITONSERVER_MEMORY_GPU, TRITONSERVER_MEMORY_CPU, 0);
+  return host->data;
+}
+
 const ResponsePtr& cancelled_end() noexcept {
   static const ResponsePtr end = [] {
     auto d = std::make_shared<ResponseData>();

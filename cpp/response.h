@@ -22,6 +22,10 @@ struct OutputTensor {
   BufferRef buffer;
 };
 
+// Where the host can read `t`'s bytes: its buffer itself, or for a GPU
+// buffer a host copy, which `host` keeps alive.
+const void* host_bytes(const OutputTensor& t, BufferRef& host);
+
 struct Bytes {
   std::string data;
 };

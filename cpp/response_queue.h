@@ -54,6 +54,29 @@ class ResponseSink {
   virtual void take(ResponsePtr response) noexcept = 0;
 };
 
+// A sink whose request gets one answer (a native transport's infer reply):
+// the first response with outputs or an error, or the first final one.
+// answer() gets it, unless it is the cancelled end (the client left:
+// nobody to answer); every other response is dropped.
+class AnswerOnceSink : public ResponseSink {
+ public:
+  void take(ResponsePtr response) noexcept final {
+    const ResponseData& data = *response;
+    if (done_.load(std::memory_order_acquire)) return;
+    if (!data.has_error && data.outputs.empty() && !data.final) return;  // await the next
+    if (done_.exchange(true)) return;
+    if (data.cancelled) return;
+    answer(data);
+  }
+
+ protected:
+  // On Triton's thread (or the submitting one), as take().
+  virtual void answer(const ResponseData& data) noexcept = 0;
+
+ private:
+  std::atomic<bool> done_{false};
+};
+
 // A request's responses. The common single response is kept inline (no
 // allocation per request); only a second queued response (a stream whose
 // consumer lags) allocates the overflow deque.

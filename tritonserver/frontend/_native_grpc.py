@@ -17,6 +17,7 @@ from typing import Any, AsyncIterator, Callable, Optional
 
 from .. import _native
 from ._asgi_server import listening_socket
+from ._io_threads import start_io_threads
 from ._loop_thread import LoopThread
 
 _logger = logging.getLogger("tritonserver.frontend")
@@ -152,11 +153,7 @@ class NativeGrpcServer:
             functools.partial(post, self._closed))
         if self._native_infer is not None:
             transport.enable_infer(*self._native_infer)
-        self._threads = [threading.Thread(target=transport.serve_io, args=(index,), daemon=True,
-                                          name=f"tritonserver-{self._what}-io{index}")
-                         for index in range(transport.io_threads)]
-        for thread in self._threads:
-            thread.start()
+        self._threads = start_io_threads(self._what, transport)
         self.port = port
 
     @property

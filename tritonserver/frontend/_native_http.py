@@ -18,6 +18,7 @@ from urllib.parse import unquote
 from .. import _native
 from .._kserve.routes import KServeRoutes, Reply
 from ._asgi_server import GRACEFUL_STOP_SECONDS, listening_socket
+from ._io_threads import start_io_threads
 from ._loop_thread import LoopThread
 
 _logger = logging.getLogger("tritonserver.frontend")
@@ -84,11 +85,7 @@ class NativeHttpServer:
         if self._native_infer is not None:
             transport.enable_infer(self._native_infer, json.loads)
         self._transport = transport
-        self._threads = [threading.Thread(target=transport.serve_io, args=(index,), daemon=True,
-                                          name=f"tritonserver-{self._what}-io{index}")
-                         for index in range(transport.io_threads)]
-        for thread in self._threads:
-            thread.start()
+        self._threads = start_io_threads(self._what, transport)
         self.port = port
 
     def stop(self) -> None:
