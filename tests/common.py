@@ -11,6 +11,7 @@ import pathlib
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -616,6 +617,13 @@ class ServerProcess:
         self.argv, self.process, self.log_path = argv, process, log_path
         self.http_port, self.grpc_port, self.metrics_port = http_port, grpc_port, metrics_port
         self.ready_seconds = 0.0  # from the process's start to ready
+        # Started with --log-info false: the binary then logs no "Started
+        # ... at" line; readiness is its ports answering.
+        self.quiet = (_flag_value(argv, "--log-info") or "true").lower() in ("false", "0", "off", "no")
+
+    def _ports(self) -> dict[str, int]:
+        return {"HTTPService": self.http_port, "GRPCInferenceService": self.grpc_port,
+                "Metrics Service": self.metrics_port}
 
     http_url = property(lambda self: f"127.0.0.1:{self.http_port}")
     grpc_url = property(lambda self: f"127.0.0.1:{self.grpc_port}")
@@ -630,11 +638,14 @@ class ServerProcess:
 
     def serving(self, services: set[str]) -> bool:
         """Whether every frontend in `services` said "Started ... at" (its
-        port taken from that line) and, with HTTP among them, GET
-        /v2/health/ready answers 200."""
+        port taken from that line; when quiet, its port accepts a
+        connection) and, with HTTP among them, GET /v2/health/ready
+        answers 200."""
         started = {name: int(port) for name, _, port in SERVICE_STARTED.findall(self.log())}
         if not started.keys() >= services:
-            return False
+            # The binary with --log-info false says nothing: its ports answer.
+            return self.quiet and all(_listening(port) for name, port in self._ports().items() if name in services) \
+                and ("HTTPService" not in services or _ready(self.http_url))
         self.http_port = started.get("HTTPService", self.http_port)
         self.grpc_port = started.get("GRPCInferenceService", self.grpc_port)
         self.metrics_port = started.get("Metrics Service", self.metrics_port)
@@ -670,6 +681,14 @@ class ServerProcess:
                 raise AssertionError(f"{self.argv[0]} did not exit within {timeout} s of SIGTERM (hang): "
                                      f"{self.log()[-3000:]}") from None
         return self.process.returncode
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return True
+    except OSError:
+        return False
 
 
 def _ready(url: str) -> bool:
