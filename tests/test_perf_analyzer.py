@@ -35,6 +35,9 @@ COMMANDS = {"binary": reference_command, "package": package_serve_command,
 # uvicorn and grpcio.
 KIND_FLAGS = {"package-python-transports": ["--http-transport", "uvicorn", "--grpc-transport", "grpcio"]}
 SERVERS = ["binary", "package", "package-python-transports"]
+# One perf_analyzer run's time limit, and how many runs a case may take
+# (see run_perf_analyzer).
+RUN_TIMEOUT_S, RUNS = 120, 3
 # A measurement window (ms) and the most windows per level (see above).
 WINDOW_MS, MAX_WINDOWS = 1000, 10
 STREAM_COUNT = 3  # responses per request of the decoupled `streaming` model
@@ -88,7 +91,17 @@ def run_perf_analyzer(perf_analyzer: str, server, model: str, protocol: str, con
     Fails unless it exits 0."""
     argv = [perf_analyzer, "-m", model, "-u", url(server, protocol), "-i", protocol,
             "--concurrency-range", concurrency, "-s", "99", "-r", str(MAX_WINDOWS), "-p", str(WINDOW_MS), *extra]
-    run = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    # perf_analyzer 2.51 itself now and then spins at 100% CPU for minutes
+    # at concurrency 16 over HTTP, against NVIDIA's binary as against this
+    # package (seen: 130 s, 245 s, past 300 s; its usual run here: 5-25 s):
+    # a run past RUN_TIMEOUT_S is killed and run again, at most RUNS times.
+    for attempt in range(RUNS):
+        try:
+            run = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+            break
+        except subprocess.TimeoutExpired:
+            if attempt == RUNS - 1:
+                raise
     assert run.returncode == 0, f"{argv} exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     levels = []
     for block in re.split(r"^Request concurrency: ", run.stdout, flags=re.M)[1:]:
