@@ -496,7 +496,7 @@ class HttpTransport : public SocketServer {
     if (header_length > c.body.size()) return false;
     PyObject* header = PyBytes_FromStringAndSize(c.body.data(), static_cast<Py_ssize_t>(header_length));
     if (header == nullptr) throw nb::python_error();
-    PyObject* document = PyObject_CallOneArg(json_loads_.ptr(), header);
+    PyObject* document = PyObject_CallFunctionObjArgs(json_loads_.ptr(), header, nullptr);
     Py_DECREF(header);
     if (document == nullptr) {
       PyErr_Clear();
