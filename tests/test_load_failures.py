@@ -67,6 +67,27 @@ def test_failed_start_with_a_log_file_reads_the_reasons_back(backend_directory, 
     assert "bad_config" in log_file.read_text()
 
 
+@pytest.mark.parametrize("exit_on_error", [True, False], ids=["exit_on_error", "no_exit_on_error"])
+def test_a_server_that_cannot_initialize_names_the_cause_and_can_start_again(backend_directory, tmp_path,
+                                                                             exit_on_error):
+    # Was, with exit_on_error=False: UnavailableError "Server not ready"
+    # from start(), the core's reason only in its log.
+    missing = tmp_path / "no_such_repository"
+    options = make_options(backend_directory, server_id="cannot-init", model_repository=str(missing),
+                           model_control_mode=NONE, exit_on_error=exit_on_error)
+    srv = tritonserver.Server(options)
+    with refused(tritonserver.InternalError, rf"^failed to stat file {re.escape(str(missing))}$"):
+        srv.start()
+    with pytest.raises(tritonserver.InvalidArgumentError, match="Server not started"):
+        srv.live()
+    copy_model("add_sub", missing)
+    srv.start(wait_until_ready=True, timeout=60)
+    try:
+        assert srv.model("add_sub").ready()
+    finally:
+        srv.stop()
+
+
 @pytest.mark.parametrize("mode", [NONE, EXPLICIT], ids=["NONE", "EXPLICIT"])
 def test_wait_until_ready_ends_naming_the_model_that_failed(backend_directory, tmp_path, mode):
     # Was: with exit_on_error=False, start(wait_until_ready=True) polled

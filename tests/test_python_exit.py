@@ -13,15 +13,17 @@ the core's threads enter no Python once the program is exiting
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import re
 import signal
 import threading
 
 import numpy
+import pytest
 
 import tritonserver
-from common import (call_with_deadline, dedicated_server, make_options, python_model_repository, refused, run_script, single,
-                    wait_for)
+from common import (as_numpy, call_with_deadline, dedicated_server, make_options, python_model_repository, refused,
+                    run_script, single, wait_for)
 
 # A model `m` (add_sub's inputs and outputs) running `source`; a request is
 # sent from a daemon thread, and the program exits once the model has it.
@@ -133,6 +135,45 @@ def test_a_request_kept_past_execute_is_released_and_says_so(backend_directory, 
             single(model.infer(inputs={"INPUT0": a, "INPUT1": a}))
         # The model still keeps a request: the unload does not wait for it.
         call_with_deadline(lambda: server.unload("m", wait_until_unloaded=True), 10)
+
+
+@pytest.mark.parametrize("how", ["returned", "sent"])
+def test_a_sender_left_in_a_reference_cycle_does_not_hold_up_the_unload(backend_directory, tmp_path, how):
+    """A response sender that only Python's garbage collector would free
+    (here in a reference cycle; in practice an exception's traceback that
+    holds execute()'s frame) held the model in the core until a collection
+    ran: the unload (and a stop) waited out their deadline on Python 3.13.
+    Its factory is now deleted once the request's final response is sent,
+    whether execute() returned the response or the sender sent it."""
+    send = ("            sender.send(pb_utils.InferenceResponse(output_tensors=outputs), "
+            "pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)\n"
+            "        return None\n") if how == "sent" else (
+            "            responses.append(pb_utils.InferenceResponse(output_tensors=outputs))\n"
+            "        return responses\n")
+    source = (
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        responses = []\n"
+        "        for r in requests:\n"
+        "            sender = r.get_response_sender()\n"
+        "            cycle = [sender]\n"
+        "            cycle.append(cycle)\n"
+        "            x = pb_utils.get_input_tensor_by_name(r, 'INPUT0').as_numpy()\n"
+        "            outputs = [pb_utils.Tensor('OUTPUT0', x), pb_utils.Tensor('OUTPUT1', x)]\n"
+        + send)
+    repo = python_model_repository(tmp_path, "m", source)
+    gc.disable()
+    try:
+        with dedicated_server(backend_directory, f"cycled-sender-{how}", ["m"], exit_timeout=20,
+                              python_models="in-process", model_repository=str(repo)) as server:
+            a = numpy.ones(4, numpy.float32)
+            result = single(server.model("m").infer(inputs={"INPUT0": a, "INPUT1": a}))
+            numpy.testing.assert_array_equal(as_numpy(result.outputs["OUTPUT0"]), a)
+            del result
+            call_with_deadline(lambda: server.unload("m", wait_until_unloaded=True), 10)
+    finally:
+        gc.enable()
 
 
 

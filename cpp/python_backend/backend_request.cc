@@ -396,6 +396,10 @@ void BackendRequest::fail_if_unanswered(int code, const std::string& message) {
   }
 }
 
+void BackendRequest::release_sender_after_final() noexcept {
+  if (auto sender = sender_.lock()) sender->release_factory_after_final();
+}
+
 std::shared_ptr<ResponseSender> BackendRequest::response_sender() {
   if (auto sender = sender_.lock()) return sender;
   if (sender_made_) {

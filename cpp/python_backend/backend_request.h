@@ -89,6 +89,10 @@ class BackendRequest {
   void fail_if_unanswered(int code, const std::string& message);
   // The response factory of this request (one per request).
   std::shared_ptr<ResponseSender> response_sender();
+  // After execute(): a sender the model made gives up its response
+  // factory once the request's final response is sent (see
+  // ResponseSender::release_factory_after_final).
+  void release_sender_after_final() noexcept;
 
  private:
   // (TRITONSERVER_DataType, shape, data) of the input `name`, or None when

@@ -284,7 +284,22 @@ ResponseSender::~ResponseSender() {
     } catch (...) {
     }
   }
+  if (factory_ != nullptr) {
+    ignore_error(api.TRITONBACKEND_ResponseFactoryDelete(factory_));
+  }
+}
+
+void ResponseSender::release_factory_after_final() noexcept {
+  if (factory_ == nullptr || !state_->final_sent) return;
+  const TritonApi& api = triton();
+  if (api.TRITONBACKEND_ResponseFactoryIsCancelled != nullptr) {
+    bool cancelled = false;
+    ignore_error(
+        api.TRITONBACKEND_ResponseFactoryIsCancelled(factory_, &cancelled));
+    cancelled_at_final_ = cancelled;
+  }
   ignore_error(api.TRITONBACKEND_ResponseFactoryDelete(factory_));
+  factory_ = nullptr;
 }
 
 void ResponseSender::send(const Outputs& outputs, const ErrorSpec& error,
@@ -305,7 +320,13 @@ void ResponseSender::send_response(const Outputs& outputs,
                                    const nb::dict& parameters) {
   TRITONBACKEND_Response* response = nullptr;
   check(triton().TRITONBACKEND_ResponseNewFromFactory(&response, factory_));
-  fill_and_send(response, *state_, outputs, error, flags, parameters);
+  try {
+    fill_and_send(response, *state_, outputs, error, flags, parameters);
+  } catch (...) {
+    release_factory_after_final();
+    throw;
+  }
+  release_factory_after_final();
 }
 
 void ResponseSender::send_flags(uint32_t flags) {
@@ -316,10 +337,15 @@ void ResponseSender::send_flags(uint32_t flags) {
     err = triton().TRITONBACKEND_ResponseFactorySendFlags(factory_, flags);
   }
   if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) state_->final_sent = true;
+  release_factory_after_final();
   check(err, "sending the response flags");
 }
 
 bool ResponseSender::is_cancelled() const {
+  if (factory_ == nullptr &&
+      triton().TRITONBACKEND_ResponseFactoryIsCancelled != nullptr) {
+    return cancelled_at_final_;
+  }
   return ask_cancelled(triton().TRITONBACKEND_ResponseFactoryIsCancelled,
                        factory_, "TRITONBACKEND_ResponseFactoryIsCancelled");
 }

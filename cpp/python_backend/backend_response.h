@@ -148,7 +148,8 @@ class ResponseSender {
                  std::shared_ptr<ResponseState> state)
       : factory_(factory), state_(std::move(state)) {}
   // Sends the final flag with an error if the model never did (else the
-  // client would wait forever), then deletes the factory.
+  // client would wait forever), then deletes the factory (if the final
+  // response has not deleted it already).
   ~ResponseSender();
   ResponseSender(const ResponseSender&) = delete;
   ResponseSender& operator=(const ResponseSender&) = delete;
@@ -162,12 +163,20 @@ class ResponseSender {
   // the sender, without the model's checks.
   void send_error(int code, const std::string& message);
   bool is_cancelled() const;
+  // Once the request's final response is sent (by this sender, or by the
+  // runtime with what execute() returned), deletes the factory: it holds
+  // the model in the core, and a sender the model keeps (in a reference
+  // cycle of an exception's traceback, say) would otherwise hold up the
+  // model's unload until Python's garbage collector runs. is_cancelled()
+  // then answers what the factory said at that moment.
+  void release_factory_after_final() noexcept;
 
  private:
   void send_response(const Outputs& outputs, const ErrorSpec& error,
                      uint32_t flags, const nanobind::dict& parameters);
   TRITONBACKEND_ResponseFactory* factory_;
   std::shared_ptr<ResponseState> state_;
+  bool cancelled_at_final_ = false;
 };
 
 }  // namespace tsb

@@ -314,6 +314,7 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
     // acts at once from now on, whenever it goes.
     const bool kept = Py_REFCNT(handle.ptr()) != 1;
     if (kept) request->detach_outbox();
+    request->release_sender_after_final();
     TRITONSERVER_Error* report = api.TRITONBACKEND_ModelInstanceReportStatistics(
         instance, request->raw(), request->succeeded(), start, start, end, end);
     if (report != nullptr) api.ErrorDelete(report);

@@ -35,6 +35,15 @@ _UNPARSED_CONFIG = "failed to read text proto from "
 _UNPARSED_CONFIG_HINT = (" (its config.pbtxt is not a valid model configuration: the parser's line, column and "
                          "cause are on stderr, in the line that starts with \"[libprotobuf ERROR\")")
 
+# The core's status of a server start that failed, as it logs it when told
+# not to exit on error (TRITONSERVER_ServerNew: "<code>: <message>"); the
+# codes in the order of TRITONSERVER_Error_Code.
+_STATUS_CODES = ("Unknown", "Internal", "Not found", "Invalid argument", "Unavailable", "Unsupported",
+                 "Already exists", "Cancelled")
+_STATUS_LINE = re.compile(rf"(?P<code>{'|'.join(_STATUS_CODES)}): (?P<message>.*)", re.S)
+# Its message when the server initialized but models failed to load.
+LOAD_FAILED = "failed to load all models"
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -68,6 +77,20 @@ def from_log(messages: Iterable[str]) -> tuple[list[Failure], list[str]]:
             if message not in others:
                 others.append(message)
     return failures, others
+
+
+def take_start_status(messages: list[str], live: bool) -> Optional[tuple[int, str]]:
+    """The core's status of a failed start among its ERROR `messages` (the
+    last one it logs there), taken out of `messages`: its code
+    (TRITONSERVER_Error_Code) and message; None when the start did not
+    fail. A `live` server failed only if models failed to load."""
+    for i in range(len(messages) - 1, -1, -1):
+        match = _STATUS_LINE.fullmatch(messages[i])
+        if match is None or (live and match["message"] != LOAD_FAILED):
+            continue
+        del messages[i]
+        return _STATUS_CODES.index(match["code"]), match["message"]
+    return None
 
 
 def from_index(entries: Iterable[Mapping[str, Any]]) -> list[Failure]:

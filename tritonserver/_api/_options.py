@@ -457,7 +457,11 @@ def build_core_options(options: Options) -> tuple["_native.ServerOptions", Pytho
         o.cache_directory, DEFAULT_CACHE_DIRECTORY, install.cache_directory))
     c.set_min_supported_compute_capability(
         _number("min_supported_compute_capability", o.min_supported_compute_capability))
-    c.set_exit_on_error(_bool("exit_on_error", o.exit_on_error))
+    # The core never exits on error: Server.start() refuses the start itself
+    # (Server._failed_init), so that it stops the server once the core's
+    # threads are idle; the core's own stop there can crash it.
+    _bool("exit_on_error", o.exit_on_error)
+    c.set_exit_on_error(False)
     c.set_strict_readiness(_bool("strict_readiness", o.strict_readiness))
     c.set_exit_timeout(_exit_timeout(o.exit_timeout))
     c.set_buffer_manager_thread_count(_uint("buffer_manager_thread_count", o.buffer_manager_thread_count))

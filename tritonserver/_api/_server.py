@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 from .. import _native
-from . import _bind, _logging, _model_failures, _stopping, _triton_core
+from . import _bind, _core_threads, _logging, _model_failures, _stopping, _triton_core
 from ._bind import TensorSpec
 from ._enums import MetricFormat, ModelControlMode, ModelIndexFlag
 from ._errors import (
@@ -25,12 +25,17 @@ from ._errors import (
     TritonError,
     UnavailableError,
     UnsupportedError,
+    error_from_code,
 )
 from ._model import Model, _json_object
 from ._options import Options, OptionsKwargs, build_core_options, control_mode
 from ._checks import text as _text
 from ._python_backend_layout import PythonModels
 from ._typing import Unpack
+
+# How long a failed start waits for the core's threads to be idle before it
+# stops the core server (_core_threads says why).
+IDLE_WAIT_S = 2.0
 
 
 class ModelDictionary(dict[tuple[str, int], Model]):
@@ -117,6 +122,9 @@ class Server:
         or ``startup_models`` (EXPLICIT) before start() returns. With
         ``exit_on_error`` (the default) a model that fails to load fails the
         start: InternalError naming each such model with the core's reason.
+        A server that cannot initialize at all (a model repository that does
+        not exist, say) fails the start with the core's reason whatever
+        ``exit_on_error`` says.
 
         With ``wait_until_ready`` it polls ``ready()`` until true or until
         ``timeout`` seconds pass (UnavailableError; the server is stopped
@@ -143,9 +151,12 @@ class Server:
                     self._server = _native.Server(core_options)
                 except TritonError as e:
                     refusal = e
+            failed_init = refusal is None and self._failed_init(logged)
+            if failed_init:
+                refusal = failed_init
             self._load_failures, others = _model_failures.from_log(logged)
             if refusal is not None:
-                raise self._failed_start(refusal, others) from refusal
+                raise self._failed_start(refusal, others) from (None if failed_init else refusal)
             self._stopped = False
             self._registered_repositories = []
         finally:
@@ -168,6 +179,25 @@ class Server:
                     raise UnavailableError("Timeout before ready")
                 time.sleep(polling_interval)
         return self
+
+    def _failed_init(self, logged: list[str]) -> Optional[TritonError]:
+        """The refusal of a start that the core logged instead of returning
+        (it is told not to exit on error: see build_core_options), taken out
+        of `logged`: a server that could not initialize, or models that
+        failed to load with ``exit_on_error``. The core server is then
+        stopped, once the core's threads are idle (_core_threads says why)."""
+        server = self._server
+        assert server is not None
+        status = _model_failures.take_start_status(logged, live=server.is_live())
+        if status is None or (status[1] == _model_failures.LOAD_FAILED and not self.options.exit_on_error):
+            return None
+        self._server = None
+        _core_threads.wait_until_idle(IDLE_WAIT_S)
+        try:
+            _stopping.stop(server, float(self.options.exit_timeout), announced=False, interrupted=False)
+        except TritonError:
+            pass  # the refusal is what the caller needs; the stop went on in the background
+        return error_from_code(*status)
 
     def _failed_start(self, error: TritonError, others: list[str]) -> TritonError:
         """The core's refusal of a start, with the models that failed to
