@@ -67,3 +67,45 @@ def test_a_child_of_fork_exits_cleanly_and_cannot_use_the_parents_server(backend
         assert line.startswith("CHILD UnavailableError"), line
         assert "fork()" in line, line
     assert "PARENT [0.0, 1.0, 2.0]" in out, out + err[-2000:]
+
+
+GRPC_FORK_ENV = """
+import os, sys
+os.environ.pop("GRPC_ENABLE_FORK_SUPPORT", None)
+{before}
+import tritonserver
+print(os.environ.get("GRPC_ENABLE_FORK_SUPPORT"))
+"""
+
+
+@pytest.mark.parametrize("before, expected", [
+    ("", "0"),  # off unless set
+    ("os.environ['GRPC_ENABLE_FORK_SUPPORT'] = '1'", "1"),  # the user's choice stays
+], ids=["default", "set_by_the_user"])
+def test_import_turns_grpc_fork_handlers_off_unless_set(tmp_path, before, expected):
+    """Triton's python backend forks each stub from the core's threads, in
+    parallel when models load together; gRPC's fork handlers abort the
+    process when two forks overlap ("Check failed: is_forking !=
+    was_forking": a CI run aborted in a stub server's start after tests
+    that used tritonclient.grpc). import tritonserver sets
+    GRPC_ENABLE_FORK_SUPPORT=0 unless it is set, as gRPC reads it on import."""
+    rc, out, err = run_script(GRPC_FORK_ENV.format(before=before), tmp_path, timeout=120)
+    assert rc == 0, err
+    assert out.split() == [expected]
+
+
+@pytest.mark.python_stub
+def test_a_stub_server_in_a_process_that_imported_grpc_first_says_so(backend_directory, tmp_path):
+    code = GRPC_FORK_ENV.format(before="import grpc") + f"""
+import logging
+logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s %(message)s")
+from common import make_options
+with tritonserver.Server(make_options({backend_directory!r}, server_id="grpc-first", python_models="stub",
+                                      startup_models=["add_sub"], log_error=False)) as server:
+    print(server.model("add_sub").ready())
+"""
+    rc, out, err = run_script(code, tmp_path, timeout=120)
+    assert rc == 0, err
+    assert out.split() == ["0", "True"]
+    assert "tritonserver WARNING gRPC's fork support is on in this process (grpc was imported before tritonserver)" \
+        in err, err

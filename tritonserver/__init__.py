@@ -93,6 +93,8 @@ if _message is not None:
     warnings.warn(_message, RuntimeWarning, stacklevel=2)
 del _message
 
+# Before anything imports grpc: gRPC's fork handlers off, unless set (see there).
+from ._api import _grpc_fork_support as _grpc_fork_support
 from ._api._bind import CallContext as CallContext
 from ._api._bind import TensorSpec as TensorSpec
 from ._api._dlpack import DLDeviceType as DLDeviceType

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 from .. import _native
-from . import _bind, _core_threads, _logging, _model_failures, _stopping, _triton_core
+from . import _bind, _core_threads, _grpc_fork_support, _logging, _model_failures, _stopping, _triton_core
 from ._bind import TensorSpec
 from ._enums import MetricFormat, ModelControlMode, ModelIndexFlag
 from ._errors import (
@@ -143,6 +143,8 @@ class Server:
             self._starting = True
         try:
             core_options, self._python_models = build_core_options(self.options)
+            if not self._python_models.in_process:
+                _grpc_fork_support.warn_if_on()
             self._control_mode = control_mode(self.options)
             _start_state_maker()  # before the core's threads run python models
             refusal: Optional[TritonError] = None
