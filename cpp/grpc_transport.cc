@@ -398,6 +398,7 @@ class GrpcTransport : public SocketServer {
         if (event.opened) refuse_unhanded(c, event.stream);
       }
     }
+    if (batch.size() == 0) return;  // all taken natively: nothing for the loop thread
     try {
       dispatch_(c.id, batch);
     } catch (nb::python_error& error) {

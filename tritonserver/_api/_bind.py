@@ -151,9 +151,10 @@ class Binding:
     repository: str  # the server's folder of bound models
     # An execute handler of its own (tritonserver.pytriton): called as
     # runtime(binding, initialize_args) once per model instance, it returns an
-    # object whose execute(requests) serves the pb_utils requests (and whose
-    # finalize(), if any, runs at unload); None: the callable is called with
-    # arrays, as described above.
+    # object whose execute(requests) serves the pb_utils requests, or whose
+    # execute_natives(natives), where not None, serves the core's requests
+    # themselves (and whose finalize(), if any, runs at unload); None: the
+    # callable is called with arrays, as described above.
     runtime: Optional[Callable[["Binding", dict[str, str]], Any]] = None
 
 

@@ -13,6 +13,7 @@ TritonError maps to the gRPC code its core error code maps to there.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import weakref
 from typing import Any, AsyncIterator, Callable, Optional
@@ -84,6 +85,10 @@ def status_code(error: Exception) -> Any:
 
 # The request parameters that start with "triton_" and that clients may set.
 _RESERVED_PARAMETERS = ("triton_enable_empty_final_response",)
+# The data types the native ModelInfer path takes: name -> (TRITONSERVER_DataType
+# number, element size); BYTES (serialized) and BF16 go through ModelInfer.
+_PLAIN_TYPES = {name: (int(kind), dtype.itemsize) for name, (kind, dtype) in DATATYPES.items()
+                if name not in ("BYTES", "BF16")}
 
 # Typed contents field -> the datatypes it may carry (the binary's
 # InferGRPCToInput) and the NumPy type its elements are stored as.
@@ -705,38 +710,43 @@ class GrpcInferenceService:
             request = self._pb.ModelInferRequest.FromString(payload)
         except Exception:  # noqa: BLE001 - google.protobuf's DecodeError: ModelInfer words it
             return None
-        if len(request.raw_input_contents) != len(request.inputs):
+        raws = request.raw_input_contents
+        ios = request.inputs
+        if len(raws) != len(ios):
             return None
-        for key, value in request.parameters.items():
+        parameters = request.parameters
+        if parameters:
             # perf_analyzer's: what ModelInfer reads of it (a bool) changes nothing for a unary call
-            if key != "triton_enable_empty_final_response" or value.WhichOneof("parameter_choice") != "bool_param":
+            for key in parameters:  # the map's keys (its items() is collections.abc's, slow)
+                if (key != "triton_enable_empty_final_response"
+                        or parameters[key].WhichOneof("parameter_choice") != "bool_param"):
+                    return None
+        version_text = request.model_version
+        if version_text:
+            try:
+                version = model_version(version_text)
+            except InvalidArgumentError:
                 return None
-        try:
-            version = model_version(request.model_version)
-        except InvalidArgumentError:
-            return None
-        if "\0" in request.model_name or "\0" in request.id:
+        else:
+            version = -1
+        model_name, request_id = request.model_name, request.id
+        if "\0" in model_name or "\0" in request_id:
             return None
         inputs = []
-        for io, raw in zip(request.inputs, request.raw_input_contents):
-            kind = DATATYPES.get(io.datatype)
-            if (kind is None or io.datatype in ("BYTES", "BF16") or io.parameters or io.HasField("contents")
-                    or "\0" in io.name or len(io.shape) > 32):
+        for io, raw in zip(ios, raws):
+            kind = _PLAIN_TYPES.get(io.datatype)
+            if kind is None or io.parameters or io.HasField("contents") or "\0" in io.name:
                 return None
-            count = 1
-            for d in io.shape:
-                if d < 0:
-                    return None
-                count *= d
-            if len(raw) != count * kind[1].itemsize:
+            shape = list(io.shape)
+            if len(shape) > 32 or (shape and min(shape) < 0) or len(raw) != math.prod(shape) * kind[1]:
                 return None
-            inputs.append((io.name, int(kind[0]), list(io.shape), raw))
+            inputs.append((io.name, kind[0], shape, raw))
         outputs = []
         for output in request.outputs:
             if output.parameters or "\0" in output.name:
                 return None
             outputs.append(output.name)
-        return request.model_name, version, request.id, inputs, outputs
+        return model_name, version, request_id, inputs, outputs
 
     def native_reply(self, model_name: str, request_id: str, version: int, outputs: list[Any],
                      parameters: list[Any]) -> bytes:

@@ -61,7 +61,9 @@ class TritonPythonModel:
         self._output_types = {name: int(pb_utils.numpy_to_triton_type(dtype) or 0)
                               for name, dtype in found.output_dtypes.items()}
         fast = found.kind == "function" and not found.decoupled and not found.wants_context and self._runtime is None
-        self._tritonserver_execute_natives = self._execute_natives if fast else None
+        # (a runtime of its own may serve the native requests itself)
+        self._tritonserver_execute_natives = (self._execute_natives if fast
+                                              else getattr(self._runtime, "execute_natives", None))
 
     # -- one call ----------------------------------------------------------------------------
     def execute(self, requests: list[pb_utils.InferenceRequest]) -> Optional[list[pb_utils.InferenceResponse]]:

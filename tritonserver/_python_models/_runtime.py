@@ -244,7 +244,11 @@ class Instance:
         _bls.enter(self.server_address, self.model_dir, self.instance_name)
         if requests is None:
             assert self._execute_natives is not None
-            self._execute_natives(natives)
+            try:
+                self._execute_natives(natives)
+            except Exception as e:  # failed as if execute() raised it
+                code = e.code() if isinstance(e, pb_utils.TritonError) else _INTERNAL
+                self._fail_batch(natives, _describe(e), code)
             return
         try:
             result = self._execute(requests)

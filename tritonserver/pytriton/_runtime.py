@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy
 
+from .._api import _errors
 from .._python_models import pb_utils
 from .._python_models._awaiting import OwnLoop
 from .._python_models._bound import _close, _drain_async
@@ -49,7 +50,12 @@ class Runtime:
         self._outputs = {spec.name: spec for spec in config.outputs or ()}
         self._dtypes = {spec.name: numpy.dtype(object) if is_bytes_dtype(spec.dtype) else numpy.dtype(spec.dtype)
                         for spec in config.outputs or ()}
+        self._types = {name: int(pb_utils.numpy_to_triton_type(dtype) or 0) for name, dtype in self._dtypes.items()}
         self._loop = OwnLoop()
+        # The core's requests themselves, not pb_utils requests, for a model
+        # that answers each request once (the bound model looks for this).
+        self.execute_natives: Optional[Callable[[List[Any]], None]] = (
+            None if config.decoupled else self._execute_natives)
 
     def _requests(self, requests: List[Any]) -> List[Request]:
         result = []
@@ -78,22 +84,56 @@ class Runtime:
                            message)
         return pb_utils.TritonError(message)
 
+    def _native_requests(self, natives: List[Any]) -> List[Request]:
+        """The Request of each core request (as _requests makes them)."""
+        result = []
+        for native in natives:
+            data = {}
+            for name in self._inputs:
+                value = native.input_value(name)
+                if value is None:
+                    continue
+                if type(value) is not numpy.ndarray:  # e.g. in GPU memory: as_numpy() says why not
+                    value = native.input_tensor(name).as_numpy()
+                data[name] = value
+            result.append(Request(data=data, parameters=native.parameters(),
+                                  requested_output_names=native.requested_output_names()))
+        return result
+
+    def _outputs_of(self, wrapped: List[Request]) -> List[Dict[str, Any]]:
+        """The callable's outputs for the requests `wrapped`, checked and
+        converted (_arrays); its exception raised as PyTriton's proxy model
+        raises it from execute: the requests get "Failed to process the
+        request(s) for model '<instance>', message: TritonModelException:
+        Model execute error: <traceback>"."""
+        try:
+            result = self._fn(wrapped)
+            if type(result) is not list and inspect.isawaitable(result):
+                result = self._loop.run_to_end(result)
+            self._validate(result, len(wrapped))
+            return [self._arrays(request, outputs) for request, outputs in zip(wrapped, result)]
+        except Exception as e:
+            raise pb_utils.TritonModelException(f"Model execute error: {self._failed(e).message()}") from None
+
     def execute(self, requests: List[Any]) -> Optional[List[Any]]:
         wrapped = self._requests(requests)
         if self._config.decoupled:
             self._stream(requests, wrapped)
             return None
-        try:
-            result = self._fn(wrapped)
-            if inspect.isawaitable(result):
-                result = self._loop.run_to_end(result)
-            self._validate(result, len(wrapped))
-            return [self._response(request, outputs) for request, outputs in zip(wrapped, result)]
-        except Exception as e:
-            # raised from execute, as PyTriton's proxy model does: the requests
-            # get "Failed to process the request(s) for model '<instance>',
-            # message: TritonModelException: Model execute error: <traceback>"
-            raise pb_utils.TritonModelException(f"Model execute error: {self._failed(e).message()}") from None
+        return [pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(n, a) for n, a in arrays.items()])
+                for arrays in self._outputs_of(wrapped)]
+
+    def _execute_natives(self, natives: List[Any]) -> None:
+        """execute() on the core's requests, without pb_utils objects: the
+        same Requests reach the callable, the same outputs the clients, and
+        an exception raised here fails the batch as one raised by execute()."""
+        for native, arrays in zip(natives, self._outputs_of(self._native_requests(natives))):
+            try:
+                native.send_arrays(arrays, self._types)
+            except Exception as e:  # noqa: BLE001 - the native send's refusal, for this request alone
+                code = _errors.code_of(e)
+                native.fail_if_unanswered(pb_utils.TritonError.INTERNAL if code is None else code,
+                                          f"model '{self._config.model_name}': {e}")
 
     def _stream(self, requests: List[Any], wrapped: List[Request]) -> None:
         senders = [r.get_response_sender() for r in requests]
@@ -127,17 +167,23 @@ class Runtime:
         for sender in senders:
             sender.send(flags=_FINAL)
 
-    def _response(self, request: Request, outputs: Dict[str, Any]) -> Any:
+    def _arrays(self, request: Request, outputs: Dict[str, Any]) -> Dict[str, Any]:
+        """The outputs a request gets: those declared and asked for, in
+        their declared dtype."""
         wanted = request.requested_output_names
-        tensors = []
+        arrays = {}
         for name, value in outputs.items():
             if name not in self._dtypes or (wanted is not None and name not in wanted):
                 continue
             dtype = self._dtypes[name]
             if dtype.kind == "O" and value.dtype.kind == "U":
                 value = numpy.char.encode(value, "utf-8")
-            tensors.append(pb_utils.Tensor(name, value.astype(dtype, copy=False)))
-        return pb_utils.InferenceResponse(output_tensors=tensors)
+            arrays[name] = value.astype(dtype, copy=False)
+        return arrays
+
+    def _response(self, request: Request, outputs: Dict[str, Any]) -> Any:
+        return pb_utils.InferenceResponse(
+            output_tensors=[pb_utils.Tensor(n, a) for n, a in self._arrays(request, outputs).items()])
 
     # -- PyTriton's checks of what the callable returned --------------------------------------
     def _validate(self, outputs: Any, requests_number: int) -> None:
@@ -153,7 +199,8 @@ class Runtime:
                 raise ValueError(f"Outputs returned by `{name}` model callable must be list of response dicts "
                                  f"with numpy arrays. Got response={response} instead.")
             for output_name, value in response.items():
-                self._validate_data(output_name, value)
+                if not (type(output_name) is str and type(value) is numpy.ndarray and value.dtype.kind in "biuf"):
+                    self._validate_data(output_name, value)  # the common case passes it: not called
                 if self._strict:
                     self._validate_declared(output_name, value)
 
