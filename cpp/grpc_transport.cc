@@ -22,6 +22,7 @@
 
 #include "allocator.h"
 #include "errors.h"
+#include "infer_response_message.h"
 #include "request.h"
 #include "response.h"
 #include "server.h"
@@ -716,6 +717,23 @@ class GrpcTransport : public SocketServer {
 
    protected:
     void answer(const ResponseData& data) noexcept override {
+      // Written here without Python (the usual answer): only alive_->mutex.
+      if (!data.has_error) {
+        std::optional<std::string> message;
+        try {
+          message = infer_response_message(model_name_, request_id_, data);
+        } catch (const std::exception&) {
+          // no memory: the servicer's reply below says what it can
+        }
+        if (message) {
+          std::lock_guard<std::mutex> lock(alive_->mutex);
+          if (alive_->transport != nullptr) {
+            alive_->transport->respond(connection_, stream_, message->data(), message->size(), 0,
+                                       std::string_view());
+          }
+          return;
+        }
+      }
       // The GIL before alive_->mutex, as the transport's destructor takes
       // them. Triton's threads hold it with their kept state (ThreadGil); a
       // Python thread (one that submitted or cancelled, answered at once)

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,9 @@
 #include "server.h"
 
 namespace tsb {
+
+// The protocol's name of a Triton data type ("FP32", ...; "INVALID" for none).
+std::string_view datatype_name(TRITONSERVER_DataType type);
 
 // An AsyncResponseStream whose response is delivered as
 // (body: bytes, header_length: int | None): None when no binary data

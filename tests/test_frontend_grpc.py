@@ -831,6 +831,24 @@ def test_a_client_that_leaves_mid_stream_and_the_server_goes_on(served, client):
     assert client.infer("add_sub", _add_sub_inputs([1], [2])).as_numpy("OUTPUT0").tolist() == [3]
 
 
+PARAMETERS_MODEL = """
+import numpy
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            responses.append(pb_utils.InferenceResponse(
+                [pb_utils.Tensor("Y", x * 2), pb_utils.Tensor("Z", numpy.zeros((0, 3), numpy.int64))],
+                parameters={"text": "caf\u00e9", "empty": "", "count": -7, "big": 2**62, "yes": True,
+                            "no": False, "zero": 0}))
+        return responses
+"""
+
+
 def test_the_native_infer_path_answers_as_the_servicer(served, transport):
     """The plain ModelInfer (raw inputs, no parameters) is served without the
     servicer on the native transport; its answers, results and errors, are
@@ -854,6 +872,13 @@ def test_the_native_infer_path_answers_as_the_servicer(served, transport):
 
     server.bind("bound_fails", failing, inputs=[TensorSpec("X", numpy.float32, (1,))],
                 outputs=[TensorSpec("Y", numpy.float32, (1,))])
+    # response parameters of every kind, an empty output, a version: written natively alike
+    server.load("with_parameters", {"config": json.dumps({
+        "backend": "python", "max_batch_size": 0,
+        "input": [{"name": "X", "data_type": "TYPE_FP64", "dims": [-1]}],
+        "output": [{"name": "Y", "data_type": "TYPE_FP64", "dims": [-1]},
+                   {"name": "Z", "data_type": "TYPE_INT64", "dims": [-1, 3]}]}),
+        "file:1/model.py": PARAMETERS_MODEL.encode()})
     try:
         plain = service_pb2.ModelInferRequest(model_name="add_sub", id="r1")
         plain.parameters["triton_enable_empty_final_response"].bool_param = True  # as perf_analyzer sends
@@ -875,7 +900,10 @@ def test_the_native_infer_path_answers_as_the_servicer(served, transport):
         refused = service_pb2.ModelInferRequest()
         refused.CopyFrom(versioned)
         refused.inputs[0].shape[:] = [2, 2]  # the core refuses the submission: the servicer words it
-        native_cases = (plain, asked, versioned, fails)
+        parameters = service_pb2.ModelInferRequest(model_name="with_parameters", model_version="1", id="p")
+        parameters.inputs.add(name="X", datatype="FP64", shape=[2])
+        parameters.raw_input_contents.append(numpy.array([1.5, -2], numpy.float64).tobytes())
+        native_cases = (plain, asked, versioned, fails, parameters)
         before = _native_infers(frontend)
         with grpc.insecure_channel(url) as channel:
             call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
@@ -885,8 +913,14 @@ def test_the_native_infer_path_answers_as_the_servicer(served, transport):
                     answer = call(request.SerializeToString())
                 except grpc.RpcError as error:
                     answer = error.code().value[0], error.details()
+                if request is parameters:  # a map: its entries in any order
+                    answer, expected = (service_pb2.ModelInferResponse.FromString(a) for a in (answer, expected))
+                    assert answer.parameters["text"].string_param == "caf\u00e9"
+                    assert answer.parameters["big"].int64_param == 2**62
+                    assert list(answer.outputs[1].shape) == [0, 3]
                 assert answer == expected, request
         if before is not None:
             assert _native_infers(frontend) == before + len(native_cases)
     finally:
         server.unbind("bound_fails", timeout=30)
+        server.unload("with_parameters", wait_until_unloaded=True)

@@ -169,7 +169,8 @@ def test_statistics(client):
     before = count()
     for i in range(3):
         client.infer("identity_fp32", [fp32_input([i])])
-    assert count() == before + 3
+    # the backend reports a request's statistics after sending its response
+    assert wait_for(lambda: count() == before + 3)
     assert {"identity_fp32", "add_sub"} <= {s["name"] for s in client.get_inference_statistics()["model_stats"]}
 
 

@@ -28,7 +28,7 @@ from tritonserver._kserve.routes import (
     Reply,
 )
 
-from common import KSERVE_SAMPLES, kserve_over_http, make_options
+from common import KSERVE_SAMPLES, kserve_over_http, make_options, wait_for
 
 # One sample per JSON datatype of echo_all_types (IN_<T> -> OUT_<T>).
 SAMPLES = KSERVE_SAMPLES
@@ -486,7 +486,8 @@ def test_statistics_of_a_model_a_version_and_every_model(client, model):
     before = count()
     for i in range(3):
         client.infer("identity_fp32", [fp32_input([i, i])])
-    assert count() == before + 3  # counted by the core, read through the route
+    # counted by the core (after each response is sent), read through the route
+    assert wait_for(lambda: count() == before + 3)
     (versioned,) = client.get_inference_statistics("identity_fp32", model_version="1")["model_stats"]
     assert versioned["version"] == "1" and int(versioned["inference_count"]) == before + 3
     names = {s["name"] for s in client.get_inference_statistics()["model_stats"]}  # GET /v2/models/stats
