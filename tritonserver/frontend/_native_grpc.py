@@ -121,7 +121,9 @@ class NativeGrpcServer:
     With `native_infer` (the native Server, and the servicer's native_plan,
     native_reply and native_error), the plain ModelInfer is served on the
     I/O thread and answered from Triton's (cpp/grpc_transport.cc), its
-    protobuf decoded and encoded by the servicer's functions there."""
+    protobuf decoded by native_plan there and its answer written natively
+    (cpp/infer_response_message.h; native_reply for a response with a BYTES
+    parameter, native_error for a core error)."""
 
     def __init__(self, what: str, methods: dict[str, Method], address: str, port: int, reuse_port: bool,
                  io_threads: int, max_message: int, loop_thread: LoopThread,
