@@ -65,6 +65,7 @@ import pytriton_compare  # noqa: E402  (the PyTriton server program, process tre
 BEGIN = "<!-- frontends: begin -->"
 END = "<!-- frontends: end -->"
 PERF_ANALYZER = ROOT / "build" / "perf_analyzer" / "perf_analyzer"
+PERF_ANALYZER_TIMEOUT_S = 60  # one run of one cell
 SHAPES = {"identity_fp32": ["--shape", "INPUT0:16"],
           "add_sub": ["--shape", "INPUT0:16", "--shape", "INPUT1:16"]}
 # workload -> (the model's name on the servers, perf_analyzer's shape flags)
@@ -223,21 +224,27 @@ def contenders(pytriton_python: str) -> tuple[list[Contender], dict[str, str]]:
     return found, left_out
 
 
-def perf_analyzer(server: Running, workload: str, protocol: str, concurrency: int, window_ms: int) -> dict:
-    """One perf_analyzer level; run again (at most 3 runs) when it reports
-    an unstable measurement (exit 2) or runs past 180 s (perf_analyzer 2.51
-    now and then spins for minutes at concurrency 16 over HTTP, against
-    NVIDIA's binary too). Returns throughput, p50 (us), server CPU per
+def perf_analyzer(server: Running, workload: str, protocol: str, concurrency: int, window_ms: int,
+                  window_requests: Optional[int] = None) -> dict:
+    """One perf_analyzer level: three windows of `window_ms`, or, with
+    `window_requests`, of that many requests (perf_analyzer 2.51's time
+    windows at concurrency 16 over HTTP now and then never end, against
+    NVIDIA's binary too: its main thread loops in InferenceProfiler::Measure
+    while its RSS grows by ~25 MB/s; count windows end). Run again (at most
+    3 runs) when it reports an unstable measurement (exit 2) or runs past
+    PERF_ANALYZER_TIMEOUT_S. Returns throughput, p50 (us), server CPU per
     inference (us), or an error."""
     model, shapes = WORKLOADS[workload]
     url = server.http_url if protocol == "http" else server.grpc_url
+    windows = (["-p", str(window_ms)] if window_requests is None else
+               ["--measurement-mode", "count_windows", "--measurement-request-count", str(window_requests)])
     argv = [str(PERF_ANALYZER), "-m", model, "-u", url, "-i", protocol, "--concurrency-range", str(concurrency),
-            "-s", "1000", "-r", "3", "-p", str(window_ms), *shapes, *server.header_flags(protocol)]
+            "-s", "1000", "-r", "3", *windows, *shapes, *server.header_flags(protocol)]
     for attempt in range(3):
         pids = [p["pid"] for p in server.processes()]
         count, cpu = server.count(model), pytriton_compare.cpu_seconds(pids)
         try:
-            run = subprocess.run(argv, capture_output=True, text=True, timeout=180)
+            run = subprocess.run(argv, capture_output=True, text=True, timeout=PERF_ANALYZER_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             continue
         cpu, count = pytriton_compare.cpu_seconds(pids) - cpu, server.count(model) - count
@@ -249,7 +256,7 @@ def perf_analyzer(server: Running, workload: str, protocol: str, concurrency: in
                     "cpu_us_per_infer": cpu / count * 1e6 if count else None, "inferences": count}
         if run.returncode != 2:
             return {"error": f"perf_analyzer exited {run.returncode}: {(run.stdout + run.stderr).strip()[-500:]}"}
-    return {"error": "perf_analyzer gave no stable measurement in 3 runs of at most 180 s"}
+    return {"error": f"perf_analyzer gave no stable measurement in 3 runs of at most {PERF_ANALYZER_TIMEOUT_S} s"}
 
 
 def main() -> None:
@@ -313,7 +320,12 @@ def main() -> None:
                 for s in order:
                     key = f"{workload}|{protocol}|{c}|{s.name}"
                     if key in results:
-                        result = perf_analyzer(running[s.name], workload, protocol, c, args.window_ms)
+                        # past concurrency 1: count windows of about window_ms at this server's rate at 1
+                        first = results.get(f"{workload}|{protocol}|{concurrencies[0]}|{s.name}") or [{}]
+                        rate = first[-1].get("throughput") if c != concurrencies[0] else None
+                        window_requests = max(500, int(rate * args.window_ms / 1000)) if rate else None
+                        result = perf_analyzer(running[s.name], workload, protocol, c, args.window_ms,
+                                               window_requests)
                         results[key].append(result)
                         print(f"round {index + 1} {workload} {protocol} c{c} {s.name}: {result}", file=sys.stderr)
             for name, server in running.items():
@@ -353,7 +365,10 @@ def section(report: dict, cells: list) -> list[str]:
         "## Network frontends against NVIDIA's binary and PyTriton (`make bench-frontends`)",
         "",
         f"benchmarks/frontends.py, {report['date']}: perf_analyzer 2.51 (`-s 1000 -r 3 -p {report['window_ms']}`: "
-        "three fixed windows, FP32[16] inputs) as the client of every server, all servers up at once; "
+        "three fixed windows at concurrency 1; at 16 three windows of as many requests as the same server "
+        "answered in one such window at 1 in that round, `--measurement-mode count_windows`, as perf_analyzer's "
+        "time windows at 16 now and then never end; FP32[16] inputs) as the client of every server, all servers "
+        "up at once; "
         f"{report['rounds']} interleaved rounds, medians; the whole run {report['seconds'] / 60:.0f} min on "
         f"{report['cpus']} CPUs shared by client, servers and other work (load average at each round's start, "
         f"then at the end: {load}). identity_fp32 (the identity C++ backend) and add_sub (a python model): "
