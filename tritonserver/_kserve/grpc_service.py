@@ -593,7 +593,7 @@ class GrpcInferenceService:
         raw_index = 0
         raw_contents = request.raw_input_contents
         for io in request.inputs:
-            shape = list(io.shape)
+            shape = io.shape[:]
             if any(d < 0 for d in shape):
                 raise InvalidArgumentError(
                     f"input '{io.name}' for model '{request.model_name}' has a negative dimension in its shape "
@@ -710,8 +710,10 @@ class GrpcInferenceService:
             request = self._pb.ModelInferRequest.FromString(payload)
         except Exception:  # noqa: BLE001 - google.protobuf's DecodeError: ModelInfer words it
             return None
-        raws = request.raw_input_contents
-        ios = request.inputs
+        # Repeated fields read by slicing: iterating them ends in an
+        # IndexError that upb formats (~0.4 us a loop).
+        raws = request.raw_input_contents[:]
+        ios = request.inputs[:]
         if len(raws) != len(ios):
             return None
         parameters = request.parameters
@@ -737,12 +739,12 @@ class GrpcInferenceService:
             kind = _PLAIN_TYPES.get(io.datatype)
             if kind is None or io.parameters or io.HasField("contents") or "\0" in io.name:
                 return None
-            shape = list(io.shape)
+            shape = io.shape[:]
             if len(shape) > 32 or (shape and min(shape) < 0) or len(raw) != math.prod(shape) * kind[1]:
                 return None
             inputs.append((io.name, kind[0], shape, raw))
         outputs = []
-        for output in request.outputs:
+        for output in request.outputs[:]:
             if output.parameters or "\0" in output.name:
                 return None
             outputs.append(output.name)
