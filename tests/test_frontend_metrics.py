@@ -7,7 +7,6 @@ import socket
 import urllib.error
 import urllib.request
 
-import numpy
 import pytest
 
 import tritonserver

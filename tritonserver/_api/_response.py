@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from ._model import Model
-    from ._request import InferenceRequest
 
 
 _waiters_module: "Optional[ModuleType]" = None

@@ -89,7 +89,7 @@ def model_dir() -> str:
             "get_model_dir(): python models run in-process share one interpreter, so the model is known only while "
             "its own auto_complete_config(), initialize(), execute() or finalize() runs: call it there (e.g. keep "
             "it in initialize()), not from a thread of the model's own")
-    return folder
+    return str(folder)
 
 
 def load_model(model_name: str, config: str = "", files: Optional[dict[str, bytes]] = None) -> None:
