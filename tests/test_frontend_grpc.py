@@ -532,8 +532,10 @@ def test_stop_lets_an_rpc_in_flight_finish(served, transport):
             return False
 
         assert wait_for(refused, 30)  # no longer listening
-        # a new call on the open connection is refused too (GOAWAY), not served
-        assert _code(lambda: c.is_server_live())[0] == "StatusCode.UNAVAILABLE"
+        # a new call on the open connection is refused too (GOAWAY), not served: UNAVAILABLE as from
+        # the binary; grpcio's server, shutting down, answers a call that races its GOAWAY CANCELLED
+        refusals = {"StatusCode.UNAVAILABLE"} | ({"StatusCode.CANCELLED"} if transport == "grpcio" else set())
+        assert _code(lambda: c.is_server_live())[0] in refusals
         # stop() is waiting on the call in flight: it has not returned
         assert stopper.is_alive()
         release.set()
