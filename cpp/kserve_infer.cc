@@ -42,7 +42,6 @@ const Datatype* datatype_named(std::string_view name) {
   return nullptr;
 }
 
-
 // TRITONSERVER_TXN_DECOUPLED of the model transaction properties.
 constexpr uint32_t kDecoupled = 2;
 // codec.py's MAX_DIMS.

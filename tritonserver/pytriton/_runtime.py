@@ -115,13 +115,10 @@ class Runtime:
         except Exception as e:
             raise pb_utils.TritonModelException(f"Model execute error: {self._failed(e).message()}") from None
 
-    def execute(self, requests: List[Any]) -> Optional[List[Any]]:
-        wrapped = self._requests(requests)
-        if self._config.decoupled:
-            self._stream(requests, wrapped)
-            return None
-        return [pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(n, a) for n, a in arrays.items()])
-                for arrays in self._outputs_of(wrapped)]
+    def execute(self, requests: List[Any]) -> None:
+        """A decoupled model's execute (the bound model serves every other
+        one through execute_natives)."""
+        self._stream(requests, self._requests(requests))
 
     def _execute_natives(self, natives: List[Any]) -> None:
         """execute() on the core's requests, without pb_utils objects: the
