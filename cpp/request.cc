@@ -308,14 +308,17 @@ void Request::submit_from_python(
   if (notifier) state_->queue.set_notifier(notifier);
   drain_deferred();
   try {
-    if (notifier && !python_under_core_locks()) {
-      // An asyncio loop submits many requests in one pass. The core's
-      // submission only queues the request (it waits for no other request
-      // and for no Python), so the GIL is kept: let go, it would pass to a
-      // waiting model thread once per request (the thread wake-ups of
-      // python_backend/instance_worker.h) instead of once per pass of the loop. A core
-      // thread that runs Python (a log callback) could hold a core lock
-      // the submission needs while it waits for the GIL: then it is let go.
+    if (!python_under_core_locks()) {
+      // The core's submission only queues the request (it waits for no
+      // other request and for no Python), so the GIL is kept. Let go, it
+      // would pass to a waiting model thread once per request (the thread
+      // wake-ups of python_backend/instance_worker.h): an asyncio loop that
+      // submits many requests in one pass would hand it over once per
+      // request instead of once per pass, and a sync caller, which lets it
+      // go anyway to wait for its response, would take it back once more
+      // per request, queued behind the other threads. A core thread that
+      // runs Python (a log callback) could hold a core lock the submission
+      // needs while it waits for the GIL: then it is let go.
       submit();
     } else {
       GilRelease release;
