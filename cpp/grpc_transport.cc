@@ -23,6 +23,7 @@
 #include "allocator.h"
 #include "errors.h"
 #include "infer_response_message.h"
+#include "kserve_infer.h"
 #include "request.h"
 #include "response.h"
 #include "server.h"
@@ -52,7 +53,6 @@ constexpr int kResourceExhausted = 8;
 constexpr int kInternal = 13;
 
 constexpr std::string_view kModelInfer = "/inference.GRPCInferenceService/ModelInfer";
-constexpr uint32_t kDecoupled = 2;  // TRITONSERVER_TXN_DECOUPLED
 
 struct Stream {
   int32_t id = 0;
@@ -640,21 +640,12 @@ class GrpcTransport : public SocketServer {
     const std::string model_name = nb::cast<std::string>(fields[0]);
     const int64_t version = nb::cast<int64_t>(fields[1]);
     std::string id = nb::cast<std::string>(fields[2]);
+    bool servable;
     {
-      // A decoupled model, or one the core cannot find: the servicer
-      // refuses it with its own message.
-      uint32_t properties = 0;
-      bool known = true;
-      {
-        GilRelease release;
-        try {
-          properties = infer_server_->model_transaction_properties(model_name, version);
-        } catch (const TritonException&) {
-          known = false;
-        }
-      }
-      if (!known || (properties & kDecoupled) != 0) return false;
+      GilRelease release;
+      servable = natively_servable(*infer_server_, model_name, version);
     }
+    if (!servable) return false;  // a decoupled model, or one the core cannot find: the servicer words it
     nb::object request_object = nb::inst_alloc(nb::type<Request>());
     try {
       new (nb::inst_ptr<Request>(request_object))

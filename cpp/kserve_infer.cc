@@ -450,6 +450,14 @@ nb::object KServeInferStream::deliver(const ResponseData& taken) {
   return nb::make_tuple(std::move(body), nb::int_(header.size()));
 }
 
+bool natively_servable(Server& server, const std::string& model_name, int64_t model_version) {
+  try {
+    return (server.model_transaction_properties(model_name, model_version) & kDecoupled) == 0;
+  } catch (const TritonException&) {
+    return false;  // not one the core finds: the general path says so
+  }
+}
+
 namespace {
 
 // A checked, built, not yet submitted request (`request` None: not one
@@ -480,21 +488,12 @@ Built build_request(Server& server, const std::string& model_name, int64_t model
       !plan_route_parameters(route_parameters.ptr(), &built.route)) {
     return built;
   }
+  bool servable;
   {
-    // A decoupled model, or one the core cannot find: the general path
-    // refuses it with its own message.
-    uint32_t properties = 0;
-    bool known = true;
-    {
-      GilRelease release;
-      try {
-        properties = server.model_transaction_properties(model_name, model_version);
-      } catch (const TritonException&) {
-        known = false;
-      }
-    }
-    if (!known || (properties & kDecoupled) != 0) return built;
+    GilRelease release;
+    servable = natively_servable(server, model_name, model_version);
   }
+  if (!servable) return built;  // a decoupled model, or one the core cannot find: the general path words it
 
   // What keeps the inputs Triton reads by pointer alive: the body itself
   // when it is immutable (bytes); a private copy of its binary part

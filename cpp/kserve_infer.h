@@ -73,6 +73,13 @@ nanobind::object kserve_infer(Server& server, nanobind::handle model,
 // Triton's thread, without the GIL.
 using KServeReplyWriter = std::function<void(int status, std::string body, int64_t header_length)>;
 
+// Whether the native paths may serve requests of `model_name` and
+// `model_version`: the core knows the model and it is not decoupled.
+// Call it without the GIL: the core takes the model repository's locks,
+// and the last reference to a model being unloaded, dropped here, runs
+// its teardown (python models' finalize() included).
+bool natively_servable(Server& server, const std::string& model_name, int64_t model_version);
+
 // kserve_infer for a native transport (cpp/http_transport.cc): the same
 // checks and request, but its reply (the body as kserve_infer's stream
 // gives it, or a core error as the routes word it) goes to `write` from
