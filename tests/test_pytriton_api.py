@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from common import assert_no_live_buffers, call_with_deadline, pytriton_config, wait_for
-from tritonserver.pytriton.client import (DecoupledModelClient, ModelClient, PyTritonClientInferenceServerError,
+from tritonserver.pytriton.client import (AsyncioDecoupledModelClient, AsyncioModelClient, DecoupledModelClient,
+                                          ModelClient, PyTritonClientInferenceServerError,
                                           PyTritonClientInvalidUrlError, PyTritonClientModelDoesntSupportBatchingError,
                                           PyTritonClientTimeoutError, PyTritonClientValueError)
 from tritonserver.pytriton.decorators import (ConstantPadder, batch, fill_optionals, first_value, group_by_keys,
@@ -514,3 +515,87 @@ def test_a_decoupled_stream_that_fails_midway_and_an_async_generator(triton):
         assert received == [[0]]
     with DecoupledModelClient("inprocess://pytriton-api", "async_tokens") as client:
         assert [o["i"].tolist() for o in client.infer_sample(n=np.array([1], np.int32))] == [[0], [1]]
+
+
+def test_asyncio_in_process_requests_time_out_and_cancel_as_the_sync_ones(triton):
+    """AsyncioModelClient("inprocess://") sends the server's asyncio
+    requests: its inference timeout cancels the request (the model serves
+    on, nothing of it kept alive), and a caller that leaves a decoupled
+    stream early cancels it too (the model's generator is closed), as a
+    sync caller's does."""
+    release, entered, closed = threading.Event(), threading.Event(), threading.Event()
+
+    def slow(requests):
+        entered.set()
+        release.wait(60)
+        return [{"y": r["x"]} for r in requests]
+
+    def endless(requests):
+        try:
+            i = 0
+            while True:
+                yield [{"i": np.full((1,), i, dtype=np.int32)} for _ in requests]
+                i += 1
+                time.sleep(0.01)
+        finally:
+            closed.set()
+
+    x_spec = dict(inputs=[Tensor(name="x", dtype=FP32, shape=(1,))], outputs=[Tensor(name="y", dtype=FP32, shape=(1,))])
+    triton.bind("slow_aio", slow, **x_spec)
+    triton.bind("endless", endless, inputs=[Tensor(name="n", dtype=np.int32, shape=(1,))],
+                outputs=[Tensor(name="i", dtype=np.int32, shape=(1,))], config=ModelConfig(batching=False, decoupled=True))
+    url = "inprocess://pytriton-api"
+
+    async def timed_out():
+        async with AsyncioModelClient(url, "slow_aio", inference_timeout_s=0.2) as client:
+            started = time.monotonic()
+            with pytest.raises(PyTritonClientTimeoutError, match="Timeout occurred during inference request"):
+                await client.infer_sample(x=np.array([1.0], FP32))
+            return time.monotonic() - started
+
+    try:
+        assert asyncio.run(timed_out()) < 10
+    finally:
+        release.set()
+
+    async def served_on():
+        async with AsyncioModelClient(url, "slow_aio") as client:
+            return (await client.infer_sample(x=np.array([2.0], FP32)))["y"].tolist()
+
+    assert asyncio.run(served_on()) == [2.0]
+    assert_no_live_buffers()
+
+    async def leaves_early():
+        async with AsyncioDecoupledModelClient(url, "endless") as client:
+            seen = []
+            async for outputs in client.infer_sample(n=np.array([1], np.int32)):
+                seen.append(outputs["i"].tolist())
+                if len(seen) == 3:
+                    break
+            return seen
+
+    assert asyncio.run(leaves_early()) == [[0], [1], [2]]
+    assert closed.wait(30), "the stream the caller left was not cancelled"
+    closed.clear()
+    with DecoupledModelClient(url, "endless") as client:  # the same, sync
+        responses = client.infer_sample(n=np.array([1], np.int32))
+        assert [next(responses)["i"].tolist() for _ in range(2)] == [[0], [1]]
+        responses.close()
+    assert closed.wait(30), "the stream the sync caller left was not cancelled"
+
+    async def task_cancelled():
+        async with AsyncioModelClient(url, "slow_aio") as client:
+            task = asyncio.ensure_future(client.infer_sample(x=np.array([3.0], FP32)))
+            assert await asyncio.to_thread(entered.wait, 30)  # the model runs the request
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    release.clear()
+    entered.clear()
+    try:
+        asyncio.run(task_cancelled())
+    finally:
+        release.set()
+    assert asyncio.run(served_on()) == [2.0]
+    assert_no_live_buffers()

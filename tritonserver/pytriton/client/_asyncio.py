@@ -1,9 +1,10 @@
 """`AsyncioModelClient` and `AsyncioDecoupledModelClient`: PyTriton's
 asyncio clients, over tritonclient.http.aio / tritonclient.grpc.aio (a
-decoupled model streams over gRPC), or for ``inprocess://`` the sync
-in-process client run on a worker thread. Nothing connects before the
-first awaited call (``async with`` with ``lazy_init=False`` waits for the
-model there)."""
+decoupled model streams over gRPC), or for ``inprocess://`` the server's
+own asyncio requests (answered on the caller's event loop; the waits for
+the server, the model and its config run on a worker thread). Nothing
+connects before the first awaited call (``async with`` with
+``lazy_init=False`` waits for the model there)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterator, Opti
 from ..model_config.triton_model_config import TritonModelConfig
 from ._common import (DEFAULT_NETWORK_TIMEOUT_S, Array, Inputs, Value, check_batching, check_call, check_decoupled,
                       model_config_of, named_inputs, output_names, with_batch_axis, without_batch_axis)
+from ._inprocess import InProcessTransport
 from ._model_client import DecoupledModelClient, ModelClient
 from ._settings import ClientSettings
 from ._tritonclient import (LATEST, ReadinessPoll, auth_headers, inference_error, library, merged_headers,
@@ -82,6 +84,15 @@ class AsyncioModelClient(ClientSettings):
                              init_timeout_s=self._init_timeout_s, inference_timeout_s=self._inference_timeout_s,
                              model_config=self._model_config, ensure_model_is_ready=not self._model_ready)
         return self._sync
+
+    def _in_process_transport(self) -> Optional[InProcessTransport]:
+        """The in-process transport (inprocess://), None for a network url."""
+        sync = self._in_process()
+        if sync is None:
+            return None
+        transport = sync._open()
+        assert isinstance(transport, InProcessTransport)
+        return transport
 
     def _clients(self) -> Any:
         self._check_open()
@@ -197,14 +208,12 @@ class AsyncioModelClient(ClientSettings):
     async def _infer(self, inputs: Inputs, parameters: Optional[Dict[str, Value]],
                      headers: Optional[Dict[str, Value]]) -> Dict[str, Array]:
         config, arrays = await self._prepared(inputs)
-        sync = self._in_process()
-        if sync is not None:
-            def call() -> Dict[str, Array]:
-                result: Dict[str, Array] = {}
-                for outputs in sync._responses(arrays, parameters, headers):
-                    result = outputs
-                return result
-            return await asyncio.to_thread(call)
+        transport = self._in_process_transport()
+        if transport is not None:
+            result: Dict[str, Array] = {}
+            async for outputs in transport.async_responses(arrays, parameters, headers):
+                result = outputs
+            return result
         self._clients()
         wrapped, outputs = request_tensors(self._lib, arrays, output_names(config))
         kwargs: Dict[str, Any] = {"client_timeout": self._inference_timeout_s} if self._grpc else {}
@@ -246,13 +255,10 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
     async def _stream(self, inputs: Inputs, parameters: Optional[Dict[str, Value]],
                       headers: Optional[Dict[str, Value]]) -> AsyncIterator[Dict[str, Array]]:
         config, arrays = await self._prepared(inputs)
-        sync = self._in_process()
-        if sync is not None:
-            iterator: Iterator[Dict[str, Array]] = await asyncio.to_thread(sync._responses, arrays, parameters,
-                                                                            headers)
-            done = object()
-            while (item := await asyncio.to_thread(next, iterator, done)) is not done:
-                yield item  # type: ignore[misc]
+        transport = self._in_process_transport()
+        if transport is not None:
+            async for item in transport.async_responses(arrays, parameters, headers):
+                yield item
             return
         self._clients()
         wrapped, outputs = request_tensors(self._lib, arrays, output_names(config))

@@ -1,14 +1,17 @@
-"""The in-process transport of the sync clients (url ``inprocess://`` or
+"""The in-process transport of the clients (url ``inprocess://`` or
 ``inprocess://<TritonConfig.id>``): a request is a call into the embedded
-server of a `Triton` running in this process, without a socket. Headers
-that match the Triton's ``http_header_forward_pattern`` reach the model as
-parameters, as the HTTP endpoint forwards them."""
+server of a `Triton` running in this process, without a socket; the asyncio
+clients' requests are the server's asyncio requests (answered on their
+event loop, no thread between). Headers that match the Triton's
+``http_header_forward_pattern`` reach the model as parameters, as the HTTP
+endpoint forwards them."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Tuple
 
 import numpy
 
@@ -108,40 +111,97 @@ class InProcessTransport:
                 raise PyTritonClientModelUnavailableError(f"Model {self._model_name} is unavailable: {e}") from None
         return self._served[1]
 
-    def responses(self, inputs: Dict[str, Array], output_names: List[str], parameters: Optional[Dict[str, Value]],
-                  headers: Optional[Dict[str, Value]], decoupled: bool) -> Iterator[Dict[str, Array]]:
-        """The request's responses' outputs. `output_names` (the model's
-        outputs, which the network transport names in its request) is not
-        sent: a request naming none gets them all, without the per-name
-        work."""
-        model = self._model()
+    def _parameters(self, parameters: Optional[Dict[str, Value]],
+                    headers: Optional[Dict[str, Value]]) -> Dict[str, Value]:
+        """The request's parameters: `parameters` and the headers the
+        Triton's http_header_forward_pattern forwards."""
         merged: Dict[str, Value] = dict(parameters) if parameters else {}
         if headers:
             pattern = self._target(0)._config.http_header_forward_pattern
             if pattern:
                 merged.update({k: v for k, v in headers.items() if re.match(pattern, k)})
+        return merged
+
+    def responses(self, inputs: Dict[str, Array], output_names: List[str], parameters: Optional[Dict[str, Value]],
+                  headers: Optional[Dict[str, Value]], decoupled: bool) -> Iterator[Dict[str, Array]]:
+        """The request's responses' outputs. `output_names` (the model's
+        outputs, which the network transport names in its request) is not
+        sent: a request naming none gets them all, without the per-name
+        work. A caller that stops reading before the last response (a
+        decoupled stream left early) cancels the request."""
+        model = self._model()
         try:
-            iterator = model.infer(inputs=inputs, parameters=merged, raise_on_error=False)
+            iterator = model.infer(inputs=inputs, parameters=self._parameters(parameters, headers),
+                                   raise_on_error=False)
         except TritonError as e:
-            raise PyTritonClientInferenceServerError(f"Error occurred during inference request. Message: {e}") \
-                from None
+            raise _server_error(e) from None
         return self._outputs(iterator)
+
+    def async_responses(self, inputs: Dict[str, Array], parameters: Optional[Dict[str, Value]],
+                        headers: Optional[Dict[str, Value]]) -> AsyncIterator[Dict[str, Array]]:
+        """responses() for a coroutine of the running event loop: the
+        request is submitted now, its responses come on this loop. The
+        inference timeout cancels it (a timer of the loop); so does a
+        caller that stops reading before its last response (its task
+        cancelled, or the iterator closed)."""
+        model = self._model()
+        try:
+            iterator = model.async_infer(inputs=inputs, parameters=self._parameters(parameters, headers),
+                                         raise_on_error=False)
+        except TritonError as e:
+            raise _server_error(e) from None
+        return self._async_outputs(iterator)
 
     def _outputs(self, iterator: Any) -> Iterator[Dict[str, Array]]:
         watch = DEADLINES.watch(iterator, self._inference_timeout_s)
+        final = False
         try:
             for response in iterator:
-                if watch.expired:
-                    raise PyTritonClientTimeoutError(
-                        f"Timeout occurred during inference request. Timeout: {self._inference_timeout_s} s")
-                if response.error is not None:
-                    raise PyTritonClientInferenceServerError(
-                        f"Error occurred during inference request. Message: {response.error}")
-                if response.outputs:
-                    # views of the response's buffers (kept alive by the arrays)
-                    yield {name: _array(tensor) for name, tensor in response.outputs.items()}
+                final = response.final
+                outputs = self._checked(response, watch.expired)
+                if outputs:
+                    yield outputs
         finally:
             DEADLINES.finish(watch)
+            if not final:
+                iterator.cancel()  # the caller left before the last response (nothing to do after it)
+
+    async def _async_outputs(self, iterator: Any) -> AsyncIterator[Dict[str, Array]]:
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            iterator.cancel()
+
+        timer = asyncio.get_running_loop().call_later(self._inference_timeout_s, expire)
+        final = False
+        try:
+            async for response in iterator:
+                final = response.final
+                outputs = self._checked(response, expired)
+                if outputs:
+                    yield outputs
+        finally:
+            timer.cancel()
+            if not final:
+                iterator.cancel()  # the caller left before the last response (nothing to do after it)
+
+    def _checked(self, response: Any, expired: bool) -> Dict[str, Array]:
+        """A response's outputs ({} for a response without any), or the
+        error it stands for."""
+        if expired:
+            raise PyTritonClientTimeoutError(
+                f"Timeout occurred during inference request. Timeout: {self._inference_timeout_s} s")
+        if response.error is not None:
+            raise PyTritonClientInferenceServerError(
+                f"Error occurred during inference request. Message: {response.error}")
+        # views of the response's buffers (kept alive by the arrays)
+        return {name: _array(tensor) for name, tensor in response.outputs.items()}
+
+
+def _server_error(error: TritonError) -> PyTritonClientInferenceServerError:
+    return PyTritonClientInferenceServerError(f"Error occurred during inference request. Message: {error}")
 
 
 def _array(tensor: Tensor) -> Array:
