@@ -229,12 +229,16 @@ def pytriton_server(args: argparse.Namespace) -> None:
                 emit({name: collections.Counter(sizes) for name, sizes in seen.items()})
                 for sizes in seen.values():
                     sizes.clear()
-            elif command[:1] == ["inprocess"]:  # inprocess <model> <concurrency> <requests>
-                from pytriton.client import ModelClient
+            elif command[:1] == ["inprocess"]:  # inprocess <model> <concurrency> <requests> [asyncio]
+                from pytriton.client import AsyncioModelClient, ModelClient
 
                 model, concurrency, requests = command[1], int(command[2]), int(command[3])
-                emit(client_rows(lambda: ModelClient("inprocess://", model, init_timeout_s=60), concurrency,
-                                 requests))
+                if command[4:] == ["asyncio"]:
+                    emit(asyncio_client_rows(lambda: AsyncioModelClient("inprocess://", model, init_timeout_s=60),
+                                             concurrency, requests))
+                else:
+                    emit(client_rows(lambda: ModelClient("inprocess://", model, init_timeout_s=60), concurrency,
+                                     requests))
             elif command == ["quit"]:
                 break
 
@@ -288,6 +292,39 @@ def client_rows(make_client: Callable[[], Any], concurrency: int, requests: int)
         raise errors[0]
     cpu = time.process_time() - cpu
     return summary(latencies, time.perf_counter() - started, client_rss_mib=rss_mib(os.getpid()),
+                   client_cpu_us=cpu / max(1, len(latencies)) * 1e6)
+
+
+def asyncio_client_rows(make_client: Callable[[], Any], concurrency: int, requests: int) -> dict[str, Any]:
+    """client_rows for an asyncio client: `concurrency` tasks on one event
+    loop, one client of `make_client` each, awaiting `infer_sample` in a
+    loop."""
+    import asyncio
+
+    sample = numpy.ones(ELEMENTS, dtype=numpy.float32)
+    share = max(1, requests // concurrency)
+    latencies: list[float] = []
+
+    async def work(client: Any, count: int, timed: bool) -> None:
+        for _ in range(count):
+            t = time.perf_counter()
+            await client.infer_sample(INPUT0=sample, INPUT1=sample)
+            if timed:
+                latencies.append(time.perf_counter() - t)
+
+    async def run() -> tuple[float, float]:
+        clients = [make_client() for _ in range(concurrency)]
+        try:
+            await asyncio.gather(*(work(c, max(5, share // 10), False) for c in clients))  # warm-up
+            started, cpu = time.perf_counter(), time.process_time()
+            await asyncio.gather(*(work(c, share, True) for c in clients))
+            return time.perf_counter() - started, time.process_time() - cpu
+        finally:
+            for client in clients:
+                await client.close()
+
+    seconds, cpu = asyncio.run(run())
+    return summary(latencies, seconds, client_rss_mib=rss_mib(os.getpid()),
                    client_cpu_us=cpu / max(1, len(latencies)) * 1e6)
 
 
@@ -426,7 +463,8 @@ def pytriton_round(args: argparse.Namespace, results: Results, free_port: Callab
     on PyTriton (side "PyTriton") or moved here (side MOVED, its HTTP
     endpoint on `transport`: rows "http <transport>"). Protocol "inprocess"
     (MOVED only): `ModelClient("inprocess://")` threads in the server's
-    own process."""
+    own process; "inprocess asyncio": `AsyncioModelClient("inprocess://")`
+    tasks on one event loop there."""
     python = args.pytriton_python
     env = pytriton_env(python)
     ports = {"http": free_port(), "grpc": free_port()}
@@ -444,9 +482,9 @@ def pytriton_round(args: argparse.Namespace, results: Results, free_port: Callab
                 for concurrency in (1, 16):
                     server_pids = [p["pid"] for p in process_tree(server.process.pid)]
                     server_cpu = cpu_seconds(server_pids)
-                    if protocol == "inprocess":
+                    if protocol.startswith("inprocess"):
                         requests = args.bind_requests * (1 if concurrency == 1 else 2)
-                        server.send(f"inprocess {model} {concurrency} {requests}")
+                        server.send(f"inprocess {model} {concurrency} {requests} {protocol[len('inprocess'):]}")
                         row = server.read()
                     else:
                         requests = args.pytriton_requests * (1 if concurrency == 1 else 3)
@@ -540,8 +578,10 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
         "same PyTriton client processes: what a PyTriton program gains by moving here, its clients unchanged.",
         "Its HTTP endpoint: `http native` rows the native transport (`TritonConfig(http_transport=\"native\")`),",
         "`http uvicorn` rows the uvicorn one (a server of their own). `inprocess` rows: the same program's",
-        "`ModelClient(\"inprocess://\", ...)` (this package's client, one per thread) in the server's process,",
-        "compared with PyTriton's better network row (HTTP or gRPC) of the same model and concurrency.",
+        "`ModelClient(\"inprocess://\", ...)` (this package's client, one per thread) in the server's process;",
+        "`inprocess asyncio` rows: its `AsyncioModelClient(\"inprocess://\", ...)` (one per task, the tasks on",
+        "one event loop); each compared with PyTriton's better network row (HTTP or gRPC) of the same model and",
+        "concurrency.",
         "",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()},"
         f" numpy {numpy.__version__} (ours); PyTriton in its own venv",
@@ -592,7 +632,7 @@ def report(results: Results, args: argparse.Namespace, seconds: float) -> list[s
             # the PyTriton row(s) of the same model and concurrency: the same protocol, or for
             # in-process PyTriton's best of HTTP and gRPC (round by round)
             protocol, rest = row[len(MOVED) + 1:].split(" ", 1)
-            if rest.startswith("native ") or rest.startswith("uvicorn "):
+            if rest.startswith(("native ", "uvicorn ", "asyncio ")):
                 rest = rest.split(" ", 1)[1]
             others = [f"PyTriton {p} {rest}" for p in (("http", "grpc") if protocol == "inprocess" else (protocol,))]
             if not all(o in results.rows for o in others):
@@ -667,7 +707,7 @@ def orchestrate(args: argparse.Namespace) -> None:
             sides: list[tuple[str, Callable[[], None]]] = [
                 ("PyTriton", lambda: pytriton_round(args, results, free_port)),
                 (MOVED, lambda: pytriton_round(args, results, free_port, MOVED, "native",
-                                               ("http", "grpc", "inprocess"))),
+                                               ("http", "grpc", "inprocess", "inprocess asyncio"))),
                 (f"{MOVED} (uvicorn)", lambda: pytriton_round(args, results, free_port, MOVED, "uvicorn", ("http",))),
                 ("bind", lambda: bind_round(args, results))]
             turn = index % len(sides)  # each side first in turn
