@@ -129,13 +129,7 @@ class InProcessTransport:
         sent: a request naming none gets them all, without the per-name
         work. A caller that stops reading before the last response (a
         decoupled stream left early) cancels the request."""
-        model = self._model()
-        try:
-            iterator = model.infer(inputs=inputs, parameters=self._parameters(parameters, headers),
-                                   raise_on_error=False)
-        except TritonError as e:
-            raise _server_error(e) from None
-        return self._outputs(iterator)
+        return self._outputs(self._submitted(False, inputs, parameters, headers))
 
     def async_responses(self, inputs: Dict[str, Array], parameters: Optional[Dict[str, Value]],
                         headers: Optional[Dict[str, Value]]) -> AsyncIterator[Dict[str, Array]]:
@@ -144,13 +138,18 @@ class InProcessTransport:
         inference timeout cancels it (a timer of the loop); so does a
         caller that stops reading before its last response (its task
         cancelled, or the iterator closed)."""
+        return self._async_outputs(self._submitted(True, inputs, parameters, headers))
+
+    def _submitted(self, asynchronous: bool, inputs: Dict[str, Array], parameters: Optional[Dict[str, Value]],
+                   headers: Optional[Dict[str, Value]]) -> Any:
+        """The request sent (by Model.async_infer or Model.infer): its response iterator."""
         model = self._model()
+        send = model.async_infer if asynchronous else model.infer
         try:
-            iterator = model.async_infer(inputs=inputs, parameters=self._parameters(parameters, headers),
-                                         raise_on_error=False)
+            return send(inputs=inputs, parameters=self._parameters(parameters, headers), raise_on_error=False)
         except TritonError as e:
-            raise _server_error(e) from None
-        return self._async_outputs(iterator)
+            raise PyTritonClientInferenceServerError(f"Error occurred during inference request. Message: {e}") \
+                from None
 
     def _outputs(self, iterator: Any) -> Iterator[Dict[str, Array]]:
         watch = DEADLINES.watch(iterator, self._inference_timeout_s)
@@ -198,10 +197,6 @@ class InProcessTransport:
                 f"Error occurred during inference request. Message: {response.error}")
         # views of the response's buffers (kept alive by the arrays)
         return {name: _array(tensor) for name, tensor in response.outputs.items()}
-
-
-def _server_error(error: TritonError) -> PyTritonClientInferenceServerError:
-    return PyTritonClientInferenceServerError(f"Error occurred during inference request. Message: {error}")
 
 
 def _array(tensor: Tensor) -> Array:
