@@ -160,79 +160,36 @@ class GrpcTransport : public SocketServer {
 
   // Serves the plain ModelInfer natively from now on: `plan(payload)`
   // gives (model_name, version, id, [(name, datatype, shape, raw)],
-  // output names) or None (the servicer then answers);
-  // `reply(model_name, id, version, outputs, parameters)` the response
-  // message; `error(code, message)` the (grpc status, message) of a core
-  // error. All three are the servicer's (tritonserver/_kserve/grpc_service.py).
-  void enable_infer(nb::object server, nb::object plan, nb::object reply, nb::object error) {
+  // output names) or None (the servicer then answers); `error(code,
+  // message)` the (grpc status, message) of a core error. Both are the
+  // servicer's (tritonserver/_kserve/grpc_service.py).
+  void enable_infer(nb::object server, nb::object plan, nb::object error) {
     infer_server_ = nb::cast<Server*>(server);
     infer_server_object_ = std::move(server);
     plan_ = std::move(plan);
-    reply_ = std::move(reply);
     error_ = std::move(error);
   }
 
   // How many ModelInfer calls took the native path.
   uint64_t native_infers() const { return native_infers_.load(std::memory_order_relaxed); }
 
-  // On Triton's thread, with the GIL (ThreadGil), under alive_->mutex: the
-  // answer of a native ModelInfer.
-  void infer_answer(uint64_t connection, int32_t stream, const std::string& model_name,
-                    const std::string& request_id, const ResponseData& data) {
-    std::optional<int> code;
+  // On Triton's thread, with the GIL (ThreadGil), under alive_->mutex: a
+  // native ModelInfer's error (a TRITONSERVER_Error_Code and its message),
+  // worded as the servicer words it.
+  void infer_error(uint64_t connection, int32_t stream, int error_code, std::string_view message) {
+    int code = kInternal;
     std::string text;
-    nb::object message;
     try {
-      if (data.has_error) {
-        nb::tuple status = nb::cast<nb::tuple>(
-            error_(static_cast<int>(data.error_code), nb::str(data.error_message.data(), data.error_message.size())));
-        code = nb::cast<int>(status[0]);
-        text = nb::cast<std::string>(status[1]);
-      } else {
-        nb::list outputs;
-        for (const OutputTensor& t : data.outputs) {
-          BufferRef host;
-          const void* source = host_bytes(t, host);
-          nb::list shape;
-          for (int64_t d : t.shape) shape.append(d);
-          outputs.append(nb::make_tuple(nb::str(t.name.data(), t.name.size()), static_cast<int>(t.datatype), shape,
-                                        nb::bytes(static_cast<const char*>(source), t.byte_size)));
-        }
-        nb::list parameters;
-        for (const auto& [key, value] : data.parameters) {
-          nb::object v;
-          if (auto* s = std::get_if<std::string>(&value)) {
-            v = nb::str(s->data(), s->size());
-          } else if (auto* i = std::get_if<int64_t>(&value)) {
-            v = nb::int_(*i);
-          } else if (auto* b = std::get_if<bool>(&value)) {
-            v = nb::bool_(*b);
-          } else if (auto* d = std::get_if<double>(&value)) {
-            v = nb::float_(*d);
-          } else {
-            const std::string& raw = std::get<Bytes>(value).data;
-            v = nb::bytes(raw.data(), raw.size());
-          }
-          parameters.append(nb::make_tuple(nb::str(key.data(), key.size()), v));
-        }
-        message = reply_(nb::str(model_name.data(), model_name.size()),
-                         nb::str(request_id.data(), request_id.size()), data.model_version, outputs, parameters);
-        if (!nb::isinstance<nb::bytes>(message)) throw std::runtime_error("the servicer's reply is not bytes");
-      }
+      nb::tuple status = nb::cast<nb::tuple>(error_(error_code, nb::str(message.data(), message.size())));
+      code = nb::cast<int>(status[0]);
+      text = nb::cast<std::string>(status[1]);
     } catch (nb::python_error& error) {
-      error.discard_as_unraisable(reply_);
-      code = kInternal;
-      text = "internal error writing the infer reply (reported as unraisable)";
+      error.discard_as_unraisable(error_);
+      text = "internal error wording an infer error (reported as unraisable)";
     } catch (const std::exception& error) {
-      code = kInternal;
-      text = std::string("internal error writing the infer reply: ") + error.what();
+      text = std::string("internal error wording an infer error: ") + error.what();
     }
-    if (code) {
-      respond(connection, stream, nullptr, 0, *code, text);
-    } else {
-      const auto& bytes = static_cast<const nb::bytes&>(message);
-      respond(connection, stream, bytes.c_str(), bytes.size(), 0, std::string_view());
-    }
+    respond(connection, stream, nullptr, 0, code, text);
   }
 
   // A call's next message (framed here), its response headers first.
@@ -708,13 +665,21 @@ class GrpcTransport : public SocketServer {
 
    protected:
     void answer(const ResponseData& data) noexcept override {
-      // Written here without Python (the usual answer): only alive_->mutex.
+      // A reply is written here without Python (only alive_->mutex); an
+      // error is worded by the servicer.
+      int error_code = static_cast<int>(data.error_code);
+      std::string_view error_message = data.error_message;
       if (!data.has_error) {
         std::optional<std::string> message;
         try {
           message = infer_response_message(model_name_, request_id_, data);
-        } catch (const std::exception&) {
-          // no memory: the servicer's reply below says what it can
+        } catch (const std::exception& error) {
+          std::lock_guard<std::mutex> lock(alive_->mutex);
+          if (alive_->transport != nullptr) {
+            alive_->transport->respond(connection_, stream_, nullptr, 0, kInternal,
+                                       std::string("internal error writing the infer reply: ") + error.what());
+          }
+          return;
         }
         if (message) {
           std::lock_guard<std::mutex> lock(alive_->mutex);
@@ -724,6 +689,8 @@ class GrpcTransport : public SocketServer {
           }
           return;
         }
+        error_code = TRITONSERVER_ERROR_UNSUPPORTED;  // as the binary refuses such a response
+        error_message = kBytesParameterRefused;
       }
       // The GIL before alive_->mutex, as the transport's destructor takes
       // them. Triton's threads hold it with their kept state (ThreadGil); a
@@ -737,9 +704,7 @@ class GrpcTransport : public SocketServer {
         core.emplace();
       }
       std::lock_guard<std::mutex> lock(alive_->mutex);
-      if (alive_->transport != nullptr) {
-        alive_->transport->infer_answer(connection_, stream_, model_name_, request_id_, data);
-      }
+      if (alive_->transport != nullptr) alive_->transport->infer_error(connection_, stream_, error_code, error_message);
     }
 
    private:
@@ -754,7 +719,7 @@ class GrpcTransport : public SocketServer {
   nghttp2_session_callbacks* callbacks_ = nullptr;
   std::shared_ptr<Alive> alive_ = std::make_shared<Alive>(this);
   Server* infer_server_ = nullptr;
-  nb::object infer_server_object_, plan_, reply_, error_;
+  nb::object infer_server_object_, plan_, error_;
   std::atomic<uint64_t> native_infers_{0};
 };
 
@@ -770,7 +735,7 @@ void bind_grpc_transport(nb::module_& m) {
       .def("send", &GrpcTransport::send, "connection"_a, "stream"_a, "message"_a)
       .def("finish", &GrpcTransport::finish, "connection"_a, "stream"_a, "code"_a, "message"_a)
       .def("reply", &GrpcTransport::reply, "connection"_a, "stream"_a, "message"_a)
-      .def("enable_infer", &GrpcTransport::enable_infer, "server"_a, "plan"_a, "reply"_a, "error"_a)
+      .def("enable_infer", &GrpcTransport::enable_infer, "server"_a, "plan"_a, "error"_a)
       .def_prop_ro("native_infers", &GrpcTransport::native_infers)
       .def("stop", [](GrpcTransport& t, double grace_s) { return t.stop(grace_s); }, "grace_s"_a,
            nb::call_guard<GilRelease>())

@@ -28,7 +28,7 @@ import tritonserver  # noqa: E402
 from tritonserver import TensorSpec  # noqa: E402
 from tritonserver.frontend import KServeGrpc  # noqa: E402
 
-from common import call_with_deadline, kserve_grpc, make_options, wait_for  # noqa: E402
+from common import ROOT, call_with_deadline, kserve_grpc, make_options, wait_for  # noqa: E402
 
 MODELS_LOADED = ("add_sub", "identity_fp32", "identity_bytes", "streaming", "parameters")
 
@@ -926,3 +926,18 @@ def test_the_native_infer_path_answers_as_the_servicer(served, transport):
     finally:
         server.unbind("bound_fails", timeout=30)
         server.unload("with_parameters", wait_until_unloaded=True)
+
+
+def test_a_bytes_response_parameter_is_refused_as_the_binary_refuses_it():
+    """The backend API sets no BYTES response parameter, but the core's
+    response API can carry one: the binary then answers UNSUPPORTED, and so
+    do the servicer and the native writer (cpp/infer_response_message.h),
+    instead of writing the value's repr as a string."""
+    from tritonserver._kserve.grpc_service import BYTES_PARAMETER_REFUSED, _set_parameter
+
+    message = service_pb2.ModelInferResponse()
+    with pytest.raises(tritonserver.UnsupportedError, match="TRITONSERVER_PARAMETER_BYTES' is not currently supported"):
+        _set_parameter(message.parameters["raw"], b"\x00\x01")
+    assert BYTES_PARAMETER_REFUSED in (ROOT / "cpp" / "infer_response_message.h").read_text()  # one wording
+    _set_parameter(message.parameters["text"], "x")  # the other kinds as before
+    assert message.parameters["text"].string_param == "x"

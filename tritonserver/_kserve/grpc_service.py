@@ -135,7 +135,10 @@ def _parameter_value(parameter: Any) -> Any:
 
 
 def _set_parameter(target: Any, value: Any) -> None:
-    """An InferParameter from a response parameter's value."""
+    """An InferParameter from a response parameter's value (a BYTES one is
+    refused, as the binary refuses it)."""
+    if isinstance(value, bytes):
+        raise UnsupportedError(BYTES_PARAMETER_REFUSED)
     if isinstance(value, bool):
         target.bool_param = value
     elif isinstance(value, int):
@@ -144,6 +147,10 @@ def _set_parameter(target: Any, value: Any) -> None:
         target.double_param = value
     else:
         target.string_param = str(value)
+
+
+# cpp/infer_response_message.h's kBytesParameterRefused: the binary's words
+BYTES_PARAMETER_REFUSED = "Response parameter of type 'TRITONSERVER_PARAMETER_BYTES' is not currently supported"
 
 
 class _OutputRegion:
@@ -749,21 +756,6 @@ class GrpcInferenceService:
                 return None
             outputs.append(output.name)
         return model_name, version, request_id, inputs, outputs
-
-    def native_reply(self, model_name: str, request_id: str, version: int, outputs: list[Any],
-                     parameters: list[Any]) -> bytes:
-        """The ModelInferResponse of a native-path request, as _encode
-        writes it: outputs are (name, datatype, shape, raw)."""
-        message = self._pb.ModelInferResponse(model_name=model_name, id=request_id)
-        if version >= 0:
-            message.model_version = str(version)
-        for key, value in parameters:
-            _set_parameter(message.parameters[key], value)
-        for name, datatype, shape, raw in outputs:
-            message.outputs.add(name=name, datatype=DataType(datatype).name, shape=shape)
-            message.raw_output_contents.append(raw)
-        serialized: bytes = message.SerializeToString()
-        return serialized
 
     @staticmethod
     def native_error(code: int, text: str) -> tuple[int, str]:
