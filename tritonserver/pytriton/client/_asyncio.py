@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterator, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Optional
 
 from ..model_config.triton_model_config import TritonModelConfig
 from ._common import (DEFAULT_NETWORK_TIMEOUT_S, Array, Inputs, Value, check_batching, check_call, check_decoupled,
@@ -210,10 +210,10 @@ class AsyncioModelClient(ClientSettings):
         config, arrays = await self._prepared(inputs)
         transport = self._in_process_transport()
         if transport is not None:
-            result: Dict[str, Array] = {}
-            async for outputs in transport.async_responses(arrays, parameters, headers):
-                result = outputs
-            return result
+            last: Dict[str, Array] = {}
+            async for answered in transport.async_responses(arrays, parameters, headers):
+                last = answered
+            return last
         self._clients()
         wrapped, outputs = request_tensors(self._lib, arrays, output_names(config))
         kwargs: Dict[str, Any] = {"client_timeout": self._inference_timeout_s} if self._grpc else {}
