@@ -53,7 +53,7 @@ class TritonPythonModel:
         self.binding: Binding = found
         self._loop = OwnLoop()
         # A binding with a runtime of its own (tritonserver.pytriton) is
-        # served by it.
+        # served by it, on the native requests (its execute_natives).
         self._runtime = found.runtime(found, args) if found.runtime is not None else None
         # Calls of a plain function (not streaming, no context) take the
         # runtime's native path: arrays in, output bytes out, no pb_utils
@@ -67,8 +67,6 @@ class TritonPythonModel:
 
     # -- one call ----------------------------------------------------------------------------
     def execute(self, requests: list[pb_utils.InferenceRequest]) -> Optional[list[pb_utils.InferenceResponse]]:
-        if self._runtime is not None:
-            return self._runtime.execute(requests)  # type: ignore[no-any-return]
         groups = self._calls(requests)
         if self.binding.decoupled:
             for group in groups:

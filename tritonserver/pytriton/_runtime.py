@@ -16,10 +16,9 @@ bound it."""
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import traceback
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 import numpy
 
@@ -52,26 +51,11 @@ class Runtime:
                         for spec in config.outputs or ()}
         self._types = {name: int(pb_utils.numpy_to_triton_type(dtype) or 0) for name, dtype in self._dtypes.items()}
         self._loop = OwnLoop()
-        # The core's requests themselves, not pb_utils requests, for a model
-        # that answers each request once (the bound model looks for this).
-        self.execute_natives: Optional[Callable[[List[Any]], None]] = (
-            None if config.decoupled else self._execute_natives)
-
-    def _requests(self, requests: List[Any]) -> List[Request]:
-        result = []
-        for request in requests:
-            data = {}
-            for name in self._inputs:
-                tensor = pb_utils.get_input_tensor_by_name(request, name)
-                if tensor is not None:
-                    data[name] = tensor.as_numpy()
-            # a request of the core: its parameters as a dict directly (request.parameters() is
-            # their JSON text, as the python backend's API gives it)
-            native = request._native
-            parameters = native.parameters() if native is not None else json.loads(request.parameters())
-            result.append(Request(data=data, parameters=parameters,
-                                  requested_output_names=request.requested_output_names()))
-        return result
+        # Served on the core's requests themselves, not pb_utils requests
+        # (the bound model looks for this): a decoupled model's stream
+        # through each request's response sender.
+        self.execute_natives: Callable[[List[Any]], None] = (
+            self._stream if config.decoupled else self._execute_natives)
 
     def _failed(self, error: BaseException) -> pb_utils.TritonError:
         message = "".join(traceback.format_exception(type(error), error, error.__traceback__))
@@ -85,7 +69,8 @@ class Runtime:
         return pb_utils.TritonError(message)
 
     def _native_requests(self, natives: List[Any]) -> List[Request]:
-        """The Request of each core request (as _requests makes them)."""
+        """The Request of each core request: its inputs as arrays, its
+        parameters as a dict, the outputs it asked for."""
         result = []
         for native in natives:
             data = {}
@@ -115,11 +100,6 @@ class Runtime:
         except Exception as e:
             raise pb_utils.TritonModelException(f"Model execute error: {self._failed(e).message()}") from None
 
-    def execute(self, requests: List[Any]) -> None:
-        """A decoupled model's execute (the bound model serves every other
-        one through execute_natives)."""
-        self._stream(requests, self._requests(requests))
-
     def _execute_natives(self, natives: List[Any]) -> None:
         """execute() on the core's requests, without pb_utils objects: the
         same Requests reach the callable, the same outputs the clients, and
@@ -132,10 +112,14 @@ class Runtime:
                 native.fail_if_unanswered(pb_utils.TritonError.INTERNAL if code is None else code,
                                           f"model '{self._config.model_name}': {e}")
 
-    def _stream(self, requests: List[Any], wrapped: List[Request]) -> None:
-        senders = [r.get_response_sender() for r in requests]
+    def _stream(self, natives: List[Any]) -> None:
+        """A decoupled model's execute: each list the callable yields is one
+        response of every request; the final flag follows the last (or an
+        error response, if the callable raised)."""
+        senders = [native.response_sender() for native in natives]
         produced: Any = None
         try:
+            wrapped = self._native_requests(natives)
             produced = self._fn(wrapped)
             if inspect.isawaitable(produced):
                 produced = self._loop.run_to_end(produced)
@@ -146,23 +130,22 @@ class Runtime:
             else:
                 items = [produced]  # a list of responses: one response of each request
             for item in items:
-                if all(r.is_cancelled() for r in requests):
+                if all(sender.is_cancelled() for sender in senders):
                     _close(produced, self._loop)
+                    cancelled = (pb_utils.TritonError.CANCELLED, f"model '{self._config.model_name}': cancelled")
                     for sender in senders:
-                        sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
-                            f"model '{self._config.model_name}': cancelled", pb_utils.TritonError.CANCELLED)),
-                            flags=_FINAL)
+                        sender.send((), cancelled, _FINAL, {})
                     return
                 self._validate(item, len(wrapped))
                 for sender, request, outputs in zip(senders, wrapped, item):
-                    sender.send(self._response(request, outputs))
+                    sender.send(self._tensors(request, outputs), None, 0, {})
         except Exception as e:
             error = self._failed(e)
             for sender in senders:
-                sender.send(pb_utils.InferenceResponse(error=error), flags=_FINAL)
+                sender.send((), (error.code(), error.message()), _FINAL, {})
             return
         for sender in senders:
-            sender.send(flags=_FINAL)
+            sender.send_flags(_FINAL)
 
     def _arrays(self, request: Request, outputs: Dict[str, Any]) -> Dict[str, Any]:
         """The outputs a request gets: those declared and asked for, in
@@ -178,9 +161,8 @@ class Runtime:
             arrays[name] = value.astype(dtype, copy=False)
         return arrays
 
-    def _response(self, request: Request, outputs: Dict[str, Any]) -> Any:
-        return pb_utils.InferenceResponse(
-            output_tensors=[pb_utils.Tensor(n, a) for n, a in self._arrays(request, outputs).items()])
+    def _tensors(self, request: Request, outputs: Dict[str, Any]) -> List[Any]:
+        return [pb_utils.Tensor(n, a) for n, a in self._arrays(request, outputs).items()]
 
     # -- PyTriton's checks of what the callable returned --------------------------------------
     def _validate(self, outputs: Any, requests_number: int) -> None:
