@@ -10,6 +10,7 @@ import asyncio
 import functools
 import gzip
 import json
+import os
 import socket
 import threading
 import urllib.error
@@ -238,6 +239,36 @@ def test_system_shared_memory_inputs_and_outputs(client, url):
         client.unregister_system_shared_memory()
         shm.destroy_shared_memory_region(region)
     assert_serving(url)
+
+
+def test_a_region_whose_file_was_truncated_is_refused_not_read(client, url):
+    """A client truncates a region's file after registering it: reading or
+    writing the mapping past the file's end would kill the server (SIGBUS);
+    the request is refused with 400 naming the region, and the region
+    serves again once its file has its size back."""
+    key = f"/http_truncated_{id(client)}"
+    region = shm.create_shared_memory_region("cut", key, 32)
+    try:
+        client.register_system_shared_memory("cut", key, 32)
+        item = httpclient.InferInput("INPUT0", [4], "FP32")
+        item.set_shared_memory("cut", 16)
+        output = httpclient.InferRequestedOutput("OUTPUT0")
+        output.set_shared_memory("cut", 16, offset=16)
+        os.truncate(f"/dev/shm{key}", 0)
+        for outputs in (None, [output]):
+            with pytest.raises(InferenceServerException) as refused:
+                client.infer("identity_fp32", [item], outputs=outputs)
+            assert refused.value.status() == "400", refused.value.message()
+            assert "shared memory region 'cut'" in refused.value.message()
+            assert "is now 0 bytes" in refused.value.message()
+        assert_serving(url)
+        os.truncate(f"/dev/shm{key}", 32)
+        shm.set_shared_memory_region(region, [numpy.arange(4, dtype=numpy.float32)])
+        client.infer("identity_fp32", [item], outputs=[output])
+        assert shm.get_contents_as_numpy(region, numpy.float32, [4], offset=16).tolist() == [0.0, 1.0, 2.0, 3.0]
+    finally:
+        client.unregister_system_shared_memory()
+        shm.destroy_shared_memory_region(region)
 
 
 def test_shared_memory_keys_are_posix_names_not_paths(client):

@@ -6,8 +6,12 @@ region and outputs written into it through `view`.
 
 Only POSIX shared-memory keys are taken ("/name" or "name": one file of
 /dev/shm, opened without following links), never paths; a region's offset
-and size are checked against the file, and every use against the region.
-Messages and error classes are the binary's.
+and size are checked against the file, and every use against the region
+and against the file's size then (a region whose file its owner truncated
+is refused, not read: touching a mapping past the end of its file kills the
+process with SIGBUS; a truncation while a request is reading the region
+remains the owner's to avoid, as with the binary). Messages and error
+classes are the binary's.
 """
 
 from __future__ import annotations
@@ -34,6 +38,18 @@ class _Region:
     byte_size: int
     mapping: mmap.mmap
     start: int  # where the region begins in `mapping` (mmap offsets are page-aligned)
+    fd: int  # the file, open while the region is registered: its size is checked at each use
+
+    def release(self) -> None:
+        """Unmaps the region and closes its file (BufferError, and nothing
+        done, while a view of it is held)."""
+        self.mapping.close()
+        self._close_file()
+
+    def _close_file(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 def checked_key(key: Any) -> str:
@@ -80,7 +96,7 @@ class SystemSharedMemory:
             busy = []
             for each in names:
                 try:
-                    self._regions[each].mapping.close()
+                    self._regions[each].release()
                 except BufferError:  # a view of it is still held by a request in flight
                     busy.append(each)
                     continue
@@ -109,6 +125,12 @@ class SystemSharedMemory:
                 raise InvalidArgumentError(f"Invalid offset for shared memory region: '{name}'")
             if offset + byte_size > region.byte_size:
                 raise InvalidArgumentError(f"Invalid offset + byte size for shared memory region: '{name}'")
+            file_size = os.fstat(region.fd).st_size
+            if region.offset + offset + byte_size > file_size:
+                raise InvalidArgumentError(
+                    f"shared memory region '{name}': its file '{region.key}' is now {file_size} bytes, shorter than "
+                    f"the region registered (offset {region.offset} + byte_size {region.byte_size}): unregister the "
+                    "region and register it again once the file has its size")
             begin = region.start + offset
             return memoryview(region.mapping)[begin:begin + byte_size]
 
@@ -117,9 +139,9 @@ class SystemSharedMemory:
         with self._lock:
             for region in self._regions.values():
                 try:
-                    region.mapping.close()
+                    region.release()
                 except BufferError:
-                    pass
+                    region._close_file()  # the mapping stays valid without it
             self._regions.clear()
 
 
@@ -148,11 +170,12 @@ def _map(name: str, key: str, file_name: str, offset: int, byte_size: int) -> _R
         if length == 0:
             raise InvalidArgumentError(f"failed to register shared memory region '{name}': invalid args (byte_size 0)")
         mapping = mmap.mmap(fd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=aligned)
-    except OSError as error:
-        raise InternalError(f"failed to register shared memory region '{name}': {error.strerror}") from None
-    finally:
+    except BaseException as error:
         os.close(fd)
-    return _Region(name, key, offset, byte_size, mapping, offset - aligned)
+        if isinstance(error, OSError):
+            raise InternalError(f"failed to register shared memory region '{name}': {error.strerror}") from None
+        raise
+    return _Region(name, key, offset, byte_size, mapping, offset - aligned, fd)
 
 
 _REGISTRIES: "weakref.WeakKeyDictionary[Any, SystemSharedMemory]" = weakref.WeakKeyDictionary()
