@@ -725,6 +725,8 @@ def test_hostile_requests_are_invalid_argument_and_the_server_keeps_serving(serv
             request.raw_input_contents.append(raw)
         return request
 
+    empty_contents = infer(model_name="identity_fp32")
+    empty_contents.inputs.add(name="INPUT0", datatype="FP32", shape=[2]).contents.SetInParent()
     cases = [
         with_inputs(infer(), [1] * 40, b"\0" * 4),                      # more dimensions than NumPy's
         with_inputs(infer(), [2**61], b"\0" * 8),                        # a shape far past the data
@@ -733,6 +735,7 @@ def test_hostile_requests_are_invalid_argument_and_the_server_keeps_serving(serv
         infer(model_name="add_sub\0x"),                                  # NUL in a name
         infer(id="a\0b"),
         with_inputs(infer(), [1], b"\0" * 4, names=("IN\0PUT0",)),
+        empty_contents,                                                  # `contents` without values: no data
     ]
     with grpc.insecure_channel(served[2]) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)

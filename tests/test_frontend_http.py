@@ -198,6 +198,8 @@ def test_load_refuses_bad_parameters_naming_them(url):
     assert "'config' must be a string" in message
     message = error_of(raw(url, "POST", path, json.dumps({"parameters": {"file:1/x": "***"}}).encode()), 400)
     assert "'file:1/x' is not valid base64" in message
+    message = error_of(raw(url, "POST", path, json.dumps({"parameters": {"config": "\ud800"}}).encode()), 400)
+    assert "is not valid Unicode text" in message
     assert "not supported" in error_of(raw(url, "POST", "/v2/repository/other/models/x/load", b""), 501)
 
 
@@ -271,7 +273,10 @@ def test_a_region_whose_file_was_truncated_is_refused_not_read(client, url):
         shm.destroy_shared_memory_region(region)
 
 
-def test_shared_memory_keys_are_posix_names_not_paths(client):
+def test_shared_memory_keys_are_posix_names_not_paths(client, url):
+    # JSON's lone surrogate: a key no file name has (a 400, not a 500)
+    body = b'{"key": "/\\ud800", "offset": 0, "byte_size": 8}'
+    assert "not a path" in error_of(raw(url, "POST", "/v2/systemsharedmemory/region/evil/register", body), 400)
     for key in ("/etc/passwd", "../x", "/a/b"):
         with pytest.raises(InferenceServerException) as refused:
             client.register_system_shared_memory("evil", key, 8)

@@ -275,7 +275,9 @@ def _input_value(datatype: str, shape: list[int], data: Any, track: Optional[Cal
 
 
 def _typed_contents(io: Any, model_name: str) -> bytes:
-    """An input's typed `contents`, serialized as raw tensor data."""
+    """An input's typed `contents`, serialized as raw tensor data (none for
+    `contents` without values, as the binary takes it: the core then
+    checks the size against the shape)."""
     contents = io.contents
     datatype = io.datatype
     found: Optional[bytes] = None
@@ -298,8 +300,7 @@ def _typed_contents(io: Any, model_name: str) -> bytes:
             # INT8/INT16/UINT8/UINT16 keep the low bytes of each 32-bit
             # element, as the binary does.
             found = numpy.asarray(values, dtype=numpy.int64 if dtype is None else dtype).astype(element).tobytes()
-    assert found is not None
-    return found
+    return b"" if found is None else found
 
 
 class GrpcInferenceService:

@@ -432,6 +432,8 @@ class KServeRoutes:
                 await asyncio.to_thread(self._server.load, name, _load_parameters(parameters) or None)
             except NotFoundError as error:  # the package's word for the core's "failed to poll": the binary's class
                 raise InternalError(str(error)) from None
+            except ValueError as error:  # Server.load's refusal of an argument (e.g. text with no UTF-8 form)
+                raise bad_request(str(error)) from None
         else:
             dependents = parameters.get("unload_dependents", False)
             if not isinstance(dependents, bool):

@@ -57,12 +57,22 @@ def checked_key(key: Any) -> str:
     if not isinstance(key, str):
         raise InvalidArgumentError(f"shared memory key must be a string, not {type(key).__name__}")
     name = key[1:] if key.startswith("/") else key
-    if not name or name in (".", "..") or "/" in name or "\0" in name or len(name) > _NAME_MAX:
+    if (not name or name in (".", "..") or "/" in name or "\0" in name or len(name) > _NAME_MAX
+            or not _has_utf8_form(name)):
         raise InvalidArgumentError(
             f"Unable to open shared memory region: '{key}': a key is a POSIX shared memory name "
             f"('/name', at most {_NAME_MAX} characters, no other '/'), as shm_open takes it, not a path"
         )
     return name
+
+
+def _has_utf8_form(text: str) -> bool:
+    """False for text with a lone surrogate (JSON's "\\ud800"), which no file name has."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _checked_size(what: str, value: Any) -> int:
