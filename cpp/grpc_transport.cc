@@ -53,12 +53,18 @@ constexpr int kResourceExhausted = 8;
 constexpr int kInternal = 13;
 
 constexpr std::string_view kModelInfer = "/inference.GRPCInferenceService/ModelInfer";
+// A call's request headers, counted as HTTP/2 counts a header list (name,
+// value and 32 bytes each): beyond this the call is refused, as gRPC's own
+// servers refuse it past their hard limit (16 KiB by default), and what
+// comes beyond is not kept.
+constexpr size_t kMaxHeaderList = 16 * 1024;
 
 struct Stream {
   int32_t id = 0;
   // The I/O thread's own, until handed on.
   std::string path, method, content_type;
   std::vector<std::pair<std::string, std::string>> metadata;
+  size_t header_list = 0;  // the request headers' size so far (kMaxHeaderList)
   std::string in;  // a message not whole yet
   bool refused = false;  // answered by the transport: its input is dropped
 
@@ -495,6 +501,8 @@ class GrpcTransport : public SocketServer {
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
     Stream* stream = of(user_data).stream(frame->hd.stream_id);
     if (stream == nullptr) return 0;
+    stream->header_list += name_length + value_length + 32;
+    if (stream->header_list > kMaxHeaderList) return 0;  // refused when the headers end
     std::string_view name(reinterpret_cast<const char*>(name_data), name_length);
     std::string_view value(reinterpret_cast<const char*>(value_data), value_length);
     if (name == ":path") {
@@ -517,7 +525,12 @@ class GrpcTransport : public SocketServer {
     Stream* stream = c.stream(frame->hd.stream_id);
     if (stream == nullptr) return 0;
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
-      if (stream->method != "POST") {
+      if (stream->header_list > kMaxHeaderList) {
+        stream->metadata.clear();
+        c.transport->refuse(c, *stream, kResourceExhausted,
+                            "received metadata size exceeds hard limit (" + std::to_string(stream->header_list) +
+                                " vs. " + std::to_string(kMaxHeaderList) + ")");
+      } else if (stream->method != "POST") {
         refuse_http(c, *stream, "405");
       } else if (stream->content_type.compare(0, 16, "application/grpc") != 0) {
         refuse_http(c, *stream, "415");

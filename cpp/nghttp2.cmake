@@ -4,10 +4,10 @@
 # pinned and checked. Never committed. Defines the static library
 # `nghttp2_static` (hidden visibility: nothing of it is exported from _native).
 include("${CMAKE_CURRENT_LIST_DIR}/pinned_archive.cmake")
-set(NGHTTP2_VERSION "1.52.0")
-set(NGHTTP2_VERSION_NUM "0x013400")
+set(NGHTTP2_VERSION "1.64.0")
+set(NGHTTP2_VERSION_NUM "0x014000")
 set(NGHTTP2_URL "http://deb.debian.org/debian/pool/main/n/nghttp2/nghttp2_${NGHTTP2_VERSION}.orig.tar.gz")
-set(NGHTTP2_SHA256 "6b71561a9950b4a90fa36aa3160763f1437f3730d7a12434e416aa3f4ab145e0")
+set(NGHTTP2_SHA256 "b452dc69a1fcbc9375389b8b154175d8b7b125cdd713fc426774c2b79a1ebd77")
 set(_nghttp2_dir "${CMAKE_BINARY_DIR}/_nghttp2")
 set(_nghttp2_archive "${_nghttp2_dir}/nghttp2_${NGHTTP2_VERSION}.orig.tar.gz")
 set(_nghttp2_root "${_nghttp2_dir}/nghttp2-${NGHTTP2_VERSION}/lib")
@@ -39,5 +39,5 @@ file(GLOB _nghttp2_sources "${_nghttp2_root}/*.c")
 add_library(nghttp2_static STATIC ${_nghttp2_sources})
 target_include_directories(nghttp2_static SYSTEM PUBLIC "${_nghttp2_root}/includes" "${_nghttp2_dir}/include")
 target_compile_definitions(nghttp2_static PUBLIC NGHTTP2_STATICLIB PRIVATE BUILDING_NGHTTP2 HAVE_ARPA_INET_H
-                           HAVE_NETINET_IN_H)
+                           HAVE_NETINET_IN_H HAVE_CLOCK_GETTIME HAVE_DECL_CLOCK_MONOTONIC=1)
 set_target_properties(nghttp2_static PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)

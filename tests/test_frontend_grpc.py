@@ -811,6 +811,33 @@ def test_a_message_the_server_does_not_take_ends_its_call_not_the_connection(ser
     assert client.is_server_live()
 
 
+def test_oversized_metadata_is_refused_and_a_continuation_flood_ends_the_connection(served, client, transport):
+    """Request headers past 16 KiB (gRPC's servers' hard limit): the call
+    ends RESOURCE_EXHAUSTED, the rest is not kept. A header block spread
+    over more CONTINUATION frames than nghttp2 takes (CVE-2024-28182: a
+    flood that grew the server's memory): that connection ends. The
+    server serves on."""
+    with grpc.insecure_channel(served[2]) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.ServerLive(service_pb2.ServerLiveRequest(), metadata=[("x-big", "v" * 20000)])
+        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, caught.value.details()
+        assert stub.ServerLive(service_pb2.ServerLiveRequest(), metadata=[("x-small", "v" * 1000)]).live
+    if transport == "native":
+        host, port = served[2].split(":")
+        with socket.create_connection((host, int(port))) as sock:
+            headers = _literal_headers([(":method", "POST"), (":scheme", "http"),
+                                        (":path", "/inference.GRPCInferenceService/ServerLive"),
+                                        (":authority", "localhost"), ("content-type", "application/grpc")])
+            flood = b"".join(_frame(9, 0, 1, _literal_headers([(f"x-{i}", "v" * 100)])) for i in range(100))
+            try:
+                sock.sendall(_PREFACE + _frame(4, 0, 0) + _frame(1, 0, 1, headers) + flood)
+            except OSError:
+                pass  # closed while sending
+            assert _read_frames(sock, lambda f: False) is None  # closed (after a GOAWAY)
+    assert client.is_server_live()
+
+
 def test_garbage_on_the_socket_closes_that_connection_only(served, client):
     host, port = served[2].split(":")
     for garbage in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", bytes(range(256)) * 8, _PREFACE + b"\xff" * 64):
