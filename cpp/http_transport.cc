@@ -38,6 +38,10 @@ constexpr size_t kMaxPending = 64;
 // uvicorn's default timeout_keep_alive); swept about once a second.
 constexpr auto kKeepAliveIdle = std::chrono::seconds(5);
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+// A request's line and headers (their bytes as sent, without the line
+// ends), at most: past it the request is refused (400) and the connection
+// closes, before more of it is kept.
+constexpr size_t kMaxHead = 64 * 1024;
 
 class HttpTransport;
 
@@ -58,6 +62,7 @@ struct Connection : SocketConnection {
   // The I/O thread's own (parsing).
   llhttp_t parser;
   std::string url, field, value;
+  size_t head_bytes = 0;  // the request line's and headers' so far (kMaxHead)
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   bool in_message = false;      // a request begun, not yet whole
@@ -361,20 +366,35 @@ class HttpTransport : public SocketServer {
     c.value.clear();
     c.headers.clear();
     c.body.clear();
+    c.head_bytes = 0;
     c.in_message = true;
     return 0;
   }
+  // Counts `length` more bytes of the request's head: false (the request
+  // refused) past kMaxHead.
+  static bool head_fits(Connection& c, size_t length) {
+    c.head_bytes += length;
+    if (c.head_bytes <= kMaxHead) return true;
+    c.transport->hand_refused(c, -1, "the request line and headers are larger than " + std::to_string(kMaxHead) +
+                                         " bytes: send large data in the body");
+    return false;
+  }
   static int on_url(llhttp_t* parser, const char* at, size_t length) {
-    of(parser).url.append(at, length);
+    Connection& c = of(parser);
+    if (!head_fits(c, length)) return -1;
+    c.url.append(at, length);
     return 0;
   }
   static int on_header_field(llhttp_t* parser, const char* at, size_t length) {
     Connection& c = of(parser);
+    if (!head_fits(c, length)) return -1;
     c.field.append(at, length);
     return 0;
   }
   static int on_header_value(llhttp_t* parser, const char* at, size_t length) {
-    of(parser).value.append(at, length);
+    Connection& c = of(parser);
+    if (!head_fits(c, length)) return -1;
+    c.value.append(at, length);
     return 0;
   }
   static int on_header_value_complete(llhttp_t* parser) {

@@ -273,6 +273,27 @@ def test_a_region_whose_file_was_truncated_is_refused_not_read(client, url):
         shm.destroy_shared_memory_region(region)
 
 
+def test_a_request_head_past_64_kib_is_refused_before_it_is_kept(url, transport):
+    """A header (or url) without end: the native transport refuses the
+    request once its line and headers pass 64 KiB (400, naming the limit)
+    and closes the connection, rather than keep what the client sends."""
+    if transport != "native":
+        pytest.skip("the native transport's limit (uvicorn's parser has its own)")
+    host, port = url.split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.settimeout(30)
+        try:
+            sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nX-Long: " + b"v" * (80 << 10))
+        except OSError:
+            pass  # closed while sending
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert b"larger than 65536 bytes" in answer
+    assert_serving(url)
+
+
 def test_shared_memory_keys_are_posix_names_not_paths(client, url):
     # JSON's lone surrogate: a key no file name has (a 400, not a 500)
     body = b'{"key": "/\\ud800", "offset": 0, "byte_size": 8}'
