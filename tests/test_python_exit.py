@@ -216,14 +216,23 @@ def test_a_model_waiting_on_its_own_request_is_released_by_the_stop(backend_dire
     threading.Thread(target=send, daemon=True).start()
     assert wait_for((repo / "m" / "1" / "started").exists, 30)
     # The stop waits out exit_timeout (1 s) for the two requests, then cancels them.
-    with refused(tritonserver.TritonError, match="Exit timeout expired"):
+    # (Under load the stop can begin between "started" and exec()'s submission:
+    # then exec() is refused at once, the stop ends within exit_timeout and
+    # there is no inner request to cancel.)
+    try:
         call_with_deadline(server.stop, 60)
-    # The model's exec() returned with the cancellation (before: only when the
-    # core gave up on the stop, 30 s after it began); this deadline only catches that wait.
-    assert wait_for(lambda: notes.exists() and notes.read_text().startswith("error: "), 20), \
-        notes.read_text() if notes.exists() else "the model's exec() never returned"
+        inner_submitted = False
+    except tritonserver.TritonError as e:
+        assert "Exit timeout expired" in str(e), e
+        inner_submitted = True
+    # The model's exec() returned (before: only when the core gave up on the
+    # stop, 30 s after it began); this deadline only catches that wait.
+    assert wait_for(lambda: notes.exists() and notes.read_text().strip(), 20), "the model's exec() never returned"
     first, *later = notes.read_text().splitlines()
-    assert "cancel" in first.lower(), first
+    if inner_submitted:
+        assert first.startswith("error: ") and "cancel" in first.lower(), first  # exec() got the cancellation
+    else:
+        assert first.startswith(("raised: ", "error: ")), first  # exec() refused as the server stopped
     for note in later:  # the inner request, if the core ran it after all
         assert note.startswith("raised: the server this model runs in was stopped"), note
     assert isinstance(outcome.result(timeout=20), tritonserver.TritonError)
