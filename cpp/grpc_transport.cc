@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
-#include <variant>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -20,7 +19,6 @@
 
 #include <nanobind/stl/string.h>
 
-#include "allocator.h"
 #include "errors.h"
 #include "infer_response_message.h"
 #include "kserve_infer.h"
