@@ -685,19 +685,11 @@ class GrpcTransport : public SocketServer {
         try {
           message = infer_response_message(model_name_, request_id_, data);
         } catch (const std::exception& error) {
-          std::lock_guard<std::mutex> lock(alive_->mutex);
-          if (alive_->transport != nullptr) {
-            alive_->transport->respond(connection_, stream_, nullptr, 0, kInternal,
-                                       std::string("internal error writing the infer reply: ") + error.what());
-          }
+          respond(nullptr, 0, kInternal, std::string("internal error writing the infer reply: ") + error.what());
           return;
         }
         if (message) {
-          std::lock_guard<std::mutex> lock(alive_->mutex);
-          if (alive_->transport != nullptr) {
-            alive_->transport->respond(connection_, stream_, message->data(), message->size(), 0,
-                                       std::string_view());
-          }
+          respond(message->data(), message->size(), 0, std::string_view());
           return;
         }
         error_code = TRITONSERVER_ERROR_UNSUPPORTED;  // as the binary refuses such a response
@@ -719,6 +711,12 @@ class GrpcTransport : public SocketServer {
     }
 
    private:
+    // Queues the reply (a message, or a status) without Python, if the transport is still there.
+    void respond(const char* data, size_t size, int code, std::string_view message) {
+      std::lock_guard<std::mutex> lock(alive_->mutex);
+      if (alive_->transport != nullptr) alive_->transport->respond(connection_, stream_, data, size, code, message);
+    }
+
     const std::shared_ptr<Alive> alive_;
     const uint64_t connection_;
     const int32_t stream_;
