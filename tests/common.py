@@ -653,7 +653,7 @@ class ServerProcess:
 
     def cpu_seconds(self) -> float:
         """User + system CPU time used by the server's live processes: its
-        own and its session's (python backend stubs), from /proc."""
+        own and its process group's (python backend stubs), from /proc."""
         ticks = 0
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
@@ -663,7 +663,7 @@ class ServerProcess:
                     fields = f.read().rsplit(")", 1)[1].split()
             except OSError:  # exited meanwhile
                 continue
-            if int(fields[3]) == self.pid:  # its session (start_new_session)
+            if int(fields[2]) == self.pid:  # its process group
                 ticks += int(fields[11]) + int(fields[12])
         return ticks / os.sysconf("SC_CLK_TCK")
 
@@ -742,8 +742,14 @@ def server_process(command: list[str], model_repository: str | os.PathLike, flag
         # From tests/: `python -m tritonserver` imports the installed package.
         started = time.monotonic()
         with open(log_path, "w") as log:
+            # A process group of its own (killpg reaches its stubs), in this
+            # session: a session of its own would be a scheduling group of
+            # its own too (the kernel's autogroup), sharing the CPUs with a
+            # client of this session group against group, not thread
+            # against thread; perf_analyzer's HTTP clients then stall for
+            # tens of seconds (against NVIDIA's binary too).
             process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=env, cwd=ROOT / "tests", start_new_session=True)
+                                       env=env, cwd=ROOT / "tests", process_group=0)
         server = ServerProcess(argv, process, log_path, *ports)
         if not wait_for(lambda: process.poll() is not None or server.serving(services), ready_timeout):
             os.killpg(process.pid, signal.SIGKILL)

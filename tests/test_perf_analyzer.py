@@ -137,13 +137,7 @@ def check_levels(levels: list[dict], concurrencies: list[int], grew: int) -> Non
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_identity_at_concurrency_1_and_16(served, perf_analyzer, protocol):
     before = inference_count(served, "identity_fp32")
-    # Over HTTP with --async: perf_analyzer 2.51's sync HTTP client stalls
-    # at concurrency 16 against NVIDIA's binary as against this package
-    # (2 of 3 runs past 40 s on the binary here, and every retry of a CI
-    # run; --async: 3 of 3 in 9-19 s), which the retries below cannot outlast.
-    mode = ("--async",) if protocol == "http" else ()
-    levels = run_perf_analyzer(perf_analyzer, served, "identity_fp32", protocol, "1:16:15", "--shape", "INPUT0:16",
-                               *mode)
+    levels = run_perf_analyzer(perf_analyzer, served, "identity_fp32", protocol, "1:16:15", "--shape", "INPUT0:16")
     check_levels(levels, [1, 16], inference_count(served, "identity_fp32") - before)
 
 
