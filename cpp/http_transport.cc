@@ -149,11 +149,10 @@ class HttpTransport : public SocketServer {
   }
 
   // Serves the plain binary-tensor infer request natively from now on
-  // (`server`: the native Server; `json_loads`: json.loads).
-  void enable_infer(nb::object server, nb::object json_loads) {
+  // (`server`: the native Server).
+  void enable_infer(nb::object server) {
     infer_server_ = nb::cast<Server*>(server);
     infer_server_object_ = std::move(server);
-    json_loads_ = std::move(json_loads);
   }
 
   // Without the GIL.
@@ -441,30 +440,19 @@ class HttpTransport : public SocketServer {
     const uint64_t seq = t.open_entry(c, !keep_alive, parser->method == HTTP_HEAD);
     c.in_message = false;
     if (!keep_alive) c.reading_stopped = true;
-    bool handed = false;
-    {
+    // The native infer route first, without the GIL; anything else (and
+    // what it does not cover) to Python.
+    bool handed = t.infer_server_ != nullptr && t.try_infer(c, seq, parser);
+    if (!handed) {
       GilAcquire gil;
       try {
-        nb::bytes body(c.body.data(), c.body.size());
-        bool taken = false;
-        if (t.infer_server_ != nullptr) {
-          try {
-            taken = t.try_infer(c, seq, parser, body);
-          } catch (nb::python_error& error) {
-            error.discard_as_unraisable(t.json_loads_);
-          } catch (const std::exception&) {
-            // not submitted (kserve_infer_reply discards on failure): Python answers
-          }
+        nb::dict headers;
+        for (const auto& [name, value] : c.headers) {
+          nb::object key = latin1(name);
+          headers[key] = latin1(value);
         }
-        if (!taken) {
-          nb::dict headers;
-          for (const auto& [name, value] : c.headers) {
-            nb::object key = latin1(name);
-            headers[key] = latin1(value);
-          }
-          t.dispatch_(c.id, seq, llhttp_method_name(static_cast<llhttp_method_t>(parser->method)),
-                      latin1(c.url), headers, body);
-        }
+        t.dispatch_(c.id, seq, llhttp_method_name(static_cast<llhttp_method_t>(parser->method)),
+                    latin1(c.url), headers, nb::bytes(c.body.data(), c.body.size()));
         handed = true;
       } catch (nb::python_error& error) {
         error.discard_as_unraisable(t.dispatch_);
@@ -479,10 +467,11 @@ class HttpTransport : public SocketServer {
 
   // The native infer route: the plain binary-tensor request to
   // /v2/models/{m}[/versions/{v}]/infer (no query, no escapes, no
-  // content or accept encoding) is built and submitted here, under the
-  // GIL for json.loads of its header, and answered from Triton's thread;
-  // false (nothing submitted) hands it to Python.
-  bool try_infer(Connection& c, uint64_t seq, llhttp_t* parser, nb::bytes& body) {
+  // content or accept encoding), read, built and submitted by
+  // kserve_infer_reply (the GIL only to build and submit it) and answered
+  // from Triton's thread; false (nothing submitted) hands it to Python.
+  // Called without the GIL.
+  bool try_infer(Connection& c, uint64_t seq, llhttp_t* parser) {
     if (parser->method != HTTP_POST) return false;
     std::string_view url(c.url);
     constexpr std::string_view kPrefix = "/v2/models/";
@@ -514,21 +503,11 @@ class HttpTransport : public SocketServer {
     }
     const size_t header_length = std::stoull(*header_length_text);
     if (header_length > c.body.size()) return false;
-    PyObject* header = PyBytes_FromStringAndSize(c.body.data(), static_cast<Py_ssize_t>(header_length));
-    if (header == nullptr) throw nb::python_error();
-    PyObject* document = PyObject_CallFunctionObjArgs(json_loads_.ptr(), header, nullptr);
-    Py_DECREF(header);
-    if (document == nullptr) {
-      PyErr_Clear();
-      return false;  // the general path words the error
-    }
-    nb::object held = nb::steal(document);
-    if (!PyDict_CheckExact(document)) return false;
     std::shared_ptr<Alive> alive = alive_;
     const uint64_t id = c.id;
     std::function<void()> cancel;
     if (!kserve_infer_reply(
-            *infer_server_, std::string(parts[0]), version, held, body, header_length,
+            *infer_server_, std::string(parts[0]), version, c.body.data(), c.body.size(), header_length,
             [alive, id, seq](int status, std::string reply, int64_t reply_header_length) {
               std::lock_guard<std::mutex> lock(alive->mutex);
               if (alive->transport != nullptr) {
@@ -553,7 +532,7 @@ class HttpTransport : public SocketServer {
   };
   std::shared_ptr<Alive> alive_ = std::make_shared<Alive>(this);
   Server* infer_server_ = nullptr;
-  nb::object infer_server_object_, json_loads_;
+  nb::object infer_server_object_;
 
   const size_t max_body_;
   nb::object dispatch_, refused_, closed_;
@@ -573,7 +552,7 @@ void bind_http_transport(nb::module_& m) {
       .def("reply_start", &HttpTransport::reply_start, "connection"_a, "seq"_a, "status"_a, "headers"_a)
       .def("reply_chunk", &HttpTransport::reply_chunk, "connection"_a, "seq"_a, "chunk"_a)
       .def("reply_end", &HttpTransport::reply_end, "connection"_a, "seq"_a)
-      .def("enable_infer", &HttpTransport::enable_infer, "server"_a, "json_loads"_a)
+      .def("enable_infer", &HttpTransport::enable_infer, "server"_a)
       .def("stop", [](HttpTransport& t, double grace_s) { return t.stop(grace_s); }, "grace_s"_a,
            nb::call_guard<GilRelease>())
       .def("close_all", [](HttpTransport& t) { t.close_all(); });

@@ -1,6 +1,9 @@
 #include "kserve_infer.h"
 
+#include <yyjson.h>
+
 #include <atomic>
+#include <climits>
 #include <cstring>
 #include <variant>
 #include <new>
@@ -49,49 +52,53 @@ constexpr size_t kMaxDims = 32;
 // Outputs copied into the response body without the GIL past this size.
 constexpr size_t kCopyWithoutGilBytes = 64 * 1024;
 
-// The keys read from the header, interned once (with the GIL).
-struct Keys {
-  nb::object id = key("id"), parameters = key("parameters"), inputs = key("inputs"),
-             outputs = key("outputs"), name = key("name"), datatype = key("datatype"),
-             shape = key("shape"), binary_data_size = key("binary_data_size"),
-             binary_data = key("binary_data"), binary_data_output = key("binary_data_output");
-  static nb::object key(const char* text) { return nb::steal(PyUnicode_InternFromString(text)); }
-};
-Keys* g_keys = nullptr;  // never freed: no Python after teardown
+// Past this many values, a header is left to the general path: Python's
+// json.loads, which it uses, refuses nesting deeper than its recursion
+// limit (~1000), which yyjson reads; the common request has a few dozen.
+constexpr size_t kMaxHeaderValues = 900;
 
-const Keys& keys() {
-  if (g_keys == nullptr) g_keys = new Keys();
-  return *g_keys;
-}
-
-// dict[key], borrowed; null when absent (or on a lookup error, cleared:
-// the general path then meets it again).
-PyObject* item(PyObject* dict, const nb::object& key) {
-  PyObject* value = PyDict_GetItemWithError(dict, key.ptr());
-  if (value == nullptr) PyErr_Clear();
-  return value;
-}
-
-// A str the core can take as a C string (codec.core_text's rule: UTF-8,
-// no NUL), viewed in the str's own UTF-8; false otherwise.
-bool c_text(PyObject* value, std::string_view* out) {
-  if (value == nullptr || !PyUnicode_Check(value)) return false;
-  Py_ssize_t size = 0;
-  const char* text = PyUnicode_AsUTF8AndSize(value, &size);
-  if (text == nullptr) {  // a lone surrogate
-    PyErr_Clear();
-    return false;
+// obj[key]; null when absent, and `*twice` set when the key occurs more
+// than once (json.loads keeps the last, yyjson_obj_get finds the first:
+// such a header is left to the general path).
+yyjson_val* member(yyjson_val* object, std::string_view key, bool* twice) {
+  yyjson_val* found = nullptr;
+  yyjson_obj_iter it = yyjson_obj_iter_with(object);
+  while (yyjson_val* name = yyjson_obj_iter_next(&it)) {
+    if (std::string_view(yyjson_get_str(name), yyjson_get_len(name)) != key) continue;
+    if (found != nullptr) *twice = true;
+    found = yyjson_obj_iter_get_val(name);
   }
-  if (std::memchr(text, 0, static_cast<size_t>(size)) != nullptr) return false;
-  *out = std::string_view(text, static_cast<size_t>(size));
+  return found;
+}
+
+// A string the core can take as a C string (codec.core_text's rule: UTF-8,
+// which yyjson checks, and no NUL); false otherwise.
+bool c_text(yyjson_val* value, std::string_view* out) {
+  if (!yyjson_is_str(value)) return false;
+  std::string_view text(yyjson_get_str(value), yyjson_get_len(value));
+  if (text.find('\0') != std::string_view::npos) return false;
+  *out = text;
   return true;
 }
 
-// A dict holding only `key`, whose value is returned (borrowed); null for
-// anything else.
-PyObject* only_item(PyObject* dict, const nb::object& key) {
-  if (dict == nullptr || !PyDict_Check(dict) || PyDict_Size(dict) != 1) return nullptr;
-  return item(dict, key);
+// An object holding only `key`, whose value is returned; null for anything else.
+yyjson_val* only_member(yyjson_val* object, std::string_view key) {
+  if (!yyjson_is_obj(object) || yyjson_obj_size(object) != 1) return nullptr;
+  bool twice = false;
+  return member(object, key, &twice);
+}
+
+// An integer (json.loads' int: no fraction, no exponent) in int64's range.
+bool int64_of(yyjson_val* value, int64_t* out) {
+  if (yyjson_is_sint(value)) {
+    *out = yyjson_get_sint(value);
+    return true;
+  }
+  if (yyjson_is_uint(value) && yyjson_get_uint(value) <= uint64_t(INT64_MAX)) {
+    *out = static_cast<int64_t>(yyjson_get_uint(value));
+    return true;
+  }
+  return false;
 }
 
 struct PlannedInput {
@@ -127,37 +134,34 @@ bool bytes_elements_fit(const unsigned char* data, size_t size, uint64_t count) 
 }
 
 // One input entry, planned; false when it is not a valid binary tensor.
-bool plan_input(PyObject* entry, const unsigned char* binary, size_t binary_size,
+bool plan_input(yyjson_val* entry, const unsigned char* binary, size_t binary_size,
                 size_t offset, PlannedInput* out) {
-  const Keys& k = keys();
-  if (!PyDict_Check(entry)) return false;
+  if (!yyjson_is_obj(entry)) return false;
+  bool twice = false;
   std::string_view name, datatype_text;
-  if (!c_text(item(entry, k.name), &name) || name.empty()) return false;
-  if (!c_text(item(entry, k.datatype), &datatype_text)) return false;
+  if (!c_text(member(entry, "name", &twice), &name) || name.empty()) return false;
+  if (!c_text(member(entry, "datatype", &twice), &datatype_text)) return false;
   const Datatype* datatype = datatype_named(datatype_text);
   if (datatype == nullptr) return false;
-  PyObject* shape = item(entry, k.shape);
-  if (shape == nullptr || !PyList_Check(shape)) return false;
-  const size_t ndim = static_cast<size_t>(PyList_Size(shape));
+  yyjson_val* shape = member(entry, "shape", &twice);
+  if (!yyjson_is_arr(shape)) return false;
+  const size_t ndim = yyjson_arr_size(shape);
   if (ndim > kMaxDims) return false;
   // The element count; a zero dimension (an empty tensor) or one the
   // general path might refuse as too large is left to it.
   uint64_t count = 1;
-  for (size_t d = 0; d < ndim; ++d) {
-    PyObject* dim = PyList_GetItem(shape, d);
-    if (!PyLong_CheckExact(dim)) return false;
-    int overflow = 0;
-    const long long value = PyLong_AsLongLongAndOverflow(dim, &overflow);
-    if (overflow != 0 || value <= 0) return false;
-    out->dims[d] = value;
+  size_t d = 0;
+  yyjson_arr_iter dims = yyjson_arr_iter_with(shape);
+  while (yyjson_val* dim = yyjson_arr_iter_next(&dims)) {
+    int64_t value = 0;
+    if (!int64_of(dim, &value) || value <= 0) return false;
+    out->dims[d++] = value;
     if (__builtin_mul_overflow(count, static_cast<uint64_t>(value), &count)) return false;
   }
   if (count > (uint64_t(1) << 59)) return false;  // x 8 bytes: below 2**63
-  PyObject* size_value = only_item(item(entry, k.parameters), k.binary_data_size);
-  if (size_value == nullptr || !PyLong_CheckExact(size_value)) return false;
-  int overflow = 0;
-  const long long size = PyLong_AsLongLongAndOverflow(size_value, &overflow);
-  if (overflow != 0 || size <= 0 || static_cast<uint64_t>(size) > binary_size - offset) {
+  int64_t size = 0;
+  if (!int64_of(only_member(member(entry, "parameters", &twice), "binary_data_size"), &size) || twice ||
+      size <= 0 || static_cast<uint64_t>(size) > binary_size - offset) {
     return false;
   }
   const size_t byte_size = static_cast<size_t>(size);
@@ -165,6 +169,7 @@ bool plan_input(PyObject* entry, const unsigned char* binary, size_t binary_size
                           : !bytes_elements_fit(binary + offset, byte_size, count)) {
     return false;
   }
+  if (twice) return false;
   out->name.assign(name);
   out->type = datatype->type;
   out->ndim = ndim;
@@ -173,12 +178,20 @@ bool plan_input(PyObject* entry, const unsigned char* binary, size_t binary_size
   return true;
 }
 
-// The header's request, planned; false when this path does not cover it.
-bool plan_request(PyObject* document, const unsigned char* binary, size_t binary_size,
-                  Plan* plan) {
-  const Keys& k = keys();
-  if (!PyDict_Check(document)) return false;
-  if (PyObject* id = item(document, k.id); id != nullptr && id != Py_None) {
+// The request of the JSON header `header`, planned; false when this path
+// does not cover it (or the header is not JSON that json.loads reads as
+// one object). Needs no GIL.
+bool plan_request(const char* header, size_t header_length, const unsigned char* binary,
+                  size_t binary_size, Plan* plan) {
+  struct Doc {
+    yyjson_doc* doc;
+    ~Doc() { yyjson_doc_free(doc); }
+  } parsed{yyjson_read(header, header_length, 0)};
+  if (parsed.doc == nullptr || yyjson_doc_get_val_count(parsed.doc) > kMaxHeaderValues) return false;
+  yyjson_val* document = yyjson_doc_get_root(parsed.doc);
+  if (!yyjson_is_obj(document)) return false;
+  bool twice = false;
+  if (yyjson_val* id = member(document, "id", &twice); id != nullptr && !yyjson_is_null(id)) {
     std::string_view text;
     if (!c_text(id, &text)) return false;
     plan->has_id = true;
@@ -186,60 +199,59 @@ bool plan_request(PyObject* document, const unsigned char* binary, size_t binary
   }
   // Request parameters: binary_data_output alone (a boolean), if any.
   bool all_binary = false;
-  if (PyObject* parameters = item(document, k.parameters);
-      parameters != nullptr && parameters != Py_None) {
-    if (!PyDict_Check(parameters)) return false;
-    if (PyDict_Size(parameters) != 0) {
-      PyObject* value = only_item(parameters, k.binary_data_output);
-      if (value == nullptr || !PyBool_Check(value)) return false;
-      all_binary = value == Py_True;
+  if (yyjson_val* parameters = member(document, "parameters", &twice);
+      parameters != nullptr && !yyjson_is_null(parameters)) {
+    if (!yyjson_is_obj(parameters)) return false;
+    if (yyjson_obj_size(parameters) != 0) {
+      yyjson_val* value = only_member(parameters, "binary_data_output");
+      if (!yyjson_is_bool(value)) return false;
+      all_binary = yyjson_get_bool(value);
     }
   }
-  PyObject* inputs = item(document, k.inputs);
-  if (inputs == nullptr || !PyList_Check(inputs) || PyList_Size(inputs) == 0) return false;
-  const size_t count = static_cast<size_t>(PyList_Size(inputs));
-  plan->inputs.resize(count);
-  size_t offset = 0;
-  for (size_t i = 0; i < count; ++i) {
+  yyjson_val* inputs = member(document, "inputs", &twice);
+  if (!yyjson_is_arr(inputs) || yyjson_arr_size(inputs) == 0) return false;
+  plan->inputs.resize(yyjson_arr_size(inputs));
+  size_t offset = 0, i = 0;
+  yyjson_arr_iter entries = yyjson_arr_iter_with(inputs);
+  while (yyjson_val* entry = yyjson_arr_iter_next(&entries)) {
     PlannedInput& input = plan->inputs[i];
-    if (!plan_input(PyList_GetItem(inputs, i), binary, binary_size, offset, &input)) {
-      return false;
-    }
+    if (!plan_input(entry, binary, binary_size, offset, &input)) return false;
     for (size_t j = 0; j < i; ++j) {
       if (plan->inputs[j].name == input.name) return false;
     }
     offset += input.size;
     plan->any_large_input |= input.size > kCopiedInputMaxBytes;
+    ++i;
   }
   if (offset != binary_size) return false;
   // Outputs: each asked as binary data (or all, by binary_data_output).
-  PyObject* outputs = item(document, k.outputs);
-  if (outputs == nullptr || outputs == Py_None) return all_binary;
-  if (!PyList_Check(outputs)) return false;
-  const size_t outputs_count = static_cast<size_t>(PyList_Size(outputs));
-  if (outputs_count == 0) return all_binary;
-  plan->outputs.reserve(outputs_count);
-  for (size_t i = 0; i < outputs_count; ++i) {
-    PyObject* entry = PyList_GetItem(outputs, i);
+  yyjson_val* outputs = member(document, "outputs", &twice);
+  if (twice) return false;
+  if (outputs == nullptr || yyjson_is_null(outputs)) return all_binary;
+  if (!yyjson_is_arr(outputs)) return false;
+  if (yyjson_arr_size(outputs) == 0) return all_binary;
+  plan->outputs.reserve(yyjson_arr_size(outputs));
+  yyjson_arr_iter asked = yyjson_arr_iter_with(outputs);
+  while (yyjson_val* entry = yyjson_arr_iter_next(&asked)) {
     std::string_view name;
-    if (!PyDict_Check(entry) || !c_text(item(entry, k.name), &name)) return false;
-    PyObject* parameters = item(entry, k.parameters);
+    if (!yyjson_is_obj(entry) || !c_text(member(entry, "name", &twice), &name)) return false;
+    yyjson_val* parameters = member(entry, "parameters", &twice);
     bool binary_data = false;
-    if (parameters != nullptr && parameters != Py_None) {
-      if (!PyDict_Check(parameters)) return false;
-      if (PyDict_Size(parameters) != 0) {
-        PyObject* value = only_item(parameters, k.binary_data);
-        if (value == nullptr || !PyBool_Check(value)) return false;
-        binary_data = value == Py_True;
+    if (parameters != nullptr && !yyjson_is_null(parameters)) {
+      if (!yyjson_is_obj(parameters)) return false;
+      if (yyjson_obj_size(parameters) != 0) {
+        yyjson_val* value = only_member(parameters, "binary_data");
+        if (!yyjson_is_bool(value)) return false;
+        binary_data = yyjson_get_bool(value);
       }
     }
-    if (!binary_data && !all_binary) return false;
+    if (twice || (!binary_data && !all_binary)) return false;
     for (const std::string& seen : plan->outputs) {
       if (seen == name) return false;
     }
     plan->outputs.emplace_back(name);
   }
-  return true;
+  return !twice;
 }
 
 // The route's parameters as (name, JSON text of the value); false when one
@@ -468,40 +480,18 @@ struct Built {
   std::vector<std::pair<std::string, std::string>> route;
 };
 
-Built build_request(Server& server, const std::string& model_name, int64_t model_version,
-                    nb::handle document, nb::handle body, size_t header_length,
-                    nb::handle route_parameters) {
+// The Triton request of `plan` (with the GIL), its inputs read from
+// `binary`. What keeps the inputs Triton reads by pointer alive: `body`
+// when it is an immutable bytes object holding `binary`; a private copy of
+// the binary part otherwise (a bytearray or memoryview may be refilled
+// while the request is in flight; a native transport's buffer is reused).
+// Inputs up to kCopiedInputMaxBytes are copied anyway.
+Built build_planned(Server& server, const std::string& model_name, int64_t model_version, Plan& plan,
+                    const unsigned char* binary, size_t binary_size, nb::handle body) {
   Built built;
-  BufferView whole;
-  if (PyObject_GetBuffer(body.ptr(), &whole.view, PyBUF_SIMPLE) != 0) {
-    PyErr_Clear();
-    return built;
-  }
-  whole.held = true;
-  const size_t body_size = static_cast<size_t>(whole.view.len);
-  if (header_length > body_size) return built;
-  const auto* binary = static_cast<const unsigned char*>(whole.view.buf) + header_length;
-  const size_t binary_size = body_size - header_length;
-
-  Plan plan;
-  if (!plan_request(document.ptr(), binary, binary_size, &plan) ||
-      !plan_route_parameters(route_parameters.ptr(), &built.route)) {
-    return built;
-  }
-  bool servable;
-  {
-    GilRelease release;
-    servable = natively_servable(server, model_name, model_version);
-  }
-  if (!servable) return built;  // a decoupled model, or one the core cannot find: the general path words it
-
-  // What keeps the inputs Triton reads by pointer alive: the body itself
-  // when it is immutable (bytes); a private copy of its binary part
-  // otherwise (a bytearray or memoryview may be refilled while the request
-  // is in flight). Inputs up to kCopiedInputMaxBytes are copied anyway.
   nb::object owner = nb::none();
   if (plan.any_large_input) {
-    if (PyBytes_CheckExact(body.ptr())) {
+    if (body.is_valid() && PyBytes_CheckExact(body.ptr())) {
       owner = nb::borrow(body);
     } else {
       PyObject* copy = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(binary),
@@ -511,7 +501,6 @@ Built build_request(Server& server, const std::string& model_name, int64_t model
       binary = reinterpret_cast<const unsigned char*>(PyBytes_AsString(copy));
     }
   }
-
   nb::object request_object = nb::inst_alloc(nb::type<Request>());
   try {
     new (nb::inst_ptr<Request>(request_object))
@@ -606,12 +595,33 @@ class ReplySink final : public AnswerOnceSink {
 }  // namespace
 
 nb::object kserve_infer(Server& server, nb::handle model, const std::string& model_name,
-                        int64_t model_version, nb::handle document, nb::handle body,
-                        size_t header_length, nb::handle route_parameters,
-                        nb::handle loop, nb::handle waiters) {
+                        int64_t model_version, nb::handle body, size_t header_length,
+                        nb::handle route_parameters, nb::handle loop, nb::handle waiters) {
   AsyncioWaiters& loop_waiters = nb::cast<AsyncioWaiters&>(waiters);
-  Built built = build_request(server, model_name, model_version, document, body, header_length,
-                              route_parameters);
+  BufferView whole;
+  if (PyObject_GetBuffer(body.ptr(), &whole.view, PyBUF_SIMPLE) != 0) {
+    PyErr_Clear();
+    return nb::none();
+  }
+  whole.held = true;
+  const size_t body_size = static_cast<size_t>(whole.view.len);
+  if (header_length > body_size) return nb::none();
+  const auto* start = static_cast<const unsigned char*>(whole.view.buf);
+  Plan plan;
+  std::vector<std::pair<std::string, std::string>> route;
+  if (!plan_request(reinterpret_cast<const char*>(start), header_length, start + header_length,
+                    body_size - header_length, &plan) ||
+      !plan_route_parameters(route_parameters.ptr(), &route)) {
+    return nb::none();
+  }
+  bool servable;
+  {
+    GilRelease release;
+    servable = natively_servable(server, model_name, model_version);
+  }
+  if (!servable) return nb::none();  // a decoupled model, or one the core cannot find: the general path words it
+  Built built = build_planned(server, model_name, model_version, plan, start + header_length,
+                              body_size - header_length, body);
   if (built.request.is_none()) return nb::none();
   Request& request = *nb::inst_ptr<Request>(built.request);
   try {
@@ -623,32 +633,44 @@ nb::object kserve_infer(Server& server, nb::handle model, const std::string& mod
   nb::object stream = nb::inst_alloc(nb::type<KServeInferStream>());
   new (nb::inst_ptr<KServeInferStream>(stream)) KServeInferStream(
       nb::borrow(model), std::move(built.request), nb::borrow(loop), nb::borrow(waiters),
-      model_name, std::move(built.id), std::move(built.route));
+      model_name, std::move(built.id), std::move(route));
   nb::inst_mark_ready(stream);
   return stream;
 }
 
 bool kserve_infer_reply(Server& server, const std::string& model_name, int64_t model_version,
-                        nb::handle document, nb::handle body, size_t header_length,
+                        const char* body, size_t body_size, size_t header_length,
                         KServeReplyWriter write, std::function<void()>* cancel) {
-  Built built = build_request(server, model_name, model_version, document, body, header_length,
-                              nb::none());
-  if (built.request.is_none()) return false;
-  Request& request = *nb::inst_ptr<Request>(built.request);
-  try {
-    request.set_response_sink(std::make_shared<ReplySink>(model_name, std::move(built.id),
-                                                          std::move(built.route), std::move(write)));
-    request.submit_from_python(nullptr);
-    *cancel = request.canceller();
-  } catch (const TritonException&) {
-    // The core refused it: the general path words the refusal.
-    request.discard_from_python();
+  if (header_length > body_size) return false;
+  const auto* binary = reinterpret_cast<const unsigned char*>(body) + header_length;
+  const size_t binary_size = body_size - header_length;
+  Plan plan;
+  if (!plan_request(body, header_length, binary, binary_size, &plan) ||
+      !natively_servable(server, model_name, model_version)) {
     return false;
-  } catch (...) {
-    request.discard_from_python();
-    throw;
   }
-  return true;
+  GilAcquire gil;
+  try {
+    Built built = build_planned(server, model_name, model_version, plan, binary, binary_size, nb::handle());
+    if (built.request.is_none()) return false;
+    Request& request = *nb::inst_ptr<Request>(built.request);
+    try {
+      request.set_response_sink(std::make_shared<ReplySink>(model_name, std::move(built.id),
+                                                            std::vector<std::pair<std::string, std::string>>(),
+                                                            std::move(write)));
+      request.submit_from_python(nullptr);
+      *cancel = request.canceller();
+    } catch (...) {
+      // The core refused it: the general path words the refusal.
+      request.discard_from_python();
+      throw;
+    }
+    return true;
+  } catch (nb::python_error& error) {
+    error.discard_as_unraisable("the native KServe infer path");
+  } catch (const std::exception&) {
+  }
+  return false;  // nothing submitted: the general path answers
 }
 
 }  // namespace tsb

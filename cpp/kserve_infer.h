@@ -1,6 +1,6 @@
 // The fast path of the KServe v2 HTTP infer route (tritonserver/_kserve/
-// fast_infer.py): one native call takes the request's parsed JSON header
-// (a dict) and its body, builds and submits the Triton request with the
+// fast_infer.py): one native call takes the request's body, reads its JSON
+// header (yyjson, cpp/yyjson.cmake), builds and submits the Triton request with the
 // binary tensors taken from the body, and its stream's one awaited result
 // is the whole HTTP response body, written here: the JSON header
 // (byte for byte what tritonserver/_kserve/codec.py's encode_response
@@ -54,17 +54,17 @@ struct KServeInferStream : AsyncResponseStream {
   std::string json_header(const ResponseData& data) const;
 };
 
-// Builds and submits the request of `document` (the JSON header, parsed)
-// and `body` (a buffer: the header's `header_length` bytes, then the
-// binary tensors) for `model_name` and `model_version` on `server`,
-// answered on `loop` through `waiters` (its AsyncioWaiters);
-// `route_parameters` (a dict) are added to the response's parameters.
-// Returns the submitted KServeInferStream, or None when the request is not
-// one this path covers (nothing was sent to the core).
+// Builds and submits the request of `body` (a buffer: a JSON header of
+// `header_length` bytes, read here, then the binary tensors) for
+// `model_name` and `model_version` on `server`, answered on `loop` through
+// `waiters` (its AsyncioWaiters); `route_parameters` (a dict) are added to
+// the response's parameters. Returns the submitted KServeInferStream, or
+// None when the request is not one this path covers (nothing was sent to
+// the core).
 nanobind::object kserve_infer(Server& server, nanobind::handle model,
                               const std::string& model_name,
-                              int64_t model_version, nanobind::handle document,
-                              nanobind::handle body, size_t header_length,
+                              int64_t model_version, nanobind::handle body,
+                              size_t header_length,
                               nanobind::handle route_parameters,
                               nanobind::handle loop, nanobind::handle waiters);
 
@@ -80,16 +80,18 @@ using KServeReplyWriter = std::function<void(int status, std::string body, int64
 // its teardown (python models' finalize() included).
 bool natively_servable(Server& server, const std::string& model_name, int64_t model_version);
 
-// kserve_infer for a native transport (cpp/http_transport.cc): the same
-// checks and request, but its reply (the body as kserve_infer's stream
-// gives it, or a core error as the routes word it) goes to `write` from
-// Triton's thread, without Python. Returns false, having sent nothing to
-// the core, for a request this path does not cover, and when the core
-// refuses the submission: the general path then answers it.
-// `*cancel` is then set to the request's canceller (Request::canceller):
-// after it, `write` is not called.
+// kserve_infer for a native transport (cpp/http_transport.cc), called
+// without the GIL: the request's JSON header is read and checked without
+// it, and the GIL is taken only to build and submit a request this path
+// covers. Its reply (the body as kserve_infer's stream gives it, or a core
+// error as the routes word it) goes to `write` from Triton's thread,
+// without Python. Returns false, having sent nothing to the core, for a
+// request this path does not cover, and when the core refuses the
+// submission: the general path then answers it. `*cancel` is then set to
+// the request's canceller (Request::canceller): after it, `write` is not
+// called.
 bool kserve_infer_reply(Server& server, const std::string& model_name, int64_t model_version,
-                        nanobind::handle document, nanobind::handle body, size_t header_length,
+                        const char* body, size_t body_size, size_t header_length,
                         KServeReplyWriter write, std::function<void()>* cancel);
 
 }  // namespace tsb

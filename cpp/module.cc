@@ -384,10 +384,10 @@ NB_MODULE(_native, m) {
   nb::class_<KServeInferStream, AsyncResponseStream>(
       m, "KServeInferStream", nb::type_slots(async_response_stream_slots));
   m.def("kserve_infer", &kserve_infer, "server"_a, "model"_a, "model_name"_a,
-        "model_version"_a, "document"_a, "body"_a, "header_length"_a,
+        "model_version"_a, "body"_a, "header_length"_a,
         "route_parameters"_a.none(), "loop"_a, "waiters"_a,
         nb::sig("def kserve_infer(server: Server, model: typing.Any, model_name: str, "
-                "model_version: int, document: object, body: object, header_length: int, "
+                "model_version: int, body: object, header_length: int, "
                 "route_parameters: object, loop: typing.Any, waiters: AsyncioWaiters) "
                 "-> KServeInferStream | None"));
 

@@ -324,6 +324,23 @@ BAD = [
                       outputs=[{"name": "OUT", "parameters": {"binary_data": True}}]),
               numpy.array([2], dtype=numpy.int32).tobytes()), 501),
     ("unknown-model", "no_such_model", _request(_header(_fp32()), FOUR), 404),
+    # JSON that json.loads (the general path's reader) and the fast path's
+    # reader take differently: the fast path leaves it to the general one.
+    # A key twice: json.loads keeps the last value.
+    ("key-twice-the-last-wrong", "identity_fp32",
+     _request(_header(_fp32()).replace(b'"binary_data_size": 16', b'"binary_data_size": 16, "binary_data_size": 12'),
+              FOUR), 400),
+    ("key-twice-the-last-right", "identity_fp32",
+     _request(_header(_fp32()).replace(b'"binary_data_size": 16', b'"binary_data_size": 12, "binary_data_size": 16'),
+              FOUR), 200),
+    ("inputs-twice", "identity_fp32",
+     _request(_header(_fp32()).replace(b'{"inputs": ', b'{"inputs": [], "inputs": '), FOUR), 200),
+    # Nesting past json.loads' recursion limit, in a field nobody reads.
+    ("deep-nesting", "identity_fp32", _request(_header(_fp32(), x=None).replace(b'null', b"[" * 5000 + b"]" * 5000),
+                                               FOUR), 400),
+    # NaN, which json.loads takes.
+    ("nan-elsewhere", "identity_fp32", _request(_header(_fp32(), x=None).replace(b'null', b"NaN"), FOUR), 200),
+    ("fractional-dimension", "identity_fp32", _request(_header(_fp32()).replace(b"[4]", b"[4.0]"), FOUR), 400),
 ]
 
 
@@ -364,10 +381,9 @@ def _submit(routes, model_name: str, body, header_length: int):
     """The fast path's native call, as fast_infer.infer makes it: the
     submitted stream."""
     model = routes.model(model_name)
-    header = json.loads(bytes(body[:header_length]))
     waiters_module = asyncio_waiters()
     loop = waiters_module.running_loop()
-    stream = _native.kserve_infer(model._server._started(), model, model.name, model.version, header, body,
+    stream = _native.kserve_infer(model._server._started(), model, model.name, model.version, body,
                                   header_length, {}, loop, waiters_module.for_loop(loop))
     assert stream is not None
     return stream

@@ -1,8 +1,8 @@
 """The fast path of the KServe infer route: the common request (binary
 tensors in, binary outputs out; see cpp/kserve_infer.h for what it covers)
 is built, submitted and answered by one native call, whose stream's result
-is the whole response body. Python here only parses the JSON header
-(``json.loads``) and awaits.
+is the whole response body (the JSON header read natively too). Python
+here only awaits.
 
 ``infer()`` returns None for anything else, before the core sees the
 request: the route then takes the general codec (codec.py), which checks
@@ -13,7 +13,6 @@ and benchmarks compare both paths).
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 from .. import _native
@@ -38,17 +37,14 @@ async def infer(
         return None
     try:
         length = int(header_length)
-        if not 0 <= length <= len(body):
-            return None
-        document = json.loads(body[:length])
-    except (ValueError, TypeError, RecursionError):
+    except ValueError:
         return None  # the general path words the error
-    if type(document) is not dict:
+    if not 0 <= length <= len(body):
         return None
     waiters_module = asyncio_waiters()
     loop = waiters_module.running_loop()
     stream = _native.kserve_infer(
-        model._server._started(), model, model.name, model.version, document, body, length,
+        model._server._started(), model, model.name, model.version, body, length,
         route_parameters, loop, waiters_module.for_loop(loop),
     )
     if stream is None:

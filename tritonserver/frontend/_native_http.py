@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import threading
 from typing import Any, Callable, Optional
@@ -38,8 +37,8 @@ class NativeHttpServer:
     """`routes` served on address:port by the native transport until `stop()`;
     `too_large(size, limit)` words the refusal of a body over the limit.
     With `native_infer` (the native Server of the routes' server), the
-    plain binary-tensor infer request is served without Python but for
-    json.loads of its header (cpp/http_transport.cc); the caller passes it
+    plain binary-tensor infer request is served natively, the GIL taken
+    only to build and submit it (cpp/http_transport.cc); the caller passes it
     only where the routes would take their own fast path (fast_infer) for
     every such request: no forwarded headers, no restricted inference, no
     response parameters."""
@@ -83,7 +82,7 @@ class NativeHttpServer:
             self._loop_thread.stop()
             raise
         if self._native_infer is not None:
-            transport.enable_infer(self._native_infer, json.loads)
+            transport.enable_infer(self._native_infer)
         self._transport = transport
         self._threads = start_io_threads(self._what, transport)
         self.port = port
