@@ -227,10 +227,9 @@ def contenders(pytriton_python: str) -> tuple[list[Contender], dict[str, str]]:
 def perf_analyzer(server: Running, workload: str, protocol: str, concurrency: int, window_ms: int,
                   window_requests: Optional[int] = None) -> dict:
     """One perf_analyzer level: three windows of `window_ms`, or, with
-    `window_requests`, of that many requests (perf_analyzer 2.51's time
-    windows at concurrency 16 over HTTP now and then never end, against
-    NVIDIA's binary too: its main thread loops in InferenceProfiler::Measure
-    while its RSS grows by ~25 MB/s; count windows end). Run again (at most
+    `window_requests`, of that many requests (used at concurrency 16, where
+    perf_analyzer's time windows stalled while the servers ran in a
+    scheduling group of their own: benchmarks/NOTES.md). Run again (at most
     3 runs) when it reports an unstable measurement (exit 2) or runs past
     PERF_ANALYZER_TIMEOUT_S. Returns throughput, p50 (us), server CPU per
     inference (us), or an error."""
@@ -366,9 +365,8 @@ def section(report: dict, cells: list) -> list[str]:
         "",
         f"benchmarks/frontends.py, {report['date']}: perf_analyzer 2.51 (`-s 1000 -r 3 -p {report['window_ms']}`: "
         "three fixed windows at concurrency 1; at 16 three windows of as many requests as the same server "
-        "answered in one such window at 1 in that round, `--measurement-mode count_windows`, as perf_analyzer's "
-        "time windows at 16 now and then never end; FP32[16] inputs) as the client of every server, all servers "
-        "up at once; "
+        "answered in one such window at 1 in that round, `--measurement-mode count_windows`; FP32[16] inputs) as the "
+        "client of every server, all servers up at once; "
         f"{report['rounds']} interleaved rounds, medians; the whole run {report['seconds'] / 60:.0f} min on "
         f"{report['cpus']} CPUs shared by client, servers and other work (load average at each round's start, "
         f"then at the end: {load}). identity_fp32 (the identity C++ backend) and add_sub (a python model): "
