@@ -13,18 +13,8 @@ set(_llhttp_root "${_llhttp_dir}/httptools-${LLHTTP_SDIST_VERSION}/vendor/llhttp
 set(_llhttp_hint "download it by hand (python -m pip download --no-deps --no-binary :all: \
 httptools==${LLHTTP_SDIST_VERSION} -d ${_llhttp_dir}), or build without the native HTTP \
 transport: -C cmake.define.TRITONSERVER_NATIVE_HTTP=OFF")
-if(NOT EXISTS "${_llhttp_archive}")
-  file(MAKE_DIRECTORY "${_llhttp_dir}")
-  message(STATUS "llhttp: pip download httptools==${LLHTTP_SDIST_VERSION} (sdist)")
-  execute_process(
-    COMMAND "${Python_EXECUTABLE}" -m pip download --quiet --no-deps --no-binary :all:
-            "httptools==${LLHTTP_SDIST_VERSION}" -d "${_llhttp_dir}"
-    RESULT_VARIABLE _llhttp_rc OUTPUT_VARIABLE _llhttp_out ERROR_VARIABLE _llhttp_out)
-  if(NOT _llhttp_rc EQUAL 0 OR NOT EXISTS "${_llhttp_archive}")
-    message(FATAL_ERROR "llhttp: could not get httptools ${LLHTTP_SDIST_VERSION}'s source \
-distribution with pip (${_llhttp_rc}): ${_llhttp_out}\n${_llhttp_hint}")
-  endif()
-endif()
+pinned_sdist_download(llhttp PACKAGE httptools VERSION "${LLHTTP_SDIST_VERSION}" DIRECTORY "${_llhttp_dir}"
+  ARCHIVE "${_llhttp_archive}" HINT "${_llhttp_hint}")
 pinned_archive_extract(llhttp ARCHIVE "${_llhttp_archive}" SHA256 "${LLHTTP_SDIST_SHA256}"
   HINT "${_llhttp_hint}" DESTINATION "${_llhttp_dir}"
   PATTERN "httptools-${LLHTTP_SDIST_VERSION}/vendor/llhttp/*" EXTRACTED "${_llhttp_root}/src/llhttp.c")

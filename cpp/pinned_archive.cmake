@@ -1,7 +1,29 @@
-# The common last step of taking a third-party source archive at configure
-# time (cpp/llhttp.cmake, cpp/nghttp2.cmake): check the downloaded archive
-# against its pinned sha256, then extract the part of it that is built, once.
+# Taking a third-party source archive at configure time (cpp/llhttp.cmake,
+# cpp/nghttp2.cmake, cpp/yyjson.cmake): a source distribution from the
+# package index, fetched with pip; then the common last step: check the
+# archive against its pinned sha256 and extract the part that is built, once.
 include_guard(GLOBAL)
+
+# pinned_sdist_download(<name> PACKAGE <project> VERSION <version>
+#                       DIRECTORY <dir> ARCHIVE <file pip saves> HINT <how to fix>)
+# `pip download`s the project's source distribution into <dir> unless
+# <file> is there; a failure is a configure error naming <name> and <how to fix>.
+function(pinned_sdist_download name)
+  cmake_parse_arguments(PARSE_ARGV 1 _ps "" "PACKAGE;VERSION;DIRECTORY;ARCHIVE;HINT" "")
+  if(EXISTS "${_ps_ARCHIVE}")
+    return()
+  endif()
+  file(MAKE_DIRECTORY "${_ps_DIRECTORY}")
+  message(STATUS "${name}: pip download ${_ps_PACKAGE}==${_ps_VERSION} (sdist)")
+  execute_process(
+    COMMAND "${Python_EXECUTABLE}" -m pip download --quiet --no-deps --no-binary :all:
+            "${_ps_PACKAGE}==${_ps_VERSION}" -d "${_ps_DIRECTORY}"
+    RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out)
+  if(NOT _rc EQUAL 0 OR NOT EXISTS "${_ps_ARCHIVE}")
+    message(FATAL_ERROR "${name}: could not get the ${_ps_PACKAGE} ${_ps_VERSION} source \
+distribution with pip (${_rc}): ${_out}\n${_ps_HINT}")
+  endif()
+endfunction()
 
 # pinned_archive_extract(<name> ARCHIVE <file> SHA256 <hex> HINT <how to fix>
 #                        DESTINATION <dir> PATTERN <glob in the archive>

@@ -13,18 +13,8 @@ set(_yyjson_root "${_yyjson_dir}/yyjson-${YYJSON_SDIST_VERSION}/yyjson")
 
 set(_yyjson_hint "download it by hand (python -m pip download --no-deps --no-binary :all: \
 yyjson==${YYJSON_SDIST_VERSION} -d ${_yyjson_dir})")
-if(NOT EXISTS "${_yyjson_archive}")
-  file(MAKE_DIRECTORY "${_yyjson_dir}")
-  message(STATUS "yyjson: pip download yyjson==${YYJSON_SDIST_VERSION} (sdist)")
-  execute_process(
-    COMMAND "${Python_EXECUTABLE}" -m pip download --quiet --no-deps --no-binary :all:
-            "yyjson==${YYJSON_SDIST_VERSION}" -d "${_yyjson_dir}"
-    RESULT_VARIABLE _yyjson_rc OUTPUT_VARIABLE _yyjson_out ERROR_VARIABLE _yyjson_out)
-  if(NOT _yyjson_rc EQUAL 0 OR NOT EXISTS "${_yyjson_archive}")
-    message(FATAL_ERROR "yyjson: could not get the yyjson ${YYJSON_SDIST_VERSION} source \
-distribution with pip (${_yyjson_rc}): ${_yyjson_out}\n${_yyjson_hint}")
-  endif()
-endif()
+pinned_sdist_download(yyjson PACKAGE yyjson VERSION "${YYJSON_SDIST_VERSION}" DIRECTORY "${_yyjson_dir}"
+  ARCHIVE "${_yyjson_archive}" HINT "${_yyjson_hint}")
 pinned_archive_extract(yyjson ARCHIVE "${_yyjson_archive}" SHA256 "${YYJSON_SDIST_SHA256}"
   HINT "${_yyjson_hint}" DESTINATION "${_yyjson_dir}"
   PATTERN "yyjson-${YYJSON_SDIST_VERSION}/yyjson/yyjson.*" EXTRACTED "${_yyjson_root}/yyjson.c")
