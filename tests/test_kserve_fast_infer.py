@@ -265,6 +265,19 @@ def _request(header: bytes, binary: bytes, header_length=None) -> tuple[bytes, d
 
 
 FOUR = numpy.arange(4, dtype=numpy.float32).tobytes()
+DEEP = _header(_fp32(), x=None).replace(b"null", b"[" * 5000 + b"]" * 5000)
+
+
+def _status_of_json_loads(header: bytes) -> int:
+    """The general path's status for a valid request whose header is
+    `header`: 400 where json.loads cannot read it (recursion), else 200."""
+    try:
+        json.loads(header)
+    except RecursionError:
+        return 400
+    return 200
+
+
 # (id, model, body and headers, expected status); each answered alike by both paths.
 BAD = [
     ("unknown-input", "identity_fp32", _request(_header(_fp32(name="NOPE")), FOUR), 400),
@@ -335,9 +348,10 @@ BAD = [
               FOUR), 200),
     ("inputs-twice", "identity_fp32",
      _request(_header(_fp32()).replace(b'{"inputs": ', b'{"inputs": [], "inputs": '), FOUR), 200),
-    # Nesting past json.loads' recursion limit, in a field nobody reads.
-    ("deep-nesting", "identity_fp32", _request(_header(_fp32(), x=None).replace(b'null', b"[" * 5000 + b"]" * 5000),
-                                               FOUR), 400),
+    # Nesting deeper than the fast path reads, in a field nobody reads: the
+    # general path's json.loads answers (past its recursion limit 400, on
+    # Pythons whose json has one at this depth).
+    ("deep-nesting", "identity_fp32", _request(DEEP, FOUR), _status_of_json_loads(DEEP)),
     # NaN, which json.loads takes.
     ("nan-elsewhere", "identity_fp32", _request(_header(_fp32(), x=None).replace(b'null', b"NaN"), FOUR), 200),
     ("fractional-dimension", "identity_fp32", _request(_header(_fp32()).replace(b"[4]", b"[4.0]"), FOUR), 400),
