@@ -52,9 +52,10 @@ constexpr size_t kMaxDims = 32;
 // Outputs copied into the response body without the GIL past this size.
 constexpr size_t kCopyWithoutGilBytes = 64 * 1024;
 
-// Past this many values, a header is left to the general path: Python's
-// json.loads, which it uses, refuses nesting deeper than its recursion
-// limit (~1000), which yyjson reads; the common request has a few dozen.
+// Past this many values, a header is left to the general path: the
+// json.loads it uses refuses nesting past the recursion limit on some
+// Pythons (3.11: ~1000 levels; 3.13 reads 5000), which yyjson reads; the
+// common request has a few dozen.
 constexpr size_t kMaxHeaderValues = 900;
 
 // obj[key]; null when absent, and `*twice` set when the key occurs more
