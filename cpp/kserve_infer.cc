@@ -3,7 +3,7 @@
 #include <yyjson.h>
 
 #include <atomic>
-#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <variant>
 #include <new>
@@ -58,9 +58,9 @@ constexpr size_t kCopyWithoutGilBytes = 64 * 1024;
 // common request has a few dozen.
 constexpr size_t kMaxHeaderValues = 900;
 
-// obj[key]; null when absent, and `*twice` set when the key occurs more
-// than once (json.loads keeps the last, yyjson_obj_get finds the first:
-// such a header is left to the general path).
+// obj[key] (the last, as json.loads keeps it); null when absent, and
+// `*twice` set when the key occurs more than once: such a header is left
+// to the general path.
 yyjson_val* member(yyjson_val* object, std::string_view key, bool* twice) {
   yyjson_val* found = nullptr;
   yyjson_obj_iter it = yyjson_obj_iter_with(object);
@@ -161,7 +161,7 @@ bool plan_input(yyjson_val* entry, const unsigned char* binary, size_t binary_si
   }
   if (count > (uint64_t(1) << 59)) return false;  // x 8 bytes: below 2**63
   int64_t size = 0;
-  if (!int64_of(only_member(member(entry, "parameters", &twice), "binary_data_size"), &size) || twice ||
+  if (!int64_of(only_member(member(entry, "parameters", &twice), "binary_data_size"), &size) ||
       size <= 0 || static_cast<uint64_t>(size) > binary_size - offset) {
     return false;
   }
@@ -252,7 +252,7 @@ bool plan_request(const char* header, size_t header_length, const unsigned char*
     }
     plan->outputs.emplace_back(name);
   }
-  return !twice;
+  return true;  // `twice` was checked after each lookup above
 }
 
 // The route's parameters as (name, JSON text of the value); false when one
