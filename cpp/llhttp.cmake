@@ -4,6 +4,7 @@
 # that builds this package (pip download from the package index), pinned
 # and checked. Never committed. Defines the static library `llhttp`.
 include("${CMAKE_CURRENT_LIST_DIR}/pinned_archive.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/third_party_notices.cmake")
 set(LLHTTP_SDIST_VERSION "0.6.4")
 set(LLHTTP_SDIST_SHA256 "4e93eee4add6493b59a5c514da98c939b244fce4a0d8879cd3f466562f4b7d5c")
 set(_llhttp_dir "${CMAKE_BINARY_DIR}/_llhttp")
@@ -24,3 +25,5 @@ add_library(llhttp STATIC "${_llhttp_root}/src/api.c" "${_llhttp_root}/src/http.
                           "${_llhttp_root}/src/llhttp.c")
 target_include_directories(llhttp SYSTEM PUBLIC "${_llhttp_root}/include")
 set_target_properties(llhttp PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
+third_party_notice(llhttp "from the httptools ${LLHTTP_SDIST_VERSION} source distribution"
+  FILE "${_llhttp_root}/LICENSE-MIT")

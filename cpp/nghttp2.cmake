@@ -4,6 +4,7 @@
 # pinned and checked. Never committed. Defines the static library
 # `nghttp2_static` (hidden visibility: nothing of it is exported from _native).
 include("${CMAKE_CURRENT_LIST_DIR}/pinned_archive.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/third_party_notices.cmake")
 set(NGHTTP2_VERSION "1.64.0")
 set(NGHTTP2_VERSION_NUM "0x014000")
 set(NGHTTP2_URL "http://deb.debian.org/debian/pool/main/n/nghttp2/nghttp2_${NGHTTP2_VERSION}.orig.tar.gz")
@@ -28,6 +29,12 @@ endif()
 pinned_archive_extract(nghttp2 ARCHIVE "${_nghttp2_archive}" SHA256 "${NGHTTP2_SHA256}"
   HINT "${_nghttp2_hint}" DESTINATION "${_nghttp2_dir}"
   PATTERN "nghttp2-${NGHTTP2_VERSION}/lib/*" EXTRACTED "${_nghttp2_root}/nghttp2_session.c")
+# Its license (MIT), beside the sources.
+pinned_archive_extract(nghttp2 ARCHIVE "${_nghttp2_archive}" SHA256 "${NGHTTP2_SHA256}"
+  HINT "${_nghttp2_hint}" DESTINATION "${_nghttp2_dir}"
+  PATTERN "nghttp2-${NGHTTP2_VERSION}/COPYING" EXTRACTED "${_nghttp2_dir}/nghttp2-${NGHTTP2_VERSION}/COPYING")
+third_party_notice(nghttp2 "${NGHTTP2_VERSION}, the release tarball from Debian's pool"
+  FILE "${_nghttp2_dir}/nghttp2-${NGHTTP2_VERSION}/COPYING")
 # nghttp2ver.h from its template (what nghttp2's own build makes of it).
 set(PACKAGE_VERSION "${NGHTTP2_VERSION}")
 set(PACKAGE_VERSION_NUM "${NGHTTP2_VERSION_NUM}")

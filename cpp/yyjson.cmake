@@ -5,6 +5,7 @@
 # builds this package (pip download from the package index), pinned and
 # checked. Never committed. Defines the static library `yyjson` (reader only).
 include("${CMAKE_CURRENT_LIST_DIR}/pinned_archive.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/third_party_notices.cmake")
 set(YYJSON_SDIST_VERSION "4.0.6")
 set(YYJSON_SDIST_SHA256 "fcd4dc15c1e39a30bf9fa85d56903029111506860fc3080ab0d81c6c6dacaa8c")
 set(_yyjson_dir "${CMAKE_BINARY_DIR}/_yyjson")
@@ -25,3 +26,6 @@ target_include_directories(yyjson SYSTEM PUBLIC "${_yyjson_root}")
 # The reader alone: what kserve_infer.cc uses.
 target_compile_definitions(yyjson PUBLIC YYJSON_DISABLE_WRITER=1 YYJSON_DISABLE_UTILS=1)
 set_target_properties(yyjson PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
+# yyjson states its license (MIT) at the head of its header.
+third_party_notice(yyjson "0.10.0, from the yyjson ${YYJSON_SDIST_VERSION} source distribution"
+  FILE "${_yyjson_root}/yyjson.h" HEADER_COMMENT)

@@ -50,6 +50,22 @@ def test_extension_needs_no_cuda_or_triton_library():
     assert names and all(n.startswith(allowed) for n in names), names
 
 
+def test_third_party_notices_ship_with_the_package():
+    """The license texts of the code compiled into the native libraries are
+    installed beside them, one section per part the extension was built with."""
+    path = os.path.join(os.path.dirname(tritonserver.__file__), "THIRD_PARTY_NOTICES.txt")
+    with open(path, encoding="utf-8") as notices:
+        text = notices.read()
+    sections = dict(re.findall(r"^==== (\S+) \([^\n]*\)\n\n(.*?)(?=\n==== |\Z)", text, re.M | re.S))
+    expected = {"nanobind", "robin-map", "yyjson"}
+    expected |= {"llhttp"} if hasattr(_native, "HttpTransport") else set()
+    expected |= {"nghttp2"} if hasattr(_native, "GrpcTransport") else set()
+    assert set(sections) == expected
+    for name, body in sections.items():
+        assert "Copyright" in body and ("Permission is hereby granted" in body or "Redistribution" in body), name
+        assert "/*" not in body and "*/" not in body, name  # a header comment's markers removed
+
+
 @pytest.mark.skipif(os.environ.get("TRITONSERVER_WHEEL_CHECK") != "1",
                     reason="checks a wheel (tests/check_wheel.sh sets TRITONSERVER_WHEEL_CHECK=1)")
 def test_wheel_has_no_test_hooks():
