@@ -22,6 +22,7 @@
 #include "errors.h"
 #include "infer_response_message.h"
 #include "kserve_infer.h"
+#include "model_infer_request.h"
 #include "request.h"
 #include "response.h"
 #include "server.h"
@@ -162,15 +163,13 @@ class GrpcTransport : public SocketServer {
     nghttp2_session_callbacks_del(callbacks_);
   }
 
-  // Serves the plain ModelInfer natively from now on: `plan(payload)`
-  // gives (model_name, version, id, [(name, datatype, shape, raw)],
-  // output names) or None (the servicer then answers); `error(code,
-  // message)` the (grpc status, message) of a core error. Both are the
-  // servicer's (tritonserver/_kserve/grpc_service.py).
-  void enable_infer(nb::object server, nb::object plan, nb::object error) {
+  // Serves the plain ModelInfer natively from now on (the request read by
+  // model_infer_request.cc; anything it declines goes to the servicer);
+  // `error(code, message)` gives the (grpc status, message) of a core
+  // error as the servicer words it (tritonserver/_kserve/grpc_service.py).
+  void enable_infer(nb::object server, nb::object error) {
     infer_server_ = nb::cast<Server*>(server);
     infer_server_object_ = std::move(server);
-    plan_ = std::move(plan);
     error_ = std::move(error);
   }
 
@@ -319,17 +318,38 @@ class GrpcTransport : public SocketServer {
   // messages, ended, cancelled), ...]).
   void hand(Connection& c, std::vector<Event>& events) {
     if (events.empty()) return;
+    // The plain ModelInfer calls, read and checked before the GIL is taken.
+    std::vector<std::unique_ptr<ModelInferPlan>> plans(events.size());
+    if (infer_server_ != nullptr) {
+      for (size_t i = 0; i < events.size(); ++i) {
+        const Event& event = events[i];
+        if (!event.opened || !event.ended || event.cancelled || event.messages.size() != 1 ||
+            event.path != kModelInfer) {
+          continue;
+        }
+        try {
+          auto plan = std::make_unique<ModelInferPlan>();
+          const std::string& message = event.messages[0];
+          if (plan_model_infer(reinterpret_cast<const unsigned char*>(message.data()), message.size(), plan.get()) &&
+              natively_servable(*infer_server_, plan->model_name, plan->model_version)) {
+            plans[i] = std::move(plan);  // else a decoupled model, or one the core cannot find: the servicer
+          }
+        } catch (const std::exception&) {
+          // out of memory: the servicer answers
+        }
+      }
+    }
     GilAcquire gil;
     nb::list batch;
-    for (Event& event : events) {
+    for (size_t i = 0; i < events.size(); ++i) {
+      Event& event = events[i];
       try {
-        if (infer_server_ != nullptr && event.opened && event.ended && !event.cancelled &&
-            event.messages.size() == 1 && event.path == kModelInfer) {
+        if (plans[i] != nullptr) {
           bool taken = false;
           try {
-            taken = try_infer(c, event);
+            taken = try_infer(c, event, *plans[i]);
           } catch (nb::python_error& error) {
-            error.discard_as_unraisable(plan_);
+            error.discard_as_unraisable(dispatch_);
           } catch (const std::exception&) {
             // nothing submitted: the servicer answers
           }
@@ -597,47 +617,21 @@ class GrpcTransport : public SocketServer {
     return 0;
   }
 
-  // A native ModelInfer of `event` (its one message, under the GIL): built
-  // and submitted here, answered from Triton's thread; false (nothing sent
-  // to the core) hands it to the servicer.
-  bool try_infer(Connection& c, Event& event) {
-    const std::string& payload = event.messages[0];
-    nb::object plan = plan_(nb::bytes(payload.data(), payload.size()));
-    if (plan.is_none()) return false;
-    nb::tuple fields = nb::cast<nb::tuple>(plan);
-    const std::string model_name = nb::cast<std::string>(fields[0]);
-    const int64_t version = nb::cast<int64_t>(fields[1]);
-    std::string id = nb::cast<std::string>(fields[2]);
-    bool servable;
-    {
-      GilRelease release;
-      servable = natively_servable(*infer_server_, model_name, version);
-    }
-    if (!servable) return false;  // a decoupled model, or one the core cannot find: the servicer words it
-    nb::object request_object = nb::inst_alloc(nb::type<Request>());
-    try {
-      new (nb::inst_ptr<Request>(request_object))
-          Request(infer_server_->handle(), infer_server_->inflight(), model_name, version);
-    } catch (const TritonException&) {
-      return false;  // e.g. unloaded meanwhile: the servicer says so
-    }
-    nb::inst_mark_ready(request_object);
-    Request& request = *nb::inst_ptr<Request>(request_object);
+  // A native ModelInfer of `event` (its one message, read into `planned`),
+  // under the GIL: built and submitted here, answered from Triton's
+  // thread; false (nothing sent to the core) hands it to the servicer.
+  bool try_infer(Connection& c, Event& event, ModelInferPlan& planned) {
+    const std::string& message = event.messages[0];
+    Built built = build_planned(*infer_server_, planned.model_name, planned.model_version, planned.plan,
+                                reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+                                nb::handle());
+    if (built.request.is_none()) return false;  // e.g. unloaded meanwhile: the servicer says so
+    Request& request = *nb::inst_ptr<Request>(built.request);
     std::function<void()> cancel;
     try {
-      if (!id.empty()) request.set_id(id);
-      for (nb::handle input : nb::cast<nb::list>(fields[3])) {
-        nb::tuple entry = nb::cast<nb::tuple>(input);
-        std::vector<int64_t> shape;
-        for (nb::handle d : nb::cast<nb::list>(entry[2])) shape.push_back(nb::cast<int64_t>(d));
-        nb::bytes raw = nb::cast<nb::bytes>(entry[3]);
-        request.add_input_dims(nb::cast<std::string>(entry[0]), nb::cast<int>(entry[1]), shape.data(), shape.size(),
-                               reinterpret_cast<uintptr_t>(raw.c_str()), raw.size(), TRITONSERVER_MEMORY_CPU, 0,
-                               raw);
-      }
-      for (nb::handle name : nb::cast<nb::list>(fields[4])) request.add_requested_output(nb::cast<std::string>(name));
       request.set_output_memory(TRITONSERVER_MEMORY_CPU, 0);
-      request.set_response_sink(std::make_shared<InferSink>(alive_, c.id, event.stream, model_name, std::move(id)));
+      request.set_response_sink(
+          std::make_shared<InferSink>(alive_, c.id, event.stream, planned.model_name, std::move(built.id)));
       request.submit_from_python(nullptr);
       cancel = request.canceller();
     } catch (const TritonException&) {
@@ -728,7 +722,7 @@ class GrpcTransport : public SocketServer {
   nghttp2_session_callbacks* callbacks_ = nullptr;
   std::shared_ptr<Alive> alive_ = std::make_shared<Alive>(this);
   Server* infer_server_ = nullptr;
-  nb::object infer_server_object_, plan_, error_;
+  nb::object infer_server_object_, error_;
   std::atomic<uint64_t> native_infers_{0};
 };
 
@@ -744,7 +738,7 @@ void bind_grpc_transport(nb::module_& m) {
       .def("send", &GrpcTransport::send, "connection"_a, "stream"_a, "message"_a)
       .def("finish", &GrpcTransport::finish, "connection"_a, "stream"_a, "code"_a, "message"_a)
       .def("reply", &GrpcTransport::reply, "connection"_a, "stream"_a, "message"_a)
-      .def("enable_infer", &GrpcTransport::enable_infer, "server"_a, "plan"_a, "error"_a)
+      .def("enable_infer", &GrpcTransport::enable_infer, "server"_a, "error"_a)
       .def_prop_ro("native_infers", &GrpcTransport::native_infers)
       .def("stop", [](GrpcTransport& t, double grace_s) { return t.stop(grace_s); }, "grace_s"_a,
            nb::call_guard<GilRelease>())

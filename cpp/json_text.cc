@@ -183,6 +183,20 @@ void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
 }
 
+bool is_valid_utf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    const size_t at = i;
+    // An invalid sequence decodes as U+FFFD consuming one byte; a real
+    // U+FFFD consumes three.
+    if (decode_utf8(text, &i) == 0xFFFD && i == at + 1) return false;
+  }
+  return true;
+}
+
 void append_json_double(std::string& out, double value) {
   if (std::isnan(value)) {
     out += "NaN";

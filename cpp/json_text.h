@@ -21,6 +21,11 @@ namespace tsb {
 // is written as U+FFFD.
 void append_json_string(std::string& out, std::string_view utf8);
 
+// Whether `text` is valid UTF-8 (no overlong forms, surrogates or code
+// points past U+10FFFF): what protobuf requires of a proto3 string, read
+// by model_infer_request.cc with this module's one UTF-8 decoder.
+bool is_valid_utf8(std::string_view text);
+
 // A float as json.dumps writes one: repr() (shortest round trip, ".0"
 // added to whole numbers), NaN, Infinity or -Infinity. Needs the GIL
 // (Python's own formatter).

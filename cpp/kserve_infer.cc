@@ -19,15 +19,8 @@
 namespace nb = nanobind;
 
 namespace tsb {
-namespace {
 
-// The protocol's datatype names (codec.py's DATATYPES) and their element
-// sizes (0: BYTES, elements of their own length).
-struct Datatype {
-  std::string_view name;
-  TRITONSERVER_DataType type;
-  size_t size;
-};
+namespace {
 constexpr Datatype kDatatypes[] = {
     {"BOOL", TRITONSERVER_TYPE_BOOL, 1},     {"UINT8", TRITONSERVER_TYPE_UINT8, 1},
     {"UINT16", TRITONSERVER_TYPE_UINT16, 2}, {"UINT32", TRITONSERVER_TYPE_UINT32, 4},
@@ -37,6 +30,7 @@ constexpr Datatype kDatatypes[] = {
     {"FP32", TRITONSERVER_TYPE_FP32, 4},     {"FP64", TRITONSERVER_TYPE_FP64, 8},
     {"BYTES", TRITONSERVER_TYPE_BYTES, 0},   {"BF16", TRITONSERVER_TYPE_BF16, 2},
 };
+}  // namespace
 
 const Datatype* datatype_named(std::string_view name) {
   for (const Datatype& d : kDatatypes) {
@@ -45,10 +39,10 @@ const Datatype* datatype_named(std::string_view name) {
   return nullptr;
 }
 
+namespace {
+
 // TRITONSERVER_TXN_DECOUPLED of the model transaction properties.
 constexpr uint32_t kDecoupled = 2;
-// codec.py's MAX_DIMS.
-constexpr size_t kMaxDims = 32;
 // Outputs copied into the response body without the GIL past this size.
 constexpr size_t kCopyWithoutGilBytes = 64 * 1024;
 
@@ -101,22 +95,6 @@ bool int64_of(yyjson_val* value, int64_t* out) {
   }
   return false;
 }
-
-struct PlannedInput {
-  std::string name;
-  TRITONSERVER_DataType type;
-  int64_t dims[kMaxDims];
-  size_t ndim;
-  size_t offset, size;  // in the binary part of the body
-};
-
-struct Plan {
-  bool has_id = false;
-  std::string id;
-  std::vector<PlannedInput> inputs;
-  std::vector<std::string> outputs;
-  bool any_large_input = false;
-};
 
 // Whether `size` bytes of BYTES data hold exactly `count` elements (each a
 // 4-byte little-endian length and its bytes), as codec._from_binary
@@ -463,30 +441,6 @@ nb::object KServeInferStream::deliver(const ResponseData& taken) {
   return nb::make_tuple(std::move(body), nb::int_(header.size()));
 }
 
-bool natively_servable(Server& server, const std::string& model_name, int64_t model_version) {
-  try {
-    return (server.model_transaction_properties(model_name, model_version) & kDecoupled) == 0;
-  } catch (const TritonException&) {
-    return false;  // not one the core finds: the general path says so
-  }
-}
-
-namespace {
-
-// A checked, built, not yet submitted request (`request` None: not one
-// this path covers, nothing was sent to the core).
-struct Built {
-  nb::object request = nb::none();
-  std::string id;
-  std::vector<std::pair<std::string, std::string>> route;
-};
-
-// The Triton request of `plan` (with the GIL), its inputs read from
-// `binary`. What keeps the inputs Triton reads by pointer alive: `body`
-// when it is an immutable bytes object holding `binary`; a private copy of
-// the binary part otherwise (a bytearray or memoryview may be refilled
-// while the request is in flight; a native transport's buffer is reused).
-// Inputs up to kCopiedInputMaxBytes are copied anyway.
 Built build_planned(Server& server, const std::string& model_name, int64_t model_version, Plan& plan,
                     const unsigned char* binary, size_t binary_size, nb::handle body) {
   Built built;
@@ -528,6 +482,18 @@ Built build_planned(Server& server, const std::string& model_name, int64_t model
   return built;
 }
 
+bool natively_servable(Server& server, const std::string& model_name, int64_t model_version) {
+  try {
+    return (server.model_transaction_properties(model_name, model_version) & kDecoupled) == 0;
+  } catch (const TritonException&) {
+    return false;  // not one the core finds: the general path says so
+  }
+}
+
+namespace {
+
+// A checked, built, not yet submitted request (`request` None: not one
+// this path covers, nothing was sent to the core).
 // status_of (routes.py) of a core error code.
 int http_status_of(TRITONSERVER_Error_Code code) {
   switch (code) {

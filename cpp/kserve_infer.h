@@ -33,6 +33,57 @@ namespace tsb {
 // The protocol's name of a Triton data type ("FP32", ...; "INVALID" for none).
 std::string_view datatype_name(TRITONSERVER_DataType type);
 
+// A protocol datatype name (codec.py's DATATYPES) with its Triton type and
+// element size (0: BYTES, elements of their own length).
+struct Datatype {
+  std::string_view name;
+  TRITONSERVER_DataType type;
+  size_t size;
+};
+// The datatype of a protocol name; null for a name the protocol lacks.
+const Datatype* datatype_named(std::string_view name);
+
+// codec.py's MAX_DIMS.
+constexpr size_t kMaxDims = 32;
+
+// A request a native path builds, read from its message without the GIL
+// (the KServe HTTP header here; gRPC's ModelInferRequest in
+// model_infer_request.cc): each input's bytes lie at `offset` in one buffer.
+struct PlannedInput {
+  std::string name;
+  TRITONSERVER_DataType type;
+  int64_t dims[kMaxDims];
+  size_t ndim;
+  size_t offset, size;  // in the buffer the request is built from
+};
+struct Plan {
+  bool has_id = false;
+  std::string id;
+  std::vector<PlannedInput> inputs;
+  std::vector<std::string> outputs;
+  bool any_large_input = false;  // an input past kCopiedInputMaxBytes (request.h)
+};
+
+// A planned request built (not yet submitted): its Request object (None
+// when the core refused to create it, e.g. the model unloaded meanwhile:
+// the general path says so), the request id to answer with, and the
+// uvicorn route's own response parameters.
+struct Built {
+  nanobind::object request = nanobind::none();
+  std::string id;
+  std::vector<std::pair<std::string, std::string>> route;
+};
+
+// The Triton request of `plan` (with the GIL), its inputs read from
+// `binary`. What keeps the inputs Triton reads by pointer alive: `body`
+// when it is an immutable bytes object holding `binary`; a private copy of
+// the buffer otherwise (a bytearray or memoryview may be refilled while the
+// request is in flight; a native transport's buffer is reused). Inputs up
+// to kCopiedInputMaxBytes are copied anyway. A core error adding an input
+// is raised (TritonException), the request discarded.
+Built build_planned(Server& server, const std::string& model_name, int64_t model_version, Plan& plan,
+                    const unsigned char* binary, size_t binary_size, nanobind::handle body);
+
 // An AsyncResponseStream whose response is delivered as
 // (body: bytes, header_length: int | None): None when no binary data
 // follows the JSON (a response without outputs). A response that carries

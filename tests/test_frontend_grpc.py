@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import queue
+import random
 import socket
 import sys
 import threading
@@ -879,6 +880,153 @@ class TritonPythonModel:
                             "no": False, "zero": 0}))
         return responses
 """
+
+
+def _wire_varint(value):
+    out = bytearray()
+    while True:
+        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def _wire_field(number, value):
+    """One protobuf field: bytes length-delimited, an int a varint."""
+    if isinstance(value, int):
+        return _wire_varint(number << 3) + _wire_varint(value)
+    return _wire_varint(number << 3 | 2) + _wire_varint(len(value)) + value
+
+
+def _wire_input(name=b"INPUT0", datatype=b"FP32", shape=(4,), packed=True, extra=b""):
+    """An InferInputTensor's bytes (the shape packed or one field per dimension)."""
+    dims = (_wire_field(3, b"".join(_wire_varint(d & (2**64 - 1)) for d in shape)) if packed
+            else b"".join(_wire_field(3, d & (2**64 - 1)) for d in shape))
+    return _wire_field(1, name) + _wire_field(2, datatype) + dims + extra
+
+
+def test_the_native_infer_path_reads_the_wire_format_as_protobuf_does(served, transport):
+    """The native transport reads a ModelInferRequest itself: messages
+    written in every form protobuf accepts (a field twice, the shape
+    unpacked, fields in any order) are served natively with the servicer's
+    answer; one it does not cover (unknown fields, typed contents, other
+    parameters, non-UTF-8 or NUL names, a version that is not plain digits,
+    a truncated message) goes to the servicer, whose answer it gets."""
+    from tritonserver._kserve.grpc_service import GrpcInferenceService
+    from tritonserver.frontend._native_grpc import Abort, Context
+
+    server, frontend, url = served
+    service = GrpcInferenceService(server)
+    data = numpy.arange(4, dtype=numpy.float32).tobytes()
+    ones = numpy.ones(4, numpy.float32).tobytes()
+    add_sub = (_wire_field(1, b"add_sub") + _wire_field(5, _wire_input(b"INPUT0", shape=(4,)))
+               + _wire_field(5, _wire_input(b"INPUT1", shape=(4,))))
+    identity = _wire_field(1, b"identity_fp32") + _wire_field(5, _wire_input())
+    parameter = _wire_field(4, _wire_field(1, b"triton_enable_empty_final_response") + _wire_field(2, _wire_field(1, 1)))
+    native = {
+        "plain": identity + _wire_field(7, data),
+        "raw before its input, the id last": _wire_field(7, data) + identity + _wire_field(3, b"r\xc3\xa9"),
+        "the shape unpacked": _wire_field(1, b"identity_fp32") + _wire_field(5, _wire_input(packed=False))
+                              + _wire_field(7, data),
+        "the model name twice (the last counts)": _wire_field(1, b"nothing") + identity + _wire_field(7, data),
+        "a version of digits": identity + _wire_field(2, b"01") + _wire_field(7, data),
+        "perf_analyzer's parameter": parameter + add_sub + _wire_field(7, data) + _wire_field(7, ones),
+        "an output asked": add_sub + _wire_field(6, _wire_field(1, b"OUTPUT1")) + _wire_field(7, data)
+                           + _wire_field(7, ones),
+    }
+    declined = {
+        "an unknown field": identity + _wire_field(7, data) + _wire_field(15, 1),
+        "an unknown field of an input": _wire_field(1, b"identity_fp32")
+                                        + _wire_field(5, _wire_input(extra=_wire_field(9, b"x"))) + _wire_field(7, data),
+        "a known field of another wire type": identity + _wire_field(7, data) + _wire_field(3, 5),
+        "typed contents beside raw": _wire_field(1, b"identity_fp32")
+                                     + _wire_field(5, _wire_input(extra=_wire_field(5, b""))) + _wire_field(7, data),
+        "an input parameter": _wire_field(1, b"identity_fp32") + _wire_field(
+            5, _wire_input(extra=_wire_field(4, _wire_field(1, b"k") + _wire_field(2, _wire_field(2, 3)))))
+            + _wire_field(7, data),
+        "another request parameter": identity + _wire_field(7, data) + _wire_field(
+            4, _wire_field(1, b"priority") + _wire_field(2, _wire_field(2, 1))),
+        "an output parameter": add_sub + _wire_field(6, _wire_field(1, b"OUTPUT1") + _wire_field(
+            2, _wire_field(1, b"binary_data") + _wire_field(2, _wire_field(1, 1)))) + _wire_field(7, data)
+            + _wire_field(7, ones),
+        "a version with a sign": identity + _wire_field(2, b"+1") + _wire_field(7, data),
+        "a version past int64": identity + _wire_field(2, b"9223372036854775808") + _wire_field(7, data),
+        "a NUL in an input name": _wire_field(1, b"identity_fp32") + _wire_field(5, _wire_input(b"INPUT0\0"))
+                                  + _wire_field(7, data),
+        "a negative dimension": _wire_field(1, b"identity_fp32") + _wire_field(5, _wire_input(shape=(-1, 4)))
+                                + _wire_field(7, data),
+        "raw contents short of the shape": identity + _wire_field(7, data[:12]),
+        "one raw too many": identity + _wire_field(7, data) + _wire_field(7, data),
+        "BYTES": _wire_field(1, b"identity_fp32") + _wire_field(5, _wire_input(datatype=b"BYTES", shape=(1,)))
+                 + _wire_field(7, b"\1\0\0\0x"),
+        "not UTF-8": identity + _wire_field(7, data) + _wire_field(3, b"\xff"),
+        "truncated": (identity + _wire_field(7, data))[:-2],
+        "a varint past 64 bits": identity + _wire_field(7, data) + _wire_varint(3 << 3) + b"\xff" * 10 + b"\x01",
+    }
+
+    def servicer_answer(message):
+        async def call():
+            try:
+                request = service_pb2.ModelInferRequest.FromString(message)
+            except Exception:  # noqa: BLE001 - protobuf's DecodeError: answered by the transport, not here
+                return None
+            try:
+                return (await service.ModelInfer(request, Context(()))).SerializeToString()
+            except Abort as abort:
+                return abort.code, abort.details
+        return asyncio.run(call())
+
+    with grpc.insecure_channel(url) as channel:
+        call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        for cases, taken in ((native, 1), (declined, 0)):
+            for label, message in cases.items():
+                before = _native_infers(frontend)
+                try:
+                    answer = call(message)
+                except grpc.RpcError as error:
+                    answer = error.code().value[0], error.details()
+                expected = servicer_answer(message)
+                if expected is None:  # protobuf cannot read it
+                    assert answer[0] != grpc.StatusCode.OK.value[0], label
+                else:
+                    assert answer == expected, label
+                if before is not None:
+                    assert _native_infers(frontend) == before + taken, label
+    # Mutated messages (a byte changed, inserted or dropped, a cut, a span
+    # repeated): whichever path takes each, the answer is the servicer's.
+    rng = random.Random(41)
+    with grpc.insecure_channel(url) as channel:
+        call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        for _ in range(300):
+            message = bytearray(rng.choice(list(native.values())))
+            at = rng.randrange(len(message))
+            kind = rng.randrange(5)
+            if kind == 0:
+                message[at] = rng.randrange(256)
+            elif kind == 1:
+                message.insert(at, rng.randrange(256))
+            elif kind == 2:
+                del message[at]
+            elif kind == 3:
+                del message[at:]
+            else:
+                message[at:at] = message[at:at + rng.randrange(1, 12)]
+            try:
+                answer = call(bytes(message))
+            except grpc.RpcError as error:
+                answer = error.code().value[0], error.details()
+            expected = servicer_answer(bytes(message))
+            if expected is None:
+                assert answer[0] != grpc.StatusCode.OK.value[0], bytes(message)
+            else:
+                assert answer == expected, bytes(message)
+    # what the native ones answered: the identity's input, add_sub's sum and difference
+    with grpc.insecure_channel(url) as channel:
+        reply = service_pb2.ModelInferResponse.FromString(
+            channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")(native["an output asked"]))
+    assert [o.name for o in reply.outputs] == ["OUTPUT1"]
+    numpy.testing.assert_array_equal(numpy.frombuffer(reply.raw_output_contents[0], numpy.float32),
+                                     numpy.arange(4, dtype=numpy.float32) - 1)
 
 
 def test_the_native_infer_path_answers_as_the_servicer(served, transport):

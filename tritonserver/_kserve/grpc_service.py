@@ -13,7 +13,6 @@ TritonError maps to the gRPC code its core error code maps to there.
 from __future__ import annotations
 
 import asyncio
-import math
 import re
 import weakref
 from typing import Any, AsyncIterator, Callable, Optional
@@ -85,10 +84,6 @@ def status_code(error: Exception) -> Any:
 
 # The request parameters that start with "triton_" and that clients may set.
 _RESERVED_PARAMETERS = ("triton_enable_empty_final_response",)
-# The data types the native ModelInfer path takes: name -> (TRITONSERVER_DataType
-# number, element size); BYTES (serialized) and BF16 go through ModelInfer.
-_PLAIN_TYPES = {name: (int(kind), dtype.itemsize) for name, (kind, dtype) in DATATYPES.items()
-                if name not in ("BYTES", "BF16")}
 
 # Typed contents field -> the datatypes it may carry (the binary's
 # InferGRPCToInput) and the NumPy type its elements are stored as.
@@ -704,59 +699,6 @@ class GrpcInferenceService:
         restriction on inference, no forwarded metadata, no compression
         (each would need the servicer)."""
         return "inference" not in self._restrictions and self._forward is None and self._compression is None
-
-    def native_plan(self, payload: bytes) -> Optional[tuple[str, int, str, list[Any], list[str]]]:
-        """The request of a ModelInferRequest message (`payload`) as the
-        native path builds it, (model_name, version, id, [(name, datatype,
-        shape, raw)], output names), when it is one this servicer would
-        send the core unchanged: raw_input_contents of the exact size of
-        each input (not BYTES), no parameters but
-        triton_enable_empty_final_response (which a unary call does not
-        use), no typed contents, no shared memory, names the core can take. None for anything else (ModelInfer
-        then answers it, with its checks and messages)."""
-        try:
-            request = self._pb.ModelInferRequest.FromString(payload)
-        except Exception:  # noqa: BLE001 - google.protobuf's DecodeError: ModelInfer words it
-            return None
-        # Repeated fields read by slicing: iterating them ends in an
-        # IndexError that upb formats (~0.4 us a loop).
-        raws = request.raw_input_contents[:]
-        ios = request.inputs[:]
-        if len(raws) != len(ios):
-            return None
-        parameters = request.parameters
-        if parameters:
-            # perf_analyzer's: what ModelInfer reads of it (a bool) changes nothing for a unary call
-            for key in parameters:  # the map's keys (its items() is collections.abc's, slow)
-                if (key != "triton_enable_empty_final_response"
-                        or parameters[key].WhichOneof("parameter_choice") != "bool_param"):
-                    return None
-        version_text = request.model_version
-        if version_text:
-            try:
-                version = model_version(version_text)
-            except InvalidArgumentError:
-                return None
-        else:
-            version = -1
-        model_name, request_id = request.model_name, request.id
-        if "\0" in model_name or "\0" in request_id:
-            return None
-        inputs = []
-        for io, raw in zip(ios, raws):
-            kind = _PLAIN_TYPES.get(io.datatype)
-            if kind is None or io.parameters or io.HasField("contents") or "\0" in io.name:
-                return None
-            shape = io.shape[:]
-            if len(shape) > 32 or (shape and min(shape) < 0) or len(raw) != math.prod(shape) * kind[1]:
-                return None
-            inputs.append((io.name, kind[0], shape, raw))
-        outputs = []
-        for output in request.outputs[:]:
-            if output.parameters or "\0" in output.name:
-                return None
-            outputs.append(output.name)
-        return model_name, version, request_id, inputs, outputs
 
     @staticmethod
     def native_error(code: int, text: str) -> tuple[int, str]:

@@ -118,15 +118,17 @@ def _metadata(pairs: list[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
 class NativeGrpcServer:
     """`methods` (path -> Method) served on address:port by the native
     transport until `stop()`; messages over `max_message` bytes are refused.
-    With `native_infer` (the native Server, and the servicer's native_plan
-    and native_error), the plain ModelInfer is served on the I/O thread and
-    answered from Triton's (cpp/grpc_transport.cc), its protobuf decoded by
-    native_plan there and its answer written natively
-    (cpp/infer_response_message.h; native_error words a core error)."""
+    With `native_infer` (the native Server, and the servicer's
+    native_error), the plain ModelInfer is served on the I/O thread and
+    answered from Triton's (cpp/grpc_transport.cc): its protobuf read
+    (cpp/model_infer_request.h) and its answer written
+    (cpp/infer_response_message.h) natively; native_error words a core
+    error. Any other call, and a ModelInfer that path declines, goes to
+    `methods`."""
 
     def __init__(self, what: str, methods: dict[str, Method], address: str, port: int, reuse_port: bool,
                  io_threads: int, max_message: int, loop_thread: LoopThread,
-                 native_infer: Optional[tuple[Any, Any, Any]] = None) -> None:
+                 native_infer: Optional[tuple[Any, Any]] = None) -> None:
         self._native_infer = native_infer
         self._what = what
         self._methods = methods
