@@ -157,13 +157,12 @@ def batch(wrapped: Any, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, 
         if names != other.keys():
             raise PyTritonValidationError("Cannot batch requests with different set of inputs keys")
     joined = {name: numpy.concatenate([request[name] for request in requests]) for name in names}
-    new_kwargs = dict(kwargs)
-    new_kwargs.update(joined)
-    outputs = wrapped(*args[1:], **new_kwargs)
+    outputs = wrapped(*args[1:], **{**kwargs, **joined})
 
     def split(result: Any) -> List[Dict[str, Any]]:
         result = convert_output(result, wrapped, instance)
-        total = sum(get_inference_request_batch_size(request) for request in requests)
+        sizes = [get_inference_request_batch_size(request) for request in requests]
+        total = sum(sizes)
         mismatched = {name: tensor.shape for name, tensor in result.items() if tensor.shape[0] != total}
         if mismatched:
             raise ValueError(
@@ -171,8 +170,7 @@ def batch(wrapped: Any, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, 
                 f"{', '.join(': '.join(map(str, item)) for item in mismatched.items())}. "
                 f"Expected batch size: {total}. ")
         responses, start = [], 0
-        for request in requests:
-            size = get_inference_request_batch_size(request)
+        for size in sizes:
             responses.append({name: tensor[start:start + size, ...] for name, tensor in result.items()})
             start += size
         return responses
