@@ -882,6 +882,48 @@ class TritonPythonModel:
 """
 
 
+def test_a_long_error_reaches_the_client_cut_to_fit(served, transport):
+    """gRPC clients refuse a status past 8 KiB of metadata (they would
+    report RESOURCE_EXHAUSTED "Stream removed"): a long error message
+    reaches them cut to fit, with its code, saying how much was cut; on
+    the native path and the servicer's alike."""
+    server, frontend, url = served
+    said = {}
+
+    def fails(X):
+        raise ValueError(said["text"])
+
+    server.bind("bound_long_error", fails, inputs=[TensorSpec("X", numpy.float32, (1,))],
+                outputs=[TensorSpec("Y", numpy.float32, (1,))])
+    try:
+        with grpc.insecure_channel(url) as channel:
+            call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+            raw = service_pb2.ModelInferRequest(model_name="bound_long_error")
+            raw.inputs.add(name="X", datatype="FP32", shape=[1])
+            raw.raw_input_contents.append(b"\0" * 4)
+            typed = service_pb2.ModelInferRequest(model_name="bound_long_error")
+            typed.inputs.add(name="X", datatype="FP32", shape=[1]).contents.fp32_contents.append(0)
+            for text in ("caf\u00e9 " * 1000, "x" * 20000, "short"):
+                said["text"] = text
+                for request in (raw, typed):
+                    with pytest.raises(grpc.RpcError) as caught:
+                        call(request.SerializeToString())
+                    assert caught.value.code() == grpc.StatusCode.INTERNAL, caught.value.details()
+                    details = caught.value.details()
+                    assert details.startswith("model 'bound_long_error': ValueError: " + text[:100])
+                    if text == "short":
+                        assert details.endswith(": short")
+                    else:
+                        shown = details[len("model 'bound_long_error': ValueError: "):details.rindex(" [... ")]
+                        assert text.startswith(shown)
+                        cut = len("model 'bound_long_error': ValueError: ") + len(text) - details.rindex(" [... ")
+                        assert details.endswith(f" [... {cut} more characters cut by the server: gRPC clients "
+                                                "refuse status messages past 8 KiB]")
+                        assert len(details.encode()) < 8192
+    finally:
+        server.unbind("bound_long_error", timeout=30)
+
+
 def _wire_varint(value):
     out = bytearray()
     while True:

@@ -72,6 +72,42 @@ _STATUS_NAMES = ("UNKNOWN", "INTERNAL", "NOT_FOUND", "INVALID_ARGUMENT", "UNAVAI
                  "ALREADY_EXISTS", "CANCELLED")
 
 
+# gRPC clients (grpc core: grpcio, tritonclient.grpc, perf_analyzer) refuse
+# a status whose metadata passes 8 KiB ("received metadata size exceeds soft
+# limit"): a long error message, a model's traceback say, would reach the
+# client as RESOURCE_EXHAUSTED "Stream removed" instead of itself. The
+# budget of a status message, in bytes once percent-encoded as grpc-message
+# is, leaves room for the status's other headers.
+_DETAILS_BUDGET = 7000
+
+
+def _encoded_size(char: str) -> int:
+    """The bytes of one character in grpc-message (the gRPC spec's
+    percent-encoding: printable ASCII but "%" as is, every other byte of
+    its UTF-8 as %XX)."""
+    if " " <= char <= "~" and char != "%":
+        return 1
+    return 3 * len(char.encode("utf-8", "replace"))
+
+
+def status_details(text: str) -> str:
+    """`text` as a call's status message: whole when it fits the budget
+    (_DETAILS_BUDGET), else its beginning and a note saying how much was cut
+    and why (the client then still reads the error, with its status code)."""
+    if len(text) * 12 <= _DETAILS_BUDGET:  # 12: the most one character can take
+        return text
+    sizes = [_encoded_size(char) for char in text]
+    if sum(sizes) <= _DETAILS_BUDGET:
+        return text
+    kept, used = 0, 0
+    room = _DETAILS_BUDGET - 160  # the note below, in ASCII
+    while used + sizes[kept] <= room:
+        used += sizes[kept]
+        kept += 1
+    return (f"{text[:kept]} [... {len(text) - kept} more characters cut by the server: gRPC clients refuse "
+            f"status messages past 8 KiB]")
+
+
 def status_code(error: Exception) -> Any:
     """The grpc.StatusCode of a TritonError, or of the ValueError the
     package raises for a name, id or parameter it cannot pass to the core
@@ -349,7 +385,7 @@ class GrpcInferenceService:
                     result = await result
                 return result
             except (TritonError, ValueError) as error:
-                await context.abort(status_code(error), str(error))
+                await context.abort(status_code(error), status_details(str(error)))
 
         rpc.__name__ = method.__name__.lstrip("_")
         return rpc
@@ -691,7 +727,7 @@ class GrpcInferenceService:
         await held.released()
         if code is None:
             return message
-        await context.abort(code, text)
+        await context.abort(code, status_details(text))
 
     # -- the native transport's ModelInfer path (cpp/grpc_transport.cc) ----------
     def native_infer_enabled(self) -> bool:
@@ -705,7 +741,7 @@ class GrpcInferenceService:
         """(grpc status number, message) of a core error of a native-path
         request, as ModelInfer words the same error."""
         error = error_from_code(code, text)
-        return status_code(error).value[0], str(error)
+        return status_code(error).value[0], status_details(str(error))
 
     async def _infer(self, request: Any, metadata: Any, held: _HeldRegions) -> Any:
         decoded = self._decode(request, metadata, held)
@@ -757,7 +793,7 @@ class GrpcInferenceService:
                     break
                 message, code = item
                 if code is not None and end_at_error:
-                    await context.abort(code, message.error_message)
+                    await context.abort(code, status_details(message.error_message))
                 yield message
             reader.result()
         finally:
