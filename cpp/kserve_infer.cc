@@ -39,6 +39,13 @@ const Datatype* datatype_named(std::string_view name) {
   return nullptr;
 }
 
+std::string_view datatype_name(TRITONSERVER_DataType type) {
+  for (const Datatype& d : kDatatypes) {
+    if (d.type == type) return d.name;
+  }
+  return "INVALID";
+}
+
 namespace {
 
 // TRITONSERVER_TXN_DECOUPLED of the model transaction properties.
@@ -303,13 +310,6 @@ struct BufferView {
 };
 
 }  // namespace
-
-std::string_view datatype_name(TRITONSERVER_DataType type) {
-  for (const Datatype& d : kDatatypes) {
-    if (d.type == type) return d.name;
-  }
-  return "INVALID";
-}
 
 KServeInferStream::KServeInferStream(
     nb::object model_, nb::object request_, nb::object loop_, nb::object waiters_,
