@@ -44,6 +44,12 @@ constexpr int32_t kStreamWindow = 4 * 1024 * 1024;
 constexpr int32_t kConnectionWindow = 16 * 1024 * 1024;
 // How much of nghttp2's output is moved to the connection's buffer at once.
 constexpr size_t kOutputHighWater = 1024 * 1024;
+// A stream's backlog (its messages Python has not taken yet, and its
+// output nghttp2 has not taken: its client not reading) past which what
+// the client sends on it is not given back as window, and past which
+// send() tells the servicer to wait: a client that streams requests and
+// reads no responses is stopped, not read into memory without end.
+constexpr size_t kStreamBacklog = 16 * 1024 * 1024;
 constexpr size_t kPrefix = 5;  // gRPC's message prefix: a compressed flag, a big-endian length
 
 // grpc-status codes the transport answers itself.
@@ -74,6 +80,11 @@ struct Stream {
   bool started = false;   // response headers submitted
   std::string out;        // framed messages not yet taken by nghttp2
   size_t out_at = 0;
+  size_t untaken = 0;     // bytes of the messages handed to Python and not taken yet (taken())
+  size_t held = 0;        // bytes received whose window is held back (kStreamBacklog)
+
+  size_t unsent() const { return out.size() - out_at; }
+  size_t backlog() const { return untaken + unsent(); }
   int status = 0;
   std::string status_message;
   std::function<void()> cancel;  // a native ModelInfer's, until answered
@@ -98,6 +109,7 @@ struct Connection : SocketConnection {
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams;
   std::vector<Event> events;  // filled under the mutex by nghttp2's callbacks while reading
   std::vector<std::function<void()>> cancels;  // of streams reset while reading: run once unlocked
+  std::vector<int32_t> holding;  // streams whose window is held back
   bool failed = false;        // a protocol error: closes once its GOAWAY is written
 
   ~Connection() override {
@@ -196,11 +208,35 @@ class GrpcTransport : public SocketServer {
   }
 
   // A call's next message (framed here), its response headers first.
-  void send(uint64_t connection, int32_t stream, nb::bytes message) {
+  // True when the stream's output backs up (its client not reading): the
+  // servicer waits until backed_up() is false before it sends more.
+  bool send(uint64_t connection, int32_t stream, nb::bytes message) {
     const char* data = message.c_str();
     const size_t size = message.size();
     GilRelease release;
-    respond(connection, stream, data, size, std::nullopt, std::string_view());
+    return respond(connection, stream, data, size, std::nullopt, std::string_view());
+  }
+
+  // Whether a stream's output not yet taken by nghttp2 is kStreamBacklog
+  // or more (false once it is gone).
+  bool backed_up(uint64_t connection, int32_t stream_id) {
+    std::shared_ptr<Connection> c = std::static_pointer_cast<Connection>(find(connection));
+    if (!c) return false;
+    std::lock_guard<std::mutex> lock(c->mutex);
+    const Stream* stream = c->stream(stream_id);
+    return !c->closed && stream != nullptr && stream->unsent() >= kStreamBacklog;
+  }
+
+  // The servicer took `size` bytes of a stream's messages (each message's
+  // length): their window is given back once the stream's backlog allows.
+  void taken(uint64_t connection, int32_t stream_id, size_t size) {
+    std::shared_ptr<Connection> c = std::static_pointer_cast<Connection>(find(connection));
+    if (!c) return;
+    std::lock_guard<std::mutex> lock(c->mutex);
+    Stream* stream = c->stream(stream_id);
+    if (c->closed || stream == nullptr) return;
+    stream->untaken -= std::min(stream->untaken, size + kPrefix);
+    if (stream->held != 0) flush(*c);
   }
 
   // A call's status: grpc-status `code`, grpc-message `message` (trailers).
@@ -224,8 +260,10 @@ class GrpcTransport : public SocketServer {
     connection->transport = this;
     nghttp2_option* option = nullptr;
     nghttp2_option_new(&option);
-    // gRPC's messages may be large: window updates as nghttp2 sees fit,
-    // header lists up to 16 MiB (the binary's default is 16 KiB; more is harmless).
+    // Window updates given by on_data_chunk and release_held (a stream's
+    // held back while its output backs up); header lists up to 16 MiB (the
+    // binary's default is 16 KiB; more is harmless).
+    nghttp2_option_set_no_auto_window_update(option, 1);
     nghttp2_option_set_max_send_header_block_length(option, 16 * 1024 * 1024);
     const int made = nghttp2_session_server_new2(&connection->session, callbacks_, connection.get(), option);
     nghttp2_option_del(option);
@@ -279,6 +317,7 @@ class GrpcTransport : public SocketServer {
         if (n <= 0) break;
         c.out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
       }
+      if (!c.holding.empty()) release_held(c);
       const bool more = nghttp2_session_want_write(c.session) != 0;
       if (!c.out.empty()) {
         if (c.failed || (!more && nghttp2_session_want_read(c.session) == 0)) c.close_when_written = true;
@@ -289,6 +328,24 @@ class GrpcTransport : public SocketServer {
     if (c.out.empty() && (c.failed || (nghttp2_session_want_read(c.session) == 0 &&
                                        nghttp2_session_want_write(c.session) == 0))) {
       ::shutdown(c.fd, SHUT_WR);  // the client sees the end, and the hang-up closes
+    }
+  }
+
+  // Under the mutex: the window held back of each stream whose output no
+  // longer backs up is given back (its WINDOW_UPDATE queued in nghttp2).
+  static void release_held(Connection& c) {
+    for (size_t i = 0; i < c.holding.size();) {
+      Stream* stream = c.stream(c.holding[i]);
+      if (stream != nullptr && stream->backlog() >= kStreamBacklog) {
+        ++i;
+        continue;
+      }
+      if (stream != nullptr) {
+        nghttp2_session_consume_stream(c.session, stream->id, stream->held);
+        stream->held = 0;
+      }
+      c.holding[i] = c.holding.back();
+      c.holding.pop_back();
     }
   }
 
@@ -398,17 +455,20 @@ class GrpcTransport : public SocketServer {
   }
 
   // Queues a message (data != nullptr) and/or the status (code) of a call,
-  // from any thread, without the GIL.
-  void respond(uint64_t id, int32_t stream_id, const char* data, size_t size, std::optional<int> code,
+  // from any thread, without the GIL. True when the stream's output backs
+  // up (kStreamBacklog) after.
+  bool respond(uint64_t id, int32_t stream_id, const char* data, size_t size, std::optional<int> code,
                std::string_view message) {
     std::shared_ptr<Connection> c = std::static_pointer_cast<Connection>(find(id));
-    if (!c) return;  // closed meanwhile: nobody to answer
+    if (!c) return false;  // closed meanwhile: nobody to answer
     std::lock_guard<std::mutex> lock(c->mutex);
-    if (c->closed) return;
+    if (c->closed) return false;
     Stream* stream = c->stream(stream_id);
-    if (stream == nullptr || stream->finished) return;  // reset by the client meanwhile
+    if (stream == nullptr || stream->finished) return false;  // reset by the client meanwhile
     queue(*c, *stream, data, size, code, message);
     flush(*c);
+    const Stream* after = c->closed ? nullptr : c->stream(stream_id);  // flush may have closed it
+    return after != nullptr && after->unsent() >= kStreamBacklog;
   }
 
   // Under the mutex.
@@ -570,10 +630,19 @@ class GrpcTransport : public SocketServer {
     return 0;
   }
 
-  static int on_data_chunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t length,
-                           void* user_data) {
+  static int on_data_chunk(nghttp2_session* session, uint8_t, int32_t stream_id, const uint8_t* data,
+                           size_t length, void* user_data) {
     Connection& c = of(user_data);
     Stream* stream = c.stream(stream_id);
+    // The connection's window is given back at once (other streams go on);
+    // the stream's once its backlog allows.
+    nghttp2_session_consume_connection(session, length);
+    if (stream != nullptr && !stream->finished && stream->backlog() >= kStreamBacklog) {
+      if (stream->held == 0) c.holding.push_back(stream_id);
+      stream->held += length;
+    } else {
+      nghttp2_session_consume_stream(session, stream_id, length);
+    }
     if (stream == nullptr || stream->refused || !stream->handed) return 0;
     GrpcTransport& t = *c.transport;
     stream->in.append(reinterpret_cast<const char*>(data), length);
@@ -595,6 +664,7 @@ class GrpcTransport : public SocketServer {
       }
       if (stream->in.size() - at - kPrefix < size) break;
       announce(c, *stream).messages.emplace_back(stream->in.data() + at + kPrefix, size);
+      stream->untaken += kPrefix + size;
       at += kPrefix + size;
     }
     stream->in.erase(0, at);
@@ -736,6 +806,8 @@ void bind_grpc_transport(nb::module_& m) {
       .def("serve_io", [](GrpcTransport& t, int index) { t.serve_io(index); }, "index"_a,
            nb::call_guard<GilRelease>())
       .def("send", &GrpcTransport::send, "connection"_a, "stream"_a, "message"_a)
+      .def("backed_up", &GrpcTransport::backed_up, "connection"_a, "stream"_a, nb::call_guard<GilRelease>())
+      .def("taken", &GrpcTransport::taken, "connection"_a, "stream"_a, "size"_a, nb::call_guard<GilRelease>())
       .def("finish", &GrpcTransport::finish, "connection"_a, "stream"_a, "code"_a, "message"_a)
       .def("reply", &GrpcTransport::reply, "connection"_a, "stream"_a, "message"_a)
       .def("enable_infer", &GrpcTransport::enable_infer, "server"_a, "error"_a)

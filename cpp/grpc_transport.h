@@ -15,6 +15,10 @@
 // does not take (UNIMPLEMENTED); a stream the client resets, or a
 // connection it drops, with calls in flight (`cancelled(connection,
 // stream)`, `closed(connection)`); and the graceful stop of SocketServer.
+// A stream's window is given back as Python takes its messages (`taken`)
+// and its output drains; `send` says when the output backs up, and Python
+// waits (`backed_up`) before it sends more: a client that does not read is
+// stopped by flow control.
 #pragma once
 
 #include <nanobind/nanobind.h>

@@ -289,6 +289,72 @@ def test_stream_errors_go_in_the_stream_and_it_goes_on(served):
     assert by_id["good"][0].as_numpy("OUTPUT0").tolist() == [3]
 
 
+def test_a_stream_client_that_reads_nothing_is_stopped_then_gets_every_response(served):
+    """ModelStreamInfer from a client that sends and does not read: the call
+    stops reading its requests once it holds 256 in the core or 16 MiB of
+    unwritten responses, and HTTP/2's flow control then stops the client
+    (NVIDIA's binary reads them all: its memory grows without end). Once the
+    client reads, every response comes."""
+    from tritonserver._kserve.stream_flow import MAX_IN_FLIGHT, MAX_QUEUED_BYTES
+
+    server, count = served[0], 2000
+    calls = []
+
+    def quadruple(X):  # 16 KiB in, 64 KiB out
+        calls.append(int(X[0]))
+        return {"Y": numpy.tile(X, 4)}
+
+    name = "quadruple"
+    server.bind(name, quadruple, inputs=[TensorSpec("X", numpy.int32, (-1,))], outputs=[TensorSpec("Y", numpy.int32, (-1,))])
+    sent = []
+
+    def requests():
+        for i in range(count):
+            request = service_pb2.ModelInferRequest(model_name=name, id=str(i))
+            request.inputs.add(name="X", datatype="INT32", shape=[4096])
+            request.raw_input_contents.append(numpy.full(4096, i, numpy.int32).tobytes())
+            sent.append(i)
+            yield request
+
+    with grpc.insecure_channel(served[2]) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        stream = stub.ModelStreamInfer(requests(), timeout=120)
+        # Not read: the calls stop short of all (a deadline can only show that they stop).
+        assert not wait_for(lambda: len(calls) >= count, seconds=3), "every request was read"
+        # its requests in the core, and 16 MiB of responses in the call and as many in the transport
+        assert len(calls) <= MAX_IN_FLIGHT + 2 * MAX_QUEUED_BYTES // 65536, len(calls)
+        assert len(sent) < count, "the client was never stopped"
+        got = {}
+        for response in stream:
+            assert not response.error_message, response.error_message
+            got[int(response.infer_response.id)] = numpy.frombuffer(
+                response.infer_response.raw_output_contents[0], numpy.int32)
+    assert sorted(got) == list(range(count))
+    assert all(y.size == 16384 and (y == i).all() for i, y in got.items())
+    assert sorted(calls) == list(range(count))
+
+
+def test_a_stream_of_messages_larger_than_its_window_and_backlog_flows(served):
+    """ModelStreamInfer with 20 MiB requests and responses (past the 4 MiB
+    stream window the native transport announces, and the 16 MiB backlog
+    past which a call stops reading): read as they come, all arrive."""
+    count, size = 3, 20 * 1024 * 1024 // 4
+
+    def requests():
+        for i in range(count):
+            request = service_pb2.ModelInferRequest(model_name="identity_fp32", id=str(i))
+            request.inputs.add(name="INPUT0", datatype="FP32", shape=[size])
+            request.raw_input_contents.append(numpy.full(size, i, numpy.float32).tobytes())
+            yield request
+
+    options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+    with grpc.insecure_channel(served[2], options=options) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        got = [numpy.frombuffer(r.infer_response.raw_output_contents[0], numpy.float32)
+               for r in stub.ModelStreamInfer(requests(), timeout=120)]
+    assert [(y.size, float(y[0]), float(y[-1])) for y in got] == [(size, i, i) for i in range(count)]
+
+
 def test_triton_grpc_error_header_ends_the_stream_at_the_first_error(served):
     with grpc.insecure_channel(served[2]) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)

@@ -37,6 +37,7 @@ from .._api._tensor import Tensor
 from .codec import DATATYPES, _raw_bytes
 from .log_settings import LogSettings
 from .shared_memory import system_shared_memory
+from .stream_flow import StreamFlow
 
 INSTALL_HINT = 'pip install "tritonserver-binding[serve]"'
 
@@ -770,25 +771,28 @@ class GrpcInferenceService:
             context.set_compression(self._compression)
         metadata = context.invocation_metadata()
         end_at_error = any(k == "triton_grpc_error" and v == "true" for k, v in metadata or ())
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+        flow = StreamFlow()
         tasks: set[asyncio.Task[None]] = set()
         done = object()
 
         async def read() -> None:
             try:
                 async for request in request_iterator:
-                    task = asyncio.ensure_future(self._stream_one(request, metadata, queue))
+                    flow.started()
+                    task = asyncio.ensure_future(self._stream_one(request, metadata, flow))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
+                    task.add_done_callback(lambda _: flow.finished())
+                    await flow.room()  # the next request once the call holds less (stream_flow.py)
                 if tasks:
                     await asyncio.gather(*list(tasks), return_exceptions=True)
             finally:
-                queue.put_nowait(done)
+                flow.put(done)
 
         reader = asyncio.ensure_future(read())
         try:
             while True:
-                item = await queue.get()
+                item = await flow.get()
                 if item is done:
                     break
                 message, code = item
@@ -801,19 +805,23 @@ class GrpcInferenceService:
             for task in list(tasks):
                 task.cancel()
 
-    async def _stream_one(self, request: Any, metadata: Any, queue: "asyncio.Queue[Any]") -> None:
+    async def _stream_one(self, request: Any, metadata: Any, flow: StreamFlow) -> None:
         """Queues the responses of one request of a stream, the final one
         once the core let go of its shared-memory inputs."""
         held = _HeldRegions()
-        final = await self._stream_responses(request, metadata, queue, held)
+        final = await self._stream_responses(request, metadata, flow, held)
         await held.released()
         if final is not None:
-            queue.put_nowait(final)
+            message, code, size = final
+            flow.put((message, code), size)
 
-    async def _stream_responses(self, request: Any, metadata: Any, queue: "asyncio.Queue[Any]",
-                                held: _HeldRegions) -> Optional[tuple[Any, Any]]:
+    async def _stream_responses(self, request: Any, metadata: Any, flow: StreamFlow,
+                                held: _HeldRegions) -> Optional[tuple[Any, Any, int]]:
         """Queues the responses but the final one, which it returns (with
-        its error's status code, or None)."""
+        its error's status code, or None, and the bytes of its outputs).
+        Each is queued with the bytes of its outputs (what its message
+        holds, less a little framing; protobuf's ByteSize() would cost a
+        serialization)."""
         iterator = None
         try:
             decoded = self._decode(request, metadata, held)
@@ -823,7 +831,7 @@ class GrpcInferenceService:
             async for response in iterator:
                 message = self._pb.ModelStreamInferResponse()
                 infer_response = message.infer_response
-                code = None
+                code, size = None, 0
                 if response.error is not None:
                     message.error_message = str(response.error)
                     code = status_code(response.error)
@@ -835,6 +843,7 @@ class GrpcInferenceService:
                 else:
                     try:
                         self._encode(decoded, response, infer_response)
+                        size = sum(tensor.size for tensor in response.outputs.values())
                     except TritonError as error:
                         message = self._pb.ModelStreamInferResponse(error_message=str(error))
                         code = status_code(error)
@@ -842,9 +851,9 @@ class GrpcInferenceService:
                         self._identify(infer_response, request)
                 infer_response.parameters["triton_final_response"].bool_param = response.final
                 if response.final:
-                    final = (message, code)
+                    final = (message, code, size)
                 else:
-                    queue.put_nowait((message, code))
+                    flow.put((message, code), size)
             return final
         except asyncio.CancelledError:
             if iterator is not None:
@@ -853,7 +862,7 @@ class GrpcInferenceService:
         except (TritonError, ValueError) as error:
             message = self._pb.ModelStreamInferResponse(error_message=str(error))
             message.infer_response.id = request.id
-            return message, status_code(error)
+            return message, status_code(error), 0
 
     @staticmethod
     def _identify(infer_response: Any, request: Any) -> None:

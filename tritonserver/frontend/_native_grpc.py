@@ -275,11 +275,13 @@ class NativeGrpcServer:
     async def _serve_stream(self, connection: int, stream: int, call: _Call) -> None:
         transport = self._transport
         assert call.queue is not None
-        requests = self._requests(call.queue, call.method.request_type)
+        requests = self._requests(call.queue, call.method.request_type, functools.partial(transport.taken, connection,
+                                                                                           stream))
         responses = call.method.handler(requests, Context(call.metadata))
         try:
             async for response in responses:
-                transport.send(connection, stream, response.SerializeToString())
+                if transport.send(connection, stream, response.SerializeToString()):
+                    await _drained(transport, connection, stream)
         except asyncio.CancelledError:
             return
         except BaseException as error:  # noqa: BLE001
@@ -290,13 +292,27 @@ class NativeGrpcServer:
         transport.finish(connection, stream, OK, "")
 
     @staticmethod
-    async def _requests(queue: "asyncio.Queue[Optional[bytes]]", request_type: Any) -> AsyncIterator[Any]:
+    async def _requests(queue: "asyncio.Queue[Optional[bytes]]", request_type: Any,
+                        taken: Callable[[int], None]) -> AsyncIterator[Any]:
+        """The call's request messages as the handler reads them; each one
+        read gives its window back to the client (`taken`)."""
         while True:
             message = await queue.get()
             if message is None:
                 return
+            taken(len(message))
             try:
                 request = request_type.FromString(message)
             except Exception as error:  # noqa: BLE001
                 raise Abort(INTERNAL, f"a request message cannot be parsed: {error}") from None
             yield request
+
+
+async def _drained(transport: Any, connection: int, stream: int) -> None:
+    """Returns once the stream's output no longer backs up (its client reads
+    again, or it is gone). Only a client that does not read its responses
+    makes a call wait here; looked at every few milliseconds meanwhile."""
+    delay = 0.001
+    while transport.backed_up(connection, stream):
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.01)
