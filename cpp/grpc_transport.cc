@@ -261,8 +261,8 @@ class GrpcTransport : public SocketServer {
     nghttp2_option* option = nullptr;
     nghttp2_option_new(&option);
     // Window updates given by on_data_chunk and release_held (a stream's
-    // held back while its output backs up); header lists up to 16 MiB (the
-    // binary's default is 16 KiB; more is harmless).
+    // held back while its backlog is kStreamBacklog or more); header lists
+    // up to 16 MiB (the binary's default is 16 KiB; more is harmless).
     nghttp2_option_set_no_auto_window_update(option, 1);
     nghttp2_option_set_max_send_header_block_length(option, 16 * 1024 * 1024);
     const int made = nghttp2_session_server_new2(&connection->session, callbacks_, connection.get(), option);
@@ -331,8 +331,9 @@ class GrpcTransport : public SocketServer {
     }
   }
 
-  // Under the mutex: the window held back of each stream whose output no
-  // longer backs up is given back (its WINDOW_UPDATE queued in nghttp2).
+  // Under the mutex: the window held back of each stream whose backlog is
+  // under kStreamBacklog again is given back (its WINDOW_UPDATE queued in
+  // nghttp2); streams gone meanwhile are dropped from the list.
   static void release_held(Connection& c) {
     for (size_t i = 0; i < c.holding.size();) {
       Stream* stream = c.stream(c.holding[i]);
