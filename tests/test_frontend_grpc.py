@@ -297,7 +297,7 @@ def test_a_stream_client_that_reads_nothing_is_stopped_then_gets_every_response(
     client reads, every response comes."""
     from tritonserver._kserve.stream_flow import MAX_IN_FLIGHT, MAX_QUEUED_BYTES
 
-    server, count = served[0], 2000
+    server, count = served[0], 3000
     calls = []
 
     def quadruple(X):  # 16 KiB in, 64 KiB out
@@ -321,8 +321,9 @@ def test_a_stream_client_that_reads_nothing_is_stopped_then_gets_every_response(
         stream = stub.ModelStreamInfer(requests(), timeout=120)
         # Not read: the calls stop short of all (a deadline can only show that they stop).
         assert not wait_for(lambda: len(calls) >= count, seconds=3), "every request was read"
-        # its requests in the core, and 16 MiB of responses in the call and as many in the transport
-        assert len(calls) <= MAX_IN_FLIGHT + 2 * MAX_QUEUED_BYTES // 65536, len(calls)
+        # Answered so far: at most 256 in the core, 16 MiB of responses in the call, as many in the native
+        # transport, and what the sockets and the client's gRPC (its own flow-control window) hold unread.
+        assert len(calls) < MAX_IN_FLIGHT + 2 * MAX_QUEUED_BYTES // 65536 + 512 < count, len(calls)
         assert len(sent) < count, "the client was never stopped"
         got = {}
         for response in stream:
