@@ -289,12 +289,14 @@ def test_stream_errors_go_in_the_stream_and_it_goes_on(served):
     assert by_id["good"][0].as_numpy("OUTPUT0").tolist() == [3]
 
 
-def test_a_stream_client_that_reads_nothing_is_stopped_then_gets_every_response(served):
+@pytest.mark.parametrize("then", ["reads", "cancels"])
+def test_a_stream_client_that_reads_nothing_is_stopped_then_gets_every_response(served, then):
     """ModelStreamInfer from a client that sends and does not read: the call
     stops reading its requests once it holds 256 in the core or 16 MiB of
     unwritten responses, and HTTP/2's flow control then stops the client
     (NVIDIA's binary reads them all: its memory grows without end). Once the
-    client reads, every response comes."""
+    client reads, every response comes; if it cancels instead, the server
+    serves the next stream."""
     from tritonserver._kserve.stream_flow import MAX_IN_FLIGHT, MAX_QUEUED_BYTES
 
     server, count = served[0], 3000
@@ -304,7 +306,7 @@ def test_a_stream_client_that_reads_nothing_is_stopped_then_gets_every_response(
         calls.append(int(X[0]))
         return {"Y": numpy.tile(X, 4)}
 
-    name = "quadruple"
+    name = f"quadruple_{then}"
     server.bind(name, quadruple, inputs=[TensorSpec("X", numpy.int32, (-1,))], outputs=[TensorSpec("Y", numpy.int32, (-1,))])
     sent = []
 
@@ -325,6 +327,13 @@ def test_a_stream_client_that_reads_nothing_is_stopped_then_gets_every_response(
         # transport, and what the sockets and the client's gRPC (its own flow-control window) hold unread.
         assert len(calls) < MAX_IN_FLIGHT + 2 * MAX_QUEUED_BYTES // 65536 + 512 < count, len(calls)
         assert len(sent) < count, "the client was never stopped"
+        if then == "cancels":
+            stream.cancel()
+            sent.clear()
+            count = 3
+            answers = list(stub.ModelStreamInfer(requests(), timeout=60))
+            assert sorted(int(r.infer_response.id) for r in answers) == [0, 1, 2]
+            return
         got = {}
         for response in stream:
             assert not response.error_message, response.error_message
