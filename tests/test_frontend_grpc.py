@@ -344,6 +344,58 @@ def test_a_stream_client_that_reads_nothing_is_stopped_then_gets_every_response(
     assert sorted(calls) == list(range(count))
 
 
+HOLDING_MODEL = """
+import numpy
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.held = []
+
+    def execute(self, requests):
+        for request in requests:
+            self.held.append(request.get_response_sender())
+            if int(pb_utils.get_input_tensor_by_name(request, "END").as_numpy()[0]):
+                for i, sender in enumerate(self.held):
+                    sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("I", numpy.array([i], numpy.int32))]),
+                                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                self.held = []
+        return None
+"""
+
+
+def test_a_decoupled_model_may_hold_more_requests_of_a_stream_than_its_cap(served, client):
+    """A decoupled model that answers every request of the stream once a
+    later one (END=1) comes: 400 held requests, past the 256 a call keeps
+    in the core for other models, all answered (a decoupled model's
+    requests are not counted against the cap)."""
+    from tritonserver._kserve.stream_flow import MAX_IN_FLIGHT
+
+    count = MAX_IN_FLIGHT + 144
+    config = json.dumps({"backend": "python", "max_batch_size": 0,
+                         "model_transaction_policy": {"decoupled": True},
+                         "input": [{"name": "END", "data_type": "TYPE_INT32", "dims": [1]}],
+                         "output": [{"name": "I", "data_type": "TYPE_INT32", "dims": [1]}]})
+    client.load_model("holding", config=config, files={"file:1/model.py": HOLDING_MODEL.encode()})
+
+    def requests():
+        for i in range(count):
+            request = service_pb2.ModelInferRequest(model_name="holding", id=str(i))
+            request.inputs.add(name="END", datatype="INT32", shape=[1])
+            request.raw_input_contents.append(numpy.int32(i == count - 1).tobytes())
+            yield request
+
+    try:
+        with grpc.insecure_channel(served[2]) as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            answers = list(stub.ModelStreamInfer(requests(), timeout=60))
+    finally:
+        client.unload_model("holding")
+    assert sorted(int(a.infer_response.id) for a in answers) == list(range(count))
+    assert not any(a.error_message for a in answers)
+
+
 def test_a_stream_of_messages_larger_than_its_window_and_backlog_flows(served):
     """ModelStreamInfer with 20 MiB requests and responses (past the 4 MiB
     stream window the native transport announces, and the 16 MiB backlog

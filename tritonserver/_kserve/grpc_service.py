@@ -778,11 +778,11 @@ class GrpcInferenceService:
         async def read() -> None:
             try:
                 async for request in request_iterator:
-                    flow.started()
-                    task = asyncio.ensure_future(self._stream_one(request, metadata, flow))
+                    release = flow.started()
+                    task = asyncio.ensure_future(self._stream_one(request, metadata, flow, release))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
-                    task.add_done_callback(lambda _: flow.finished())
+                    task.add_done_callback(release)
                     await flow.room()  # the next request once the call holds less (stream_flow.py)
                 if tasks:
                     await asyncio.gather(*list(tasks), return_exceptions=True)
@@ -805,18 +805,18 @@ class GrpcInferenceService:
             for task in list(tasks):
                 task.cancel()
 
-    async def _stream_one(self, request: Any, metadata: Any, flow: StreamFlow) -> None:
+    async def _stream_one(self, request: Any, metadata: Any, flow: StreamFlow, release: Callable[..., None]) -> None:
         """Queues the responses of one request of a stream, the final one
         once the core let go of its shared-memory inputs."""
         held = _HeldRegions()
-        final = await self._stream_responses(request, metadata, flow, held)
+        final = await self._stream_responses(request, metadata, flow, held, release)
         await held.released()
         if final is not None:
             message, code, size = final
             flow.put((message, code), size)
 
-    async def _stream_responses(self, request: Any, metadata: Any, flow: StreamFlow,
-                                held: _HeldRegions) -> Optional[tuple[Any, Any, int]]:
+    async def _stream_responses(self, request: Any, metadata: Any, flow: StreamFlow, held: _HeldRegions,
+                                release: Callable[..., None]) -> Optional[tuple[Any, Any, int]]:
         """Queues the responses but the final one, which it returns (with
         its error's status code, or None, and the bytes of its outputs).
         Each is queued with the bytes of its outputs (what its message
@@ -826,6 +826,8 @@ class GrpcInferenceService:
         try:
             decoded = self._decode(request, metadata, held)
             decoupled = bool(decoded.model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED)
+            if decoupled:
+                release()  # not counted: it may wait on the stream's later requests (stream_flow.py)
             iterator = decoded.model.async_infer(raise_on_error=False, **decoded.kwargs)
             final = None
             async for response in iterator:

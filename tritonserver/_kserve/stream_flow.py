@@ -6,12 +6,15 @@ that streams requests and reads no responses is then not read either, and
 HTTP/2's flow control stops it sending. The server's memory stays bounded
 (NVIDIA's binary reads such a client's requests without end). A writing
 transport that does not wait for the client (the native one) tells the
-servicer to wait itself (`GrpcTransport.send`), which fills this queue."""
+servicer to wait itself (`GrpcTransport.send`), which fills this queue.
+A request of a decoupled model gives its place back as soon as that is
+known: such a model may hold a request open until later ones come (a
+sequence's end, say), which a cap on them would wait for ever."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Tuple
+from typing import Any, Callable, Tuple
 
 MAX_IN_FLIGHT = 256
 MAX_QUEUED_BYTES = 16 * 1024 * 1024
@@ -19,7 +22,7 @@ MAX_QUEUED_BYTES = 16 * 1024 * 1024
 
 class StreamFlow:
     """The responses queue (`put`, `get`) and the requests in flight
-    (`started`, `finished`); `room()` waits until both are under their limits."""
+    (`started`); `room()` waits until both are under their limits."""
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[Tuple[Any, int]] = asyncio.Queue()
@@ -34,15 +37,23 @@ class StreamFlow:
         else:
             self._room.clear()
 
-    def started(self) -> None:
-        """A request went to the core."""
+    def started(self) -> Callable[..., None]:
+        """A request goes to the core; the function returned gives its place
+        back (once its last response is queued, it failed, or it is a
+        decoupled model's: later calls do nothing). It takes an optional
+        argument, so that it serves as a task's done callback."""
         self._in_flight += 1
         self._update()
+        done = False
 
-    def finished(self) -> None:
-        """A request's last response is queued (or it failed)."""
-        self._in_flight -= 1
-        self._update()
+        def release(_task: Any = None) -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self._in_flight -= 1
+                self._update()
+
+        return release
 
     def put(self, item: Any, size: int = 0) -> None:
         self._queue.put_nowait((item, size))
