@@ -1,6 +1,7 @@
 """The network frontends against NVIDIA's: perf_analyzer 2.51 (`make
-perf-analyzer`) as the client of every server, over HTTP and gRPC at
-concurrency 1 and 16, FP32[16] inputs, on three workloads:
+perf-analyzer`) as the client of every server, over HTTP, gRPC and gRPC
+streaming (ModelStreamInfer, `--streaming`; "grpc-stream") at concurrency
+1 and 16, FP32[16] inputs, on three workloads:
 
 - identity_fp32 (tests/models; the identity C++ backend: the transport
   alone) and add_sub (tests/models; a python model): NVIDIA's
@@ -72,7 +73,8 @@ SHAPES = {"identity_fp32": ["--shape", "INPUT0:16"],
 WORKLOADS = {"identity_fp32": ("identity_fp32", SHAPES["identity_fp32"]),
              "add_sub": ("add_sub", SHAPES["add_sub"]),
              "bound add_sub": ("add_sub_plain", SHAPES["add_sub"])}
-# workload -> (the reference server, {protocol: the target ratio to it})
+# workload -> (the reference server, {protocol: the target ratio to it});
+# "grpc-stream" is gRPC's ModelStreamInfer (perf_analyzer --streaming), no target.
 TARGETS = {"identity_fp32": ("binary", {"http": 0.8, "grpc": 0.6}),
            "add_sub": ("binary", {"http": 1.2, "grpc": 1.2}),
            "bound add_sub": ("pytriton", {"http": 8.0, "grpc": 8.0})}
@@ -191,7 +193,7 @@ def contenders(pytriton_python: str) -> tuple[list[Contender], dict[str, str]]:
     left_out: dict[str, str] = {}
     models = ("identity_fp32", "add_sub")
     try:
-        found.append(Contender("binary", "NVIDIA's binary 2.51", models, ("http", "grpc"),
+        found.append(Contender("binary", "NVIDIA's binary 2.51", models, ("http", "grpc", "grpc-stream"),
                                triton_process(common.reference_command(), [])))
     except pytest.skip.Exception as e:
         left_out["binary"] = str(e)
@@ -202,12 +204,13 @@ def contenders(pytriton_python: str) -> tuple[list[Contender], dict[str, str]]:
         left_out["package"] = str(e)
     else:
         found.append(Contender("package", f"package (HTTP {default['http']}, gRPC {default['grpc']})", models,
-                               ("http", "grpc"), triton_process(package, PACKAGE_FLAGS)))
+                               ("http", "grpc", "grpc-stream"), triton_process(package, PACKAGE_FLAGS)))
         for protocol in ("http", "grpc"):
             others = [t for t in offered[protocol] if t != default[protocol]]
             for transport in others:
                 found.append(Contender(f"package-{protocol}-{transport}",
-                                       f"package, --{protocol}-transport {transport}", models, (protocol,),
+                                       f"package, --{protocol}-transport {transport}", models,
+                                       (protocol, "grpc-stream") if protocol == "grpc" else (protocol,),
                                        triton_process(package, [*PACKAGE_FLAGS, f"--{protocol}-transport",
                                                                 transport])))
             if not offered[protocol]:
@@ -237,7 +240,8 @@ def perf_analyzer(server: Running, workload: str, protocol: str, concurrency: in
     url = server.http_url if protocol == "http" else server.grpc_url
     windows = (["-p", str(window_ms)] if window_requests is None else
                ["--measurement-mode", "count_windows", "--measurement-request-count", str(window_requests)])
-    argv = [str(PERF_ANALYZER), "-m", model, "-u", url, "-i", protocol, "--concurrency-range", str(concurrency),
+    interface = ["-i", "grpc", "--streaming"] if protocol == "grpc-stream" else ["-i", protocol]
+    argv = [str(PERF_ANALYZER), "-m", model, "-u", url, *interface, "--concurrency-range", str(concurrency),
             "-s", "1000", "-r", "3", *windows, *shapes, *server.header_flags(protocol)]
     for attempt in range(3):
         pids = [p["pid"] for p in server.processes()]
@@ -303,7 +307,7 @@ def main() -> None:
         print(f"== {name}: left out ({why})", file=sys.stderr)
     if not found:
         sys.exit("no server to measure")
-    cells = [(workload, protocol, c) for workload in WORKLOADS for protocol in ("http", "grpc")
+    cells = [(workload, protocol, c) for workload in WORKLOADS for protocol in ("http", "grpc", "grpc-stream")
              for c in concurrencies
              if any(workload in s.workloads and protocol in s.protocols for s in found)]
     results: dict = {f"{w}|{p}|{c}|{s.name}": [] for w, p, c in cells for s in found
@@ -405,7 +409,7 @@ def section(report: dict, cells: list) -> list[str]:
                              for mine, theirs in zip(rows, references)
                              if "throughput" in mine and "throughput" in theirs]
                 ratio += f" ({', '.join(per_round)})" if len(per_round) > 1 else ""
-                target = f"{targets[protocol]}x"
+                target = f"{targets[protocol]}x" if protocol in targets else "-"
             lines.append(f"| {workload} | {protocol} | {c} | {label} | {fmt(rate)}{failed} "
                          f"| {fmt(median(rows, 'p50_us'))} | {fmt(median(rows, 'cpu_us_per_infer'))} "
                          f"| {ratio} | {target} |")

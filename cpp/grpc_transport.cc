@@ -58,6 +58,10 @@ constexpr int kResourceExhausted = 8;
 constexpr int kInternal = 13;
 
 constexpr std::string_view kModelInfer = "/inference.GRPCInferenceService/ModelInfer";
+constexpr std::string_view kModelStreamInfer = "/inference.GRPCInferenceService/ModelStreamInfer";
+// A stream's native requests in the core past which its next messages go to
+// the servicer, whose flow then holds the client (stream_flow.py's MAX_IN_FLIGHT).
+constexpr size_t kMaxStreamInFlight = 256;
 // A call's request headers, counted as HTTP/2 counts a header list (name,
 // value and 32 bytes each): beyond this the call is refused, as gRPC's own
 // servers refuse it past their hard limit (16 KiB by default), and what
@@ -82,6 +86,15 @@ struct Stream {
   size_t out_at = 0;
   size_t untaken = 0;     // bytes of the messages handed to Python and not taken yet (taken())
   size_t held = 0;        // bytes received whose window is held back (kStreamBacklog)
+  // ModelStreamInfer: its plain messages may be served natively (not with
+  // triton_grpc_error, which needs the servicer); those in the core by key
+  // (their cancels, set once submitted), and the status the servicer gave
+  // while some were, queued once they are answered.
+  bool end_at_error = false;
+  bool native_stream = false;
+  uint64_t next_native = 0;
+  std::unordered_map<uint64_t, std::function<void()>> native_requests;
+  std::optional<std::pair<int, std::string>> deferred_status;
 
   size_t unsent() const { return out.size() - out_at; }
   size_t backlog() const { return untaken + unsent(); }
@@ -97,6 +110,7 @@ struct Event {
   std::string path;
   std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<std::string> messages;
+  bool native_stream = false;  // its messages may be served natively (Stream::native_stream)
   bool ended = false;      // the client half-closed
   bool cancelled = false;  // reset by the client, or refused by the transport after it was handed
 };
@@ -179,14 +193,19 @@ class GrpcTransport : public SocketServer {
   // model_infer_request.cc; anything it declines goes to the servicer);
   // `error(code, message)` gives the (grpc status, message) of a core
   // error as the servicer words it (tritonserver/_kserve/grpc_service.py).
-  void enable_infer(nb::object server, nb::object error) {
+  // `stream_error(code, message)` gives the error_message text a
+  // ModelStreamInfer response carries for a core error.
+  void enable_infer(nb::object server, nb::object error, nb::object stream_error) {
     infer_server_ = nb::cast<Server*>(server);
     infer_server_object_ = std::move(server);
     error_ = std::move(error);
+    stream_error_ = std::move(stream_error);
   }
 
   // How many ModelInfer calls took the native path.
   uint64_t native_infers() const { return native_infers_.load(std::memory_order_relaxed); }
+  // How many ModelStreamInfer messages took the native path.
+  uint64_t native_stream_infers() const { return native_stream_infers_.load(std::memory_order_relaxed); }
 
   // On Triton's thread, with the GIL (ThreadGil), under alive_->mutex: a
   // native ModelInfer's error (a TRITONSERVER_Error_Code and its message),
@@ -363,6 +382,9 @@ class GrpcTransport : public SocketServer {
     Connection& c = static_cast<Connection&>(base);
     for (auto& [id, stream] : c.streams) {
       if (stream->cancel) cancels.push_back(std::move(stream->cancel));
+      for (auto& [key, cancel] : stream->native_requests) {
+        if (cancel) cancels.push_back(std::move(cancel));
+      }
     }
     for (auto& cancel : c.cancels) cancels.push_back(std::move(cancel));
     c.cancels.clear();
@@ -376,11 +398,17 @@ class GrpcTransport : public SocketServer {
   // messages, ended, cancelled), ...]).
   void hand(Connection& c, std::vector<Event>& events) {
     if (events.empty()) return;
-    // The plain ModelInfer calls, read and checked before the GIL is taken.
+    // The plain ModelInfer calls, and the plain messages of ModelStreamInfer
+    // calls, read and checked before the GIL is taken.
     std::vector<std::unique_ptr<ModelInferPlan>> plans(events.size());
+    std::vector<std::vector<std::unique_ptr<ModelInferPlan>>> stream_plans(events.size());
     if (infer_server_ != nullptr) {
       for (size_t i = 0; i < events.size(); ++i) {
         const Event& event = events[i];
+        if (event.native_stream && !event.cancelled && !event.messages.empty()) {
+          stream_plans[i] = plan_stream_messages(event);
+          continue;
+        }
         if (!event.opened || !event.ended || event.cancelled || event.messages.size() != 1 ||
             event.path != kModelInfer) {
           continue;
@@ -412,6 +440,11 @@ class GrpcTransport : public SocketServer {
             // nothing submitted: the servicer answers
           }
           if (taken) continue;
+        }
+        if (!stream_plans[i].empty()) {
+          serve_stream_natively(c, event, stream_plans[i]);
+          // all its messages served natively: nothing for the servicer
+          if (!event.opened && !event.ended && !event.cancelled && event.messages.empty()) continue;
         }
         nb::object path = nb::none(), metadata = nb::none();
         if (event.opened) {
@@ -466,6 +499,10 @@ class GrpcTransport : public SocketServer {
     if (c->closed) return false;
     Stream* stream = c->stream(stream_id);
     if (stream == nullptr || stream->finished) return false;  // reset by the client meanwhile
+    if (data == nullptr && code && !stream->native_requests.empty()) {
+      stream->deferred_status.emplace(*code, std::string(message));  // after its native requests' answers
+      return false;
+    }
     queue(*c, *stream, data, size, code, message);
     flush(*c);
     const Stream* after = c->closed ? nullptr : c->stream(stream_id);  // flush may have closed it
@@ -594,6 +631,7 @@ class GrpcTransport : public SocketServer {
                name == "grpc-encoding" || name == "grpc-accept-encoding") {
       // HTTP/2's and gRPC's own, not the call's metadata
     } else {
+      if (name == "triton_grpc_error" && value == "true") stream->end_at_error = true;
       stream->metadata.emplace_back(name, value);
     }
     return 0;
@@ -617,6 +655,8 @@ class GrpcTransport : public SocketServer {
         // Announced with its first message or its end, so that a call
         // whose message comes in a later read is handed over whole.
         stream->handed = true;
+        stream->native_stream =
+            c.transport->infer_server_ != nullptr && stream->path == kModelStreamInfer && !stream->end_at_error;
         c.transport->opened_call(c);
       }
     }
@@ -664,7 +704,9 @@ class GrpcTransport : public SocketServer {
         return 0;
       }
       if (stream->in.size() - at - kPrefix < size) break;
-      announce(c, *stream).messages.emplace_back(stream->in.data() + at + kPrefix, size);
+      Event& event = announce(c, *stream);
+      event.messages.emplace_back(stream->in.data() + at + kPrefix, size);
+      event.native_stream = stream->native_stream;
       stream->untaken += kPrefix + size;
       at += kPrefix + size;
     }
@@ -684,8 +726,142 @@ class GrpcTransport : public SocketServer {
       if (stream.announced) c.event(stream_id).cancelled = true;
       if (stream.cancel) c.cancels.push_back(std::move(stream.cancel));
     }
+    for (auto& [key, cancel] : stream.native_requests) {
+      if (cancel) c.cancels.push_back(std::move(cancel));
+    }
     c.streams.erase(it);
     return 0;
+  }
+
+  // Without the GIL: the plan of each message of a ModelStreamInfer event
+  // that the native path may serve (null: the servicer's).
+  std::vector<std::unique_ptr<ModelInferPlan>> plan_stream_messages(const Event& event) {
+    std::vector<std::unique_ptr<ModelInferPlan>> plans(event.messages.size());
+    for (size_t j = 0; j < event.messages.size(); ++j) {
+      try {
+        auto plan = std::make_unique<ModelInferPlan>();
+        const std::string& message = event.messages[j];
+        if (plan_model_infer(reinterpret_cast<const unsigned char*>(message.data()), message.size(), plan.get()) &&
+            natively_servable(*infer_server_, plan->model_name, plan->model_version)) {
+          plans[j] = std::move(plan);  // else a decoupled model's, or one the core cannot find: the servicer
+        }
+      } catch (const std::exception&) {
+        // out of memory: the servicer answers
+      }
+    }
+    return plans;
+  }
+
+  // Under the GIL: serves the messages of `event` that have a plan natively;
+  // the others stay in it, for the servicer.
+  void serve_stream_natively(Connection& c, Event& event, std::vector<std::unique_ptr<ModelInferPlan>>& plans) {
+    std::vector<std::string> rest;
+    for (size_t j = 0; j < event.messages.size(); ++j) {
+      bool taken = false;
+      if (plans[j] != nullptr) {
+        try {
+          taken = try_stream_infer(c, event.stream, event.messages[j], *plans[j]);
+        } catch (nb::python_error& error) {
+          error.discard_as_unraisable(dispatch_);
+        } catch (const std::exception&) {
+          // nothing submitted: the servicer answers
+        }
+      }
+      if (!taken) rest.push_back(std::move(event.messages[j]));
+    }
+    event.messages = std::move(rest);
+  }
+
+  // A ModelStreamInfer message (read into `planned`) built and submitted
+  // here, under the GIL, its responses written from Triton's thread
+  // (StreamSink); false (nothing sent to the core) leaves it to the
+  // servicer, as does a stream whose requests or output back up (the
+  // servicer's flow then holds the client).
+  bool try_stream_infer(Connection& c, int32_t stream_id, const std::string& message, ModelInferPlan& planned) {
+    uint64_t key = 0;
+    {
+      std::lock_guard<std::mutex> lock(c.mutex);
+      Stream* stream = c.stream(stream_id);
+      if (c.closed || stream == nullptr || stream->finished || stream->native_requests.size() >= kMaxStreamInFlight ||
+          stream->unsent() >= kStreamBacklog) {
+        return false;
+      }
+      key = stream->next_native++;
+      stream->native_requests.emplace(key, nullptr);  // in flight from here: the stream's status waits for it
+    }
+    std::function<void()> cancel;
+    bool submitted = false;
+    try {
+      Built built = build_planned(*infer_server_, planned.model_name, planned.model_version, planned.plan,
+                                  reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+                                  nb::handle());
+      if (!built.request.is_none()) {
+        Request& request = *nb::inst_ptr<Request>(built.request);
+        try {
+          request.set_output_memory(TRITONSERVER_MEMORY_CPU, 0);
+          request.set_response_sink(std::make_shared<StreamSink>(alive_, c.id, stream_id, key, planned.model_name,
+                                                                 planned.model_version_text, std::move(built.id)));
+          request.submit_from_python(nullptr);
+          submitted = true;
+          cancel = request.canceller();
+        } catch (const TritonException&) {
+          request.discard_from_python();  // the core refused it: the servicer words the refusal
+        } catch (...) {
+          request.discard_from_python();
+          throw;
+        }
+      }
+    } catch (...) {
+      stream_answered(c.id, stream_id, key, nullptr);
+      throw;
+    }
+    if (!submitted) {
+      stream_answered(c.id, stream_id, key, nullptr);
+      return false;
+    }
+    native_stream_infers_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(c.mutex);
+    Stream* stream = c.stream(stream_id);
+    if (stream != nullptr) {
+      auto it = stream->native_requests.find(key);
+      if (it != stream->native_requests.end()) it->second = std::move(cancel);  // else answered already
+      stream->untaken -= std::min(stream->untaken, message.size() + kPrefix);  // taken here, not by the servicer
+      if (stream->held != 0) flush(c);
+    } else if (!c.closed) {
+      c.cancels.push_back(std::move(cancel));  // reset meanwhile: cancelled at the next read or close
+    }
+    return true;
+  }
+
+  // A native stream request ended: its message (if any) queued, and the
+  // stream's status once the last one ended after the servicer gave it.
+  void stream_answered(uint64_t connection, int32_t stream_id, uint64_t key, const std::string* message) {
+    std::shared_ptr<Connection> c = std::static_pointer_cast<Connection>(find(connection));
+    if (!c) return;
+    std::lock_guard<std::mutex> lock(c->mutex);
+    Stream* stream = c->stream(stream_id);
+    if (c->closed || stream == nullptr) return;
+    stream->native_requests.erase(key);
+    if (stream->finished) return;
+    if (message != nullptr) queue(*c, *stream, message->data(), message->size(), std::nullopt, std::string_view());
+    if (stream->native_requests.empty() && stream->deferred_status) {
+      const auto [code, text] = std::move(*stream->deferred_status);
+      stream->deferred_status.reset();
+      queue(*c, *stream, nullptr, 0, code, text);
+    }
+    flush(*c);
+  }
+
+  // With the GIL: the error_message text of a native stream request's core error.
+  std::string stream_error_text(int error_code, std::string_view message) {
+    try {
+      return nb::cast<std::string>(stream_error_(error_code, nb::str(message.data(), message.size())));
+    } catch (nb::python_error& error) {
+      error.discard_as_unraisable(stream_error_);
+      return "internal error wording a stream error (reported as unraisable)";
+    } catch (const std::exception& error) {
+      return std::string("internal error wording a stream error: ") + error.what();
+    }
   }
 
   // A native ModelInfer of `event` (its one message, read into `planned`),
@@ -788,13 +964,74 @@ class GrpcTransport : public SocketServer {
     const std::string model_name_, request_id_;
   };
 
+  // A native ModelStreamInfer request's answer (AnswerOnceSink: a model
+  // that is not decoupled answers once) becomes the stream's next message.
+  class StreamSink final : public AnswerOnceSink {
+   public:
+    StreamSink(std::shared_ptr<Alive> alive, uint64_t connection, int32_t stream, uint64_t key,
+               std::string model_name, std::string model_version, std::string request_id)
+        : alive_(std::move(alive)), connection_(connection), stream_(stream), key_(key),
+          model_name_(std::move(model_name)), model_version_(std::move(model_version)),
+          request_id_(std::move(request_id)) {}
+
+   protected:
+    void answer(const ResponseData& data) noexcept override {
+      int error_code = static_cast<int>(data.error_code);
+      std::string error_text = data.error_message;
+      try {
+        if (!data.has_error) {
+          std::optional<std::string> inner = infer_response_message(model_name_, request_id_, data);
+          if (inner) {
+            deliver(stream_infer_response_message(std::move(*inner), data.final));
+            return;
+          }
+          error_code = TRITONSERVER_ERROR_UNSUPPORTED;  // as the servicer refuses such a response
+          error_text = kBytesParameterRefused;
+        }
+        {
+          // Worded by the servicer: the GIL before alive_->mutex, as InferSink takes them.
+          std::optional<ThreadGil> core;
+          std::optional<GilAcquire> python;
+          if (PyGILState_GetThisThreadState() != nullptr) {
+            python.emplace();
+          } else {
+            core.emplace();
+          }
+          std::lock_guard<std::mutex> lock(alive_->mutex);
+          if (alive_->transport == nullptr) return;
+          error_text = alive_->transport->stream_error_text(error_code, error_text);
+        }
+        deliver(stream_error_message(error_text, request_id_, model_name_, model_version_, data.final));
+      } catch (const std::exception& error) {
+        try {
+          deliver(stream_error_message(std::string("internal error writing a stream response: ") + error.what(),
+                                       request_id_, model_name_, model_version_, true));
+        } catch (const std::exception&) {
+          // out of memory: the stream's client waits until it leaves
+        }
+      }
+    }
+
+   private:
+    void deliver(const std::string& message) {
+      std::lock_guard<std::mutex> lock(alive_->mutex);
+      if (alive_->transport != nullptr) alive_->transport->stream_answered(connection_, stream_, key_, &message);
+    }
+
+    const std::shared_ptr<Alive> alive_;
+    const uint64_t connection_;
+    const int32_t stream_;
+    const uint64_t key_;
+    const std::string model_name_, model_version_, request_id_;
+  };
+
   const size_t max_message_;
   nb::object dispatch_, closed_;
   nghttp2_session_callbacks* callbacks_ = nullptr;
   std::shared_ptr<Alive> alive_ = std::make_shared<Alive>(this);
   Server* infer_server_ = nullptr;
-  nb::object infer_server_object_, error_;
-  std::atomic<uint64_t> native_infers_{0};
+  nb::object infer_server_object_, error_, stream_error_;
+  std::atomic<uint64_t> native_infers_{0}, native_stream_infers_{0};
 };
 
 }  // namespace
@@ -811,8 +1048,9 @@ void bind_grpc_transport(nb::module_& m) {
       .def("taken", &GrpcTransport::taken, "connection"_a, "stream"_a, "size"_a, nb::call_guard<GilRelease>())
       .def("finish", &GrpcTransport::finish, "connection"_a, "stream"_a, "code"_a, "message"_a)
       .def("reply", &GrpcTransport::reply, "connection"_a, "stream"_a, "message"_a)
-      .def("enable_infer", &GrpcTransport::enable_infer, "server"_a, "error"_a)
+      .def("enable_infer", &GrpcTransport::enable_infer, "server"_a, "error"_a, "stream_error"_a)
       .def_prop_ro("native_infers", &GrpcTransport::native_infers)
+      .def_prop_ro("native_stream_infers", &GrpcTransport::native_stream_infers)
       .def("stop", [](GrpcTransport& t, double grace_s) { return t.stop(grace_s); }, "grace_s"_a,
            nb::call_guard<GilRelease>())
       .def("close_all", [](GrpcTransport& t) { t.close_all(); });

@@ -113,4 +113,43 @@ std::optional<std::string> infer_response_message(std::string_view model_name, s
   return out;
 }
 
+namespace {
+
+// ModelStreamInferResponse
+constexpr uint32_t kStreamErrorMessage = 1, kStreamInferResponse = 2;
+
+// The triton_final_response parameter's map entry, as a ModelInferResponse field.
+void final_parameter(std::string& out, bool final) {
+  std::string entry;
+  bytes_field(entry, kEntryKey, "triton_final_response");
+  bytes_field(entry, kEntryValue, parameter_message(ParameterValue(final)));
+  bytes_field(out, kParameters, entry);
+}
+
+}  // namespace
+
+std::string stream_infer_response_message(std::string infer_response, bool final) {
+  // A map entry written after the response's own parameters replaces one
+  // of the same key when parsed, as the servicer's assignment does.
+  final_parameter(infer_response, final);
+  std::string header;
+  tag(header, kStreamInferResponse, kLengthDelimited);
+  varint(header, infer_response.size());
+  infer_response.insert(0, header);
+  return infer_response;
+}
+
+std::string stream_error_message(std::string_view error, std::string_view request_id, std::string_view model_name,
+                                 std::string_view model_version, bool final) {
+  std::string inner;
+  string_field(inner, kModelName, model_name);
+  string_field(inner, kModelVersion, model_version);
+  string_field(inner, kId, request_id);
+  final_parameter(inner, final);
+  std::string out;
+  string_field(out, kStreamErrorMessage, error);
+  bytes_field(out, kStreamInferResponse, inner);
+  return out;
+}
+
 }  // namespace tsb

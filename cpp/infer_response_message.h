@@ -24,4 +24,14 @@ inline constexpr std::string_view kBytesParameterRefused =
 std::optional<std::string> infer_response_message(std::string_view model_name, std::string_view request_id,
                                                   const ResponseData& data);
 
+// ModelStreamInfer's message of a response: `infer_response` (what
+// infer_response_message wrote) with the triton_final_response parameter.
+std::string stream_infer_response_message(std::string infer_response, bool final);
+
+// ModelStreamInfer's message of an error: its text, and the request's id,
+// model name and version as the request gave them, with
+// triton_final_response.
+std::string stream_error_message(std::string_view error, std::string_view request_id, std::string_view model_name,
+                                 std::string_view model_version, bool final);
+
 }  // namespace tsb

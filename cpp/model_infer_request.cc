@@ -224,6 +224,7 @@ bool plan_model_infer(const unsigned char* message, size_t size, ModelInferPlan*
     out->plan.any_large_input |= input.size > kCopiedInputMaxBytes;
   }
   out->model_name.assign(model_name);
+  out->model_version_text.assign(version);
   out->plan.has_id = !id.empty();
   out->plan.id.assign(id);
   return true;

@@ -26,6 +26,7 @@ namespace tsb {
 struct ModelInferPlan {
   std::string model_name;
   int64_t model_version = -1;  // -1: none asked
+  std::string model_version_text;  // as the request gave it ("" or digits)
   Plan plan;                   // input offsets are into the message
 };
 

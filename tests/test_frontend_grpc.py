@@ -396,6 +396,74 @@ def test_a_decoupled_model_may_hold_more_requests_of_a_stream_than_its_cap(serve
     assert not any(a.error_message for a in answers)
 
 
+def _native_stream_infers(frontend):
+    native = frontend._native
+    return None if native is None else native.native_stream_infers
+
+
+def _raw_request(model, request_id="", version="", outputs=(), **inputs):
+    request = service_pb2.ModelInferRequest(model_name=model, id=request_id, model_version=version)
+    for name, array in inputs.items():
+        request.inputs.add(name=name, datatype=_datatype(array), shape=list(array.shape))
+        request.raw_input_contents.append(array.tobytes())
+    for name in outputs:
+        request.outputs.add(name=name)
+    return request
+
+
+def test_stream_messages_served_natively_answer_as_the_servicer(served, transport):
+    """ModelStreamInfer's plain messages (raw inputs, a model that is not
+    decoupled) are served by the native transport without the servicer
+    (counted), and each answer is the servicer's for the same request: the
+    same stream sent with triton_grpc_error (which keeps every message on
+    the servicer) gives equal messages; a model's error reads as the
+    servicer words it (a typed-contents twin, which the native path leaves
+    to the servicer, fails the same way)."""
+    server, frontend, url = served
+    server.load("raise_error")
+    one = numpy.array([1, 2], numpy.float32)
+    plain = [
+        _raw_request("add_sub", "a", INPUT0=one, INPUT1=one),
+        _raw_request("add_sub", "", "1", INPUT0=one * 3, INPUT1=one),
+        _raw_request("add_sub", "c", outputs=["OUTPUT1"], INPUT0=one, INPUT1=one * 5),
+        _raw_request("identity_fp32", "d", INPUT0=numpy.zeros(0, numpy.float32)),
+        _raw_request("bound_add", "e", A=numpy.arange(3, dtype=numpy.int32), B=numpy.ones(3, numpy.int32)),
+    ]
+    failing = _raw_request("raise_error", "f", INPUT0=one)
+    typed = service_pb2.ModelInferRequest(model_name="raise_error", id="f")
+    typed.inputs.add(name="INPUT0", datatype="FP32", shape=[2]).contents.fp32_contents.extend([1, 2])
+    with grpc.insecure_channel(url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        before = _native_stream_infers(frontend)
+        native = {r.infer_response.id: r for r in stub.ModelStreamInfer(iter(plain + [failing]), timeout=60)}
+        served_natively = _native_stream_infers(frontend)
+        by_servicer = {r.infer_response.id: r
+                       for r in stub.ModelStreamInfer(iter(plain), metadata=[("triton_grpc_error", "true")], timeout=60)}
+        [twin] = list(stub.ModelStreamInfer(iter([typed]), timeout=60))
+    if transport == "native":
+        assert served_natively - before == len(plain) + 1
+        assert _native_stream_infers(frontend) == served_natively  # the other two streams: the servicer's
+    assert set(native) == {"a", "", "c", "d", "e", "f"}
+    for key, answer in by_servicer.items():
+        assert native[key] == answer, key
+    assert native["c"].infer_response.outputs[0].name == "OUTPUT1" and len(native["c"].infer_response.outputs) == 1
+    assert native["f"].error_message and native["f"] == twin
+
+
+def test_a_stream_ends_after_its_answers(served, transport):
+    """The client half-closes at once; the stream's status comes only after
+    the answers of its requests, the natively served ones included (the
+    servicer, which saw none of them, gives its status first)."""
+    server, frontend, url = served
+    server.load("sleep")
+    requests = [_raw_request("sleep", str(i), SECONDS=numpy.array([0.2], numpy.float32)) for i in range(3)]
+    with grpc.insecure_channel(url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        answers = list(stub.ModelStreamInfer(iter(requests), timeout=60))
+    assert sorted(a.infer_response.id for a in answers) == ["0", "1", "2"]
+    assert all(not a.error_message for a in answers)
+
+
 def test_a_stream_of_messages_larger_than_its_window_and_backlog_flows(served):
     """ModelStreamInfer with 20 MiB requests and responses (past the 4 MiB
     stream window the native transport announces, and the 16 MiB backlog
@@ -1190,6 +1258,43 @@ def test_the_native_infer_path_reads_the_wire_format_as_protobuf_does(served, tr
                 assert answer[0] != grpc.StatusCode.OK.value[0], bytes(message)
             else:
                 assert answer == expected, bytes(message)
+    # The same messages, and mutations of them, each on a stream of its own:
+    # whichever path takes each, the stream's messages (or its status where
+    # protobuf cannot read it) are the servicer's.
+
+    def servicer_stream(message):
+        async def call():
+            try:
+                request = service_pb2.ModelInferRequest.FromString(message)
+            except Exception:  # noqa: BLE001 - protobuf's DecodeError
+                return None
+
+            async def requests():
+                yield request
+            return [m.SerializeToString() async for m in service.ModelStreamInfer(requests(), Context(()))]
+        return asyncio.run(call())
+
+    stream_cases = list(native.values()) + list(declined.values())
+    for _ in range(150):
+        message = bytearray(rng.choice(list(native.values())))
+        at = rng.randrange(len(message))
+        message[at:at + rng.randrange(0, 3)] = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 3)))
+        stream_cases.append(bytes(message))
+    before = _native_stream_infers(frontend)
+    with grpc.insecure_channel(url) as channel:
+        stream = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer")
+        for message in stream_cases:
+            expected = servicer_stream(message)
+            try:
+                answer = list(stream(iter([message]), timeout=60))
+            except grpc.RpcError as error:
+                assert expected is None, (message, error)
+                continue
+            assert expected is not None, message
+            assert [service_pb2.ModelStreamInferResponse.FromString(m) for m in answer] == \
+                [service_pb2.ModelStreamInferResponse.FromString(m) for m in expected], message
+    if before is not None:
+        assert _native_stream_infers(frontend) - before >= len(native)  # the plain ones, and mutations still plain
     # what the native ones answered: the identity's input, add_sub's sum and difference
     with grpc.insecure_channel(url) as channel:
         reply = service_pb2.ModelInferResponse.FromString(

@@ -744,6 +744,12 @@ class GrpcInferenceService:
         error = error_from_code(code, text)
         return status_code(error).value[0], status_details(str(error))
 
+    @staticmethod
+    def native_stream_error(code: int, text: str) -> str:
+        """The error_message of a ModelStreamInfer response for a core error
+        of a native-path request, as _stream_responses words it."""
+        return str(error_from_code(code, text))
+
     async def _infer(self, request: Any, metadata: Any, held: _HeldRegions) -> Any:
         decoded = self._decode(request, metadata, held)
         if decoded.model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED:

@@ -207,7 +207,7 @@ class KServeGrpc(Frontend):
         self._thread.start()
         try:
             methods, service = self._thread.run(self._native_methods())
-            native_infer = ((self._server._started(), service.native_error)
+            native_infer = ((self._server._started(), service.native_error, service.native_stream_error)
                             if service.native_infer_enabled() else None)
             native = native_grpc.NativeGrpcServer("KServeGrpc", methods, o.address, o.port, o.reuse_port,
                                                   o.infer_thread_count, MAX_MESSAGE_BYTES, self._thread, native_infer)

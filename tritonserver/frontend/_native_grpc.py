@@ -119,16 +119,18 @@ class NativeGrpcServer:
     """`methods` (path -> Method) served on address:port by the native
     transport until `stop()`; messages over `max_message` bytes are refused.
     With `native_infer` (the native Server, and the servicer's
-    native_error), the plain ModelInfer is served on the I/O thread and
+    native_error and native_stream_error), the plain ModelInfer is served on the I/O thread and
     answered from Triton's (cpp/grpc_transport.cc): its protobuf read
     (cpp/model_infer_request.h) and its answer written
     (cpp/infer_response_message.h) natively; native_error words a core
-    error. Any other call, and a ModelInfer that path declines, goes to
-    `methods`."""
+    error; so is each plain message of a ModelStreamInfer to a model that
+    is not decoupled (native_stream_error words its errors), the stream's
+    status waiting for their answers. Any other call, and a message that
+    path declines, goes to `methods`."""
 
     def __init__(self, what: str, methods: dict[str, Method], address: str, port: int, reuse_port: bool,
                  io_threads: int, max_message: int, loop_thread: LoopThread,
-                 native_infer: Optional[tuple[Any, Any]] = None) -> None:
+                 native_infer: Optional[tuple[Any, Any, Any]] = None) -> None:
         self._native_infer = native_infer
         self._what = what
         self._methods = methods
@@ -163,6 +165,11 @@ class NativeGrpcServer:
     def native_infers(self) -> int:
         """How many ModelInfer calls took the native path."""
         return int(self._transport.native_infers) if self._transport is not None else 0
+
+    @property
+    def native_stream_infers(self) -> int:
+        """How many ModelStreamInfer messages took the native path."""
+        return int(self._transport.native_stream_infers) if self._transport is not None else 0
 
     def stop(self, grace_s: float) -> None:
         """Stops listening, lets calls in flight finish (up to `grace_s`),
