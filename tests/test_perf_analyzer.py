@@ -155,6 +155,17 @@ def test_decoupled_streaming_over_grpc(served, perf_analyzer, tmp_path):
     assert level["response_throughput"] == pytest.approx(STREAM_COUNT * level["throughput"], rel=0.05), level
 
 
+def test_streaming_a_model_that_is_not_decoupled(served, perf_analyzer):
+    """ModelStreamInfer of identity_fp32 (the native transport's native
+    stream path on serve), sync and async, concurrency 1 and 16: every
+    request answered."""
+    for mode in ([], ["--async"]):
+        before = inference_count(served, "identity_fp32")
+        levels = run_perf_analyzer(perf_analyzer, served, "identity_fp32", "grpc", "1:16:15", "--streaming", *mode,
+                                   "--shape", "INPUT0:16")
+        check_levels(levels, [1, 16], inference_count(served, "identity_fp32") - before)
+
+
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_system_shared_memory(served, perf_analyzer, protocol):
     import tritonclient.http
