@@ -936,17 +936,8 @@ class GrpcTransport : public SocketServer {
         error_code = TRITONSERVER_ERROR_UNSUPPORTED;  // as the binary refuses such a response
         error_message = kBytesParameterRefused;
       }
-      // The GIL before alive_->mutex, as the transport's destructor takes
-      // them. Triton's threads hold it with their kept state (ThreadGil); a
-      // Python thread (one that submitted or cancelled, answered at once)
-      // with its own.
-      std::optional<ThreadGil> core;
-      std::optional<GilAcquire> python;
-      if (PyGILState_GetThisThreadState() != nullptr) {
-        python.emplace();
-      } else {
-        core.emplace();
-      }
+      // The GIL before alive_->mutex, as the transport's destructor takes them.
+      AnyThreadGil gil;
       std::lock_guard<std::mutex> lock(alive_->mutex);
       if (alive_->transport != nullptr) alive_->transport->infer_error(connection_, stream_, error_code, error_message);
     }
@@ -990,13 +981,7 @@ class GrpcTransport : public SocketServer {
         }
         {
           // Worded by the servicer: the GIL before alive_->mutex, as InferSink takes them.
-          std::optional<ThreadGil> core;
-          std::optional<GilAcquire> python;
-          if (PyGILState_GetThisThreadState() != nullptr) {
-            python.emplace();
-          } else {
-            core.emplace();
-          }
+          AnyThreadGil gil;
           std::lock_guard<std::mutex> lock(alive_->mutex);
           if (alive_->transport == nullptr) return;
           error_text = alive_->transport->stream_error_text(error_code, error_text);

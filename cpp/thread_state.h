@@ -15,6 +15,8 @@
 
 #include <Python.h>
 
+#include <optional>
+
 namespace tsb {
 
 // Finalization and threads other than the one that finalizes: CPython
@@ -70,6 +72,26 @@ class ThreadGil {
 
  private:
   PyGILState_STATE state_;
+};
+
+// Holds the GIL for its scope on any thread: a thread Python knows (it
+// has its own thread state: one that submitted or cancelled, answered at
+// once) by GilAcquire, another (Triton's) by ThreadGil.
+class AnyThreadGil {
+ public:
+  AnyThreadGil() noexcept {
+    if (PyGILState_GetThisThreadState() != nullptr) {
+      python_.emplace();
+    } else {
+      native_.emplace();
+    }
+  }
+  AnyThreadGil(const AnyThreadGil&) = delete;
+  AnyThreadGil& operator=(const AnyThreadGil&) = delete;
+
+ private:
+  std::optional<ThreadGil> native_;
+  std::optional<GilAcquire> python_;
 };
 
 // The state maker: a thread that Python starts (threading.Thread, before
