@@ -382,7 +382,8 @@ def section(report: dict, cells: list) -> list[str]:
         "tritonserver.pytriton). Server CPU: the server's processes' user+sys time over a run (stubs and "
         "PyTriton's tritonserver included) per inference the server counted. Ratio: throughput over the "
         "reference's (the binary; PyTriton for the bound function), of the medians (per round in brackets); "
-        "target: the least ratio issue 40 asks for."
+        "target: the least ratio issue 40 asks for. grpc-stream: gRPC's ModelStreamInfer (perf_analyzer "
+        "`--streaming`, one stream per concurrent context; no target)."
         + (f" {report['note']}" if report["note"] else ""),
         "",
     ]
