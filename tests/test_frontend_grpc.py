@@ -480,9 +480,10 @@ def test_a_stream_of_messages_larger_than_its_window_and_backlog_flows(served):
     options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
     with grpc.insecure_channel(served[2], options=options) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-        got = [numpy.frombuffer(r.infer_response.raw_output_contents[0], numpy.float32)
-               for r in stub.ModelStreamInfer(requests(), timeout=120)]
-    assert [(y.size, float(y[0]), float(y[-1])) for y in got] == [(size, i, i) for i in range(count)]
+        got = {int(r.infer_response.id): numpy.frombuffer(r.infer_response.raw_output_contents[0], numpy.float32)
+               for r in stub.ModelStreamInfer(requests(), timeout=120)}
+    # by id: a stream's answers come as its requests finish, not in their order
+    assert {i: (y.size, float(y[0]), float(y[-1])) for i, y in got.items()} == {i: (size, i, i) for i in range(count)}
 
 
 def test_triton_grpc_error_header_ends_the_stream_at_the_first_error(served):
