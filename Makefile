@@ -41,7 +41,7 @@ $(VENV)/.ready: $(VENV)/.base-ready
 	VENV=$(VENV) bash -c 'source tests/suite_env.sh && install_serve_extra "$$@"' _ $(KEEP)
 	@echo "         and torch 2.13.0+cpu where this machine has it on disk (no download: PyPI has no +cpu build),"
 	@echo "         for the tests of torch tensors (bind's zero-copy output); without it they skip"
-	$(PY) -m pip install -q "torch==2.13.0+cpu" 2>/dev/null || echo "         (torch 2.13.0+cpu not available here: the torch tests skip)"
+	$(PY) -m pip install -q "torch==2.13.0+cpu" $(KEEP) 2>/dev/null || echo "         (torch 2.13.0+cpu not available here: the torch tests skip)"
 	touch $@
 
 venv: $(VENV)/.ready

@@ -158,6 +158,11 @@ PySendResult NextResponse::send(PyObject* value, PyObject** result) {
       try {
         std::shared_ptr<ResponseQueue> queue = s.native_request->submitted_queue();
         if (queue->has_response()) {  // the turn of the loop: a bare yield
+          // Behind the tasks whose responses came before this one and
+          // whose wake-up the loop has not read yet: responses reach their
+          // tasks in the order they came (a gRPC stream's answers, as
+          // NVIDIA's binary writes them).
+          s.waiters->resolve_before(queue->token());
           state = State::kTaking;
           *result = Py_NewRef(Py_None);
           return PYGEN_NEXT;
@@ -314,6 +319,18 @@ void AsyncioWaiters::on_ready() {
   std::vector<uint64_t> tokens;
   tokens.swap(spare_);
   notifier_->drain_into(tokens);
+  resolve(tokens);
+  tokens.clear();
+  spare_.swap(tokens);
+}
+
+void AsyncioWaiters::resolve_before(uint64_t token) {
+  std::vector<uint64_t> tokens;
+  notifier_->take_before(token, tokens);
+  resolve(tokens);
+}
+
+void AsyncioWaiters::resolve(const std::vector<uint64_t>& tokens) {
   const Names& n = names();
   for (uint64_t t : tokens) {
     auto it = waiting_.find(t);
@@ -333,8 +350,6 @@ void AsyncioWaiters::on_ready() {
       e.discard_as_unraisable("tritonserver: resolving an asyncio response future");
     }
   }
-  tokens.clear();
-  spare_.swap(tokens);
 }
 
 int AsyncioWaiters::traverse(visitproc visit, void* arg) {

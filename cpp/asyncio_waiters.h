@@ -116,6 +116,11 @@ class AsyncioWaiters {
   void forget(const ResponseQueue* queue) noexcept;
   // The loop's reader callback.
   void on_ready();
+  // Resolves, as on_ready does, the futures of the responses whose news
+  // came before `token`'s first pending news (none when it has none
+  // pending: its news was read already, so every pending one came after
+  // it); the rest stay for on_ready.
+  void resolve_before(uint64_t token);
   size_t waiting() const noexcept { return waiting_.size(); }
 
   // Garbage-collector support: the futures held, visited and dropped.
@@ -128,6 +133,8 @@ class AsyncioWaiters {
     std::shared_ptr<ResponseQueue> queue;
     nanobind::object future;
   };
+
+  void resolve(const std::vector<uint64_t>& tokens);
 
   nanobind::object future_type_;  // null: call loop.create_future()
   std::shared_ptr<LoopNotifier> notifier_;

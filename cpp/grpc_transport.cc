@@ -87,9 +87,10 @@ struct Stream {
   size_t untaken = 0;     // bytes of the messages handed to Python and not taken yet (taken())
   size_t held = 0;        // bytes received whose window is held back (kStreamBacklog)
   // ModelStreamInfer: its plain messages may be served natively (not with
-  // triton_grpc_error, which needs the servicer); those in the core by key
-  // (their cancels, set once submitted), and the status the servicer gave
-  // while some were, queued once they are answered.
+  // triton_grpc_error, which needs the servicer) until one goes to the
+  // servicer, which then has the rest; those in the core by key (their
+  // cancels, set once submitted), and the status the servicer gave while
+  // some were, queued once they are answered.
   bool end_at_error = false;
   bool native_stream = false;
   uint64_t next_native = 0;
@@ -752,24 +753,34 @@ class GrpcTransport : public SocketServer {
     return plans;
   }
 
-  // Under the GIL: serves the messages of `event` that have a plan natively;
-  // the others stay in it, for the servicer.
+  // Under the GIL: serves the messages of `event` natively up to the first
+  // one without a plan (or that the native path declines); that one and
+  // every later message of the stream go to the servicer, so the core gets
+  // them in the order sent (a sequence's state, a one-instance model's
+  // answer order), as the servicer submits them one after another.
   void serve_stream_natively(Connection& c, Event& event, std::vector<std::unique_ptr<ModelInferPlan>>& plans) {
-    std::vector<std::string> rest;
-    for (size_t j = 0; j < event.messages.size(); ++j) {
+    size_t j = 0;
+    for (; j < event.messages.size() && plans[j] != nullptr; ++j) {
       bool taken = false;
-      if (plans[j] != nullptr) {
-        try {
-          taken = try_stream_infer(c, event.stream, event.messages[j], *plans[j]);
-        } catch (nb::python_error& error) {
-          error.discard_as_unraisable(dispatch_);
-        } catch (const std::exception&) {
-          // nothing submitted: the servicer answers
-        }
+      try {
+        taken = try_stream_infer(c, event.stream, event.messages[j], *plans[j]);
+      } catch (nb::python_error& error) {
+        error.discard_as_unraisable(dispatch_);
+      } catch (const std::exception&) {
+        // nothing submitted: the servicer answers
       }
-      if (!taken) rest.push_back(std::move(event.messages[j]));
+      if (!taken) break;
     }
-    event.messages = std::move(rest);
+    if (j == event.messages.size()) {
+      event.messages.clear();
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(c.mutex);
+      Stream* stream = c.stream(event.stream);
+      if (stream != nullptr) stream->native_stream = false;
+    }
+    event.messages.erase(event.messages.begin(), event.messages.begin() + static_cast<std::ptrdiff_t>(j));
   }
 
   // A ModelStreamInfer message (read into `planned`) built and submitted
@@ -782,8 +793,8 @@ class GrpcTransport : public SocketServer {
     {
       std::lock_guard<std::mutex> lock(c.mutex);
       Stream* stream = c.stream(stream_id);
-      if (c.closed || stream == nullptr || stream->finished || stream->native_requests.size() >= kMaxStreamInFlight ||
-          stream->unsent() >= kStreamBacklog) {
+      if (c.closed || stream == nullptr || stream->finished || !stream->native_stream ||
+          stream->native_requests.size() >= kMaxStreamInFlight || stream->unsent() >= kStreamBacklog) {
         return false;
       }
       key = stream->next_native++;

@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -43,12 +44,21 @@ void LoopNotifier::drain_into(std::vector<uint64_t>& out) {
   out.swap(ready_);
 }
 
+void LoopNotifier::take_before(uint64_t token, std::vector<uint64_t>& out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto first = std::find(ready_.begin(), ready_.end(), token);
+  if (first == ready_.end() || first == ready_.begin()) return;
+  out.assign(ready_.begin(), first);
+  ready_.erase(ready_.begin(), first);
+}
+
 void ResponseQueue::push(ResponsePtr response) noexcept {
   if (sink_) {
     sink_->take(std::move(response));
     return;
   }
   std::shared_ptr<LoopNotifier> notifier;
+  uint64_t token = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (empty_locked()) {
@@ -61,9 +71,10 @@ void ResponseQueue::push(ResponsePtr response) noexcept {
       rest_->push_back(std::move(response));
     }
     notifier = notifier_;
+    token = token_;
   }
   ready_.notify_one();
-  if (notifier) notifier->notify(token());
+  if (notifier) notifier->notify(token);
 }
 
 ResponsePtr ResponseQueue::pop_locked() noexcept {
@@ -94,13 +105,16 @@ ResponsePtr ResponseQueue::try_pop() {
 }
 
 void ResponseQueue::set_notifier(std::shared_ptr<LoopNotifier> notifier) {
+  static std::atomic<uint64_t> tokens{0};
   bool pending;
+  uint64_t token;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     notifier_ = notifier;
+    token = token_ = tokens.fetch_add(1, std::memory_order_relaxed) + 1;
     pending = !empty_locked();
   }
-  if (pending && notifier) notifier->notify(token());
+  if (pending && notifier) notifier->notify(token);
 }
 
 void ResponseTarget::deliver(ResponsePtr data) noexcept {

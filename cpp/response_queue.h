@@ -38,6 +38,10 @@ class LoopNotifier {
   // swapping buffers: no allocation once both have grown. Also clears the
   // eventfd.
   void drain_into(std::vector<uint64_t>& out);
+  // The tokens with news before `token`'s first, into `out` (empty on
+  // entry), leaving `token`'s and the later ones (and the eventfd) as they
+  // are; nothing when `token` has none.
+  void take_before(uint64_t token, std::vector<uint64_t>& out);
 
  private:
   int fd_;
@@ -97,10 +101,10 @@ class ResponseQueue {
   void set_notifier(std::shared_ptr<LoopNotifier> notifier);
   // Responses go to `sink` instead of the queue (set before submission).
   void set_sink(std::shared_ptr<ResponseSink> sink) { sink_ = std::move(sink); }
-  // This queue's notifier token: its address. A stale token (a finished
-  // request whose address was reused) only makes a loop look at a queue
-  // once more.
-  uint64_t token() const noexcept { return reinterpret_cast<uintptr_t>(this); }
+  // This queue's notifier token, new with each set_notifier (a submission):
+  // never that of another request, so the order of a loop's news
+  // (AsyncioWaiters::resolve_before) is the order responses came.
+  uint64_t token() const noexcept { return token_; }
 
  private:
   // rest_ holds responses only while first_ does (pop_locked refills it).
@@ -113,6 +117,7 @@ class ResponseQueue {
   std::atomic<bool> queued_{false};  // first_ is set; read without the mutex
   std::unique_ptr<std::deque<ResponsePtr>> rest_;  // those after it
   std::shared_ptr<LoopNotifier> notifier_;
+  uint64_t token_ = 0;  // set with notifier_
   std::shared_ptr<ResponseSink> sink_;  // set before submission, read-only after
 };
 

@@ -74,6 +74,30 @@ def test_stream_consumed_slower_than_produced_stays_in_order(model):
     assert _values(received) == list(range(20))
 
 
+def test_requests_of_one_instance_reach_their_tasks_in_the_order_they_finish(model):
+    """Tasks each awaiting one request of a one-instance model (which
+    finishes them in the order submitted) get their responses in that
+    order: a task that finds its response already queued waits behind the
+    tasks whose responses came first and whose wake-up the loop has not
+    read yet (a gRPC stream's answers are written in this order)."""
+    identity = model("identity_fp32")
+    count = 400
+
+    async def main():
+        finished: list[int] = []
+
+        async def one(i):
+            async for response in identity.async_infer(inputs={"INPUT0": numpy.full(4, i, numpy.float32)}):
+                if response.final:
+                    finished.append(int(as_numpy(response.outputs["OUTPUT0"])[0]))
+
+        await asyncio.gather(*(one(i) for i in range(count)))
+        return finished
+
+    for _ in range(3):
+        assert asyncio.run(asyncio.wait_for(main(), HANG_S)) == list(range(count))
+
+
 def test_cancelled_await_forgets_its_future(model):
     async def main():
         loop = asyncio.get_running_loop()

@@ -480,10 +480,34 @@ def test_a_stream_of_messages_larger_than_its_window_and_backlog_flows(served):
     options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
     with grpc.insecure_channel(served[2], options=options) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-        got = {int(r.infer_response.id): numpy.frombuffer(r.infer_response.raw_output_contents[0], numpy.float32)
-               for r in stub.ModelStreamInfer(requests(), timeout=120)}
-    # by id: a stream's answers come as its requests finish, not in their order
-    assert {i: (y.size, float(y[0]), float(y[-1])) for i, y in got.items()} == {i: (size, i, i) for i in range(count)}
+        got = [(int(r.infer_response.id), numpy.frombuffer(r.infer_response.raw_output_contents[0], numpy.float32))
+               for r in stub.ModelStreamInfer(requests(), timeout=120)]
+    # in order (the model has one instance), though the first may be served
+    # natively and the next by the servicer (the stream's backlog full)
+    assert [(i, y.size, float(y[0]), float(y[-1])) for i, y in got] == [(i, size, i, i) for i in range(count)]
+
+
+def test_a_stream_submits_its_messages_in_order(served):
+    """A stream's messages reach the core in the order sent, whichever path
+    serves each (messages the native path takes, plain ones, alternate with
+    ones it leaves to the servicer, with a request parameter), and their
+    answers are written in the order the model finished them (the servicer
+    takes them through asyncio); the model has one instance, so the
+    answers' ids come in the order sent, as from NVIDIA's binary."""
+    one, count = numpy.ones(4, numpy.float32), 300
+
+    def requests():
+        for i in range(count):
+            request = _raw_request("identity_fp32", str(i), INPUT0=one * i)
+            if i % 3 == 0:
+                request.parameters["tag"].string_param = "servicer"
+            yield request
+
+    with grpc.insecure_channel(served[2]) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        answers = list(stub.ModelStreamInfer(requests(), timeout=60))
+    assert [a.error_message for a in answers] == [""] * count
+    assert [a.infer_response.id for a in answers] == [str(i) for i in range(count)], " ".join(a.infer_response.id for a in answers)
 
 
 def test_triton_grpc_error_header_ends_the_stream_at_the_first_error(served):
