@@ -510,6 +510,67 @@ def test_a_stream_submits_its_messages_in_order(served):
     assert [a.infer_response.id for a in answers] == [str(i) for i in range(count)], " ".join(a.infer_response.id for a in answers)
 
 
+ACCUMULATOR_MODEL = """
+import numpy
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.sums = {}
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            sequence = int(pb_utils.get_input_tensor_by_name(request, "CORRID").as_numpy()[0])
+            if pb_utils.get_input_tensor_by_name(request, "START").as_numpy()[0]:
+                self.sums[sequence] = 0
+            self.sums[sequence] += int(pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()[0])
+            responses.append(pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT", numpy.array([self.sums[sequence]], numpy.int32))]))
+        return responses
+"""
+
+
+def test_sequences_over_one_stream_answer_each_step_in_order(served, client):
+    """Two sequences interleaved on one stream (tritonclient's start_stream
+    and async_stream_infer with sequence_id/start/end, as NVIDIA's sequence
+    stream example sends them) to an accumulating model: each step's answer
+    is the running sum, and each sequence's answers come in step order (the
+    example matches answers to steps by arrival; request ids name the
+    sequence only)."""
+    config = json.dumps({
+        "backend": "python", "max_batch_size": 0,
+        "sequence_batching": {"max_sequence_idle_microseconds": 10000000, "control_input": [
+            {"name": "START", "control": [{"kind": "CONTROL_SEQUENCE_START", "int32_false_true": [0, 1]}]},
+            {"name": "CORRID", "control": [{"kind": "CONTROL_SEQUENCE_CORRID", "data_type": "TYPE_UINT64"}]}]},
+        "input": [{"name": "INPUT", "data_type": "TYPE_INT32", "dims": [1]}],
+        "output": [{"name": "OUTPUT", "data_type": "TYPE_INT32", "dims": [1]}]})
+    client.load_model("accumulator", config=config, files={"file:1/model.py": ACCUMULATOR_MODEL.encode()})
+    steps = 80
+    answers: "queue.SimpleQueue" = queue.SimpleQueue()
+    try:
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        try:
+            for step in range(steps):
+                for sequence in (1001, 1002):
+                    value = numpy.array([step if sequence == 1001 else 2 * step], numpy.int32)
+                    client.async_stream_infer("accumulator", [_input("INPUT", value)], request_id=str(sequence),
+                                              sequence_id=sequence, sequence_start=step == 0,
+                                              sequence_end=step == steps - 1)
+            got: dict = {"1001": [], "1002": []}
+            for _ in range(2 * steps):
+                result, error = answers.get(timeout=60)
+                assert error is None, error
+                got[result.get_response().id].append(int(result.as_numpy("OUTPUT")[0]))
+        finally:
+            client.stop_stream()
+    finally:
+        client.unload_model("accumulator")
+    sums = [sum(range(step + 1)) for step in range(steps)]
+    assert got == {"1001": sums, "1002": [2 * total for total in sums]}
+
+
 def test_triton_grpc_error_header_ends_the_stream_at_the_first_error(served):
     with grpc.insecure_channel(served[2]) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
