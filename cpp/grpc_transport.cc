@@ -742,9 +742,12 @@ class GrpcTransport : public SocketServer {
       try {
         auto plan = std::make_unique<ModelInferPlan>();
         const std::string& message = event.messages[j];
-        if (plan_model_infer(reinterpret_cast<const unsigned char*>(message.data()), message.size(), plan.get()) &&
-            natively_servable(*infer_server_, plan->model_name, plan->model_version)) {
-          plans[j] = std::move(plan);  // else a decoupled model's, or one the core cannot find: the servicer
+        if (plan_model_infer(reinterpret_cast<const unsigned char*>(message.data()), message.size(), plan.get())) {
+          const std::optional<bool> decoupled = model_decoupled(*infer_server_, plan->model_name, plan->model_version);
+          if (decoupled) {  // else one the core cannot find: the servicer words it
+            plan->decoupled = *decoupled;
+            plans[j] = std::move(plan);
+          }
         }
       } catch (const std::exception&) {
         // out of memory: the servicer answers
@@ -810,8 +813,8 @@ class GrpcTransport : public SocketServer {
         Request& request = *nb::inst_ptr<Request>(built.request);
         try {
           request.set_output_memory(TRITONSERVER_MEMORY_CPU, 0);
-          request.set_response_sink(std::make_shared<StreamSink>(alive_, c.id, stream_id, key, planned.model_name,
-                                                                 planned.model_version_text, std::move(built.id)));
+          request.set_response_sink(std::make_shared<StreamSink>(alive_, c.id, stream_id, key, planned,
+                                                                 std::move(built.id)));
           request.submit_from_python(nullptr);
           submitted = true;
           cancel = request.canceller();
@@ -844,15 +847,17 @@ class GrpcTransport : public SocketServer {
     return true;
   }
 
-  // A native stream request ended: its message (if any) queued, and the
-  // stream's status once the last one ended after the servicer gave it.
-  void stream_answered(uint64_t connection, int32_t stream_id, uint64_t key, const std::string* message) {
+  // A native stream request's message (if any) queued; with `last`, the
+  // request ended, and the stream's status is queued once the last one
+  // ended after the servicer gave it.
+  void stream_answered(uint64_t connection, int32_t stream_id, uint64_t key, const std::string* message,
+                       bool last = true) {
     std::shared_ptr<Connection> c = std::static_pointer_cast<Connection>(find(connection));
     if (!c) return;
     std::lock_guard<std::mutex> lock(c->mutex);
     Stream* stream = c->stream(stream_id);
     if (c->closed || stream == nullptr) return;
-    stream->native_requests.erase(key);
+    if (last) stream->native_requests.erase(key);
     if (stream->finished) return;
     if (message != nullptr) queue(*c, *stream, message->data(), message->size(), std::nullopt, std::string_view());
     if (stream->native_requests.empty() && stream->deferred_status) {
@@ -966,25 +971,54 @@ class GrpcTransport : public SocketServer {
     const std::string model_name_, request_id_;
   };
 
-  // A native ModelStreamInfer request's answer (AnswerOnceSink: a model
-  // that is not decoupled answers once) becomes the stream's next message.
-  class StreamSink final : public AnswerOnceSink {
+  // A native ModelStreamInfer request's responses become the stream's
+  // messages, as the servicer writes them: a model that is not decoupled
+  // answers once (the first response with outputs or an error, or the
+  // first final one); a decoupled model's every response with outputs, or
+  // an error, is one, and its empty final one only when the request asked
+  // for it (triton_enable_empty_final_response). Each message carries
+  // triton_final_response; the request leaves the stream's count with its
+  // final response.
+  class StreamSink final : public ResponseSink {
    public:
     StreamSink(std::shared_ptr<Alive> alive, uint64_t connection, int32_t stream, uint64_t key,
-               std::string model_name, std::string model_version, std::string request_id)
+               const ModelInferPlan& planned, std::string request_id)
         : alive_(std::move(alive)), connection_(connection), stream_(stream), key_(key),
-          model_name_(std::move(model_name)), model_version_(std::move(model_version)),
-          request_id_(std::move(request_id)) {}
+          model_name_(planned.model_name), model_version_(planned.model_version_text),
+          request_id_(std::move(request_id)), decoupled_(planned.decoupled), empty_final_(planned.empty_final) {}
 
-   protected:
-    void answer(const ResponseData& data) noexcept override {
+    void take(ResponsePtr response) noexcept override {
+      const ResponseData& data = *response;
+      if (data.cancelled) return;  // the stream is gone: nobody to answer
+      if (!decoupled_) {
+        if (!data.has_error && data.outputs.empty() && !data.final) return;  // await the next
+        if (answered_.exchange(true)) return;
+        answer(data, true);
+        return;
+      }
+      if (!data.has_error && data.final && data.outputs.empty() && data.parameters.empty() && !empty_final_) {
+        deliver(nullptr, true);  // the end, with no message of its own
+        return;
+      }
+      answer(data, data.final);
+    }
+
+   private:
+    // The message of one response; `last`: the request is done with it.
+    void answer(const ResponseData& data, bool last) noexcept {
       int error_code = static_cast<int>(data.error_code);
       std::string error_text = data.error_message;
       try {
         if (!data.has_error) {
+          if (decoupled_ && data.final && data.outputs.empty() && data.parameters.empty()) {
+            const std::string message = stream_error_message("", request_id_, model_name_, model_version_, true);
+            deliver(&message, last);  // the empty final response asked for: the request's names alone
+            return;
+          }
           std::optional<std::string> inner = infer_response_message(model_name_, request_id_, data);
           if (inner) {
-            deliver(stream_infer_response_message(std::move(*inner), data.final));
+            const std::string message = stream_infer_response_message(std::move(*inner), data.final);
+            deliver(&message, last);
             return;
           }
           error_code = TRITONSERVER_ERROR_UNSUPPORTED;  // as the servicer refuses such a response
@@ -997,21 +1031,24 @@ class GrpcTransport : public SocketServer {
           if (alive_->transport == nullptr) return;
           error_text = alive_->transport->stream_error_text(error_code, error_text);
         }
-        deliver(stream_error_message(error_text, request_id_, model_name_, model_version_, data.final));
+        const std::string message = stream_error_message(error_text, request_id_, model_name_, model_version_,
+                                                         data.final);
+        deliver(&message, last);
       } catch (const std::exception& error) {
         try {
-          deliver(stream_error_message(std::string("internal error writing a stream response: ") + error.what(),
-                                       request_id_, model_name_, model_version_, true));
+          const std::string message = stream_error_message(
+              std::string("internal error writing a stream response: ") + error.what(), request_id_, model_name_,
+              model_version_, true);
+          deliver(&message, true);
         } catch (const std::exception&) {
           // out of memory: the stream's client waits until it leaves
         }
       }
     }
 
-   private:
-    void deliver(const std::string& message) {
+    void deliver(const std::string* message, bool last) {
       std::lock_guard<std::mutex> lock(alive_->mutex);
-      if (alive_->transport != nullptr) alive_->transport->stream_answered(connection_, stream_, key_, &message);
+      if (alive_->transport != nullptr) alive_->transport->stream_answered(connection_, stream_, key_, message, last);
     }
 
     const std::shared_ptr<Alive> alive_;
@@ -1019,6 +1056,8 @@ class GrpcTransport : public SocketServer {
     const int32_t stream_;
     const uint64_t key_;
     const std::string model_name_, model_version_, request_id_;
+    const bool decoupled_, empty_final_;
+    std::atomic<bool> answered_{false};  // a model that is not decoupled: answered once
   };
 
   const size_t max_message_;

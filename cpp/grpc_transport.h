@@ -6,10 +6,11 @@
 // call_soon_threadsafe), once per read of a connection, as (connection,
 // [(stream, path, metadata, messages, ended, cancelled), ...]); its messages and its status (trailers grpc-status, grpc-message)
 // come back from any thread by (connection, stream). Protobuf stays in
-// Python, but for the plain ModelInfer and the plain messages of a
-// ModelStreamInfer (a model that is not decoupled, no triton_grpc_error),
-// which the transport reads, submits and answers itself (a stream's status
-// from Python waits for their answers).
+// Python, but for the plain ModelInfer (a model that is not decoupled) and
+// the plain messages of a ModelStreamInfer (no triton_grpc_error; a
+// decoupled model's every response too), which the transport reads,
+// submits and answers itself (a stream's status from Python waits for
+// their answers).
 //
 // What the transport does itself: HTTP/2 (settings, flow control, HPACK,
 // pings, GOAWAY) by nghttp2; requests that are not gRPC (a method other

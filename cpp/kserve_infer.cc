@@ -482,12 +482,17 @@ Built build_planned(Server& server, const std::string& model_name, int64_t model
   return built;
 }
 
-bool natively_servable(Server& server, const std::string& model_name, int64_t model_version) {
+std::optional<bool> model_decoupled(Server& server, const std::string& model_name, int64_t model_version) {
   try {
-    return (server.model_transaction_properties(model_name, model_version) & kDecoupled) == 0;
+    return (server.model_transaction_properties(model_name, model_version) & kDecoupled) != 0;
   } catch (const TritonException&) {
-    return false;  // not one the core finds: the general path says so
+    return std::nullopt;  // not one the core finds: the general path says so
   }
+}
+
+bool natively_servable(Server& server, const std::string& model_name, int64_t model_version) {
+  const std::optional<bool> decoupled = model_decoupled(server, model_name, model_version);
+  return decoupled.has_value() && !*decoupled;
 }
 
 namespace {

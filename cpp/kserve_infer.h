@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -124,11 +125,15 @@ nanobind::object kserve_infer(Server& server, nanobind::handle model,
 // Triton's thread, without the GIL.
 using KServeReplyWriter = std::function<void(int status, std::string body, int64_t header_length)>;
 
-// Whether the native paths may serve requests of `model_name` and
-// `model_version`: the core knows the model and it is not decoupled.
-// Call it without the GIL: the core takes the model repository's locks,
-// and the last reference to a model being unloaded, dropped here, runs
-// its teardown (python models' finalize() included).
+// Whether the core knows the model `model_name` at `model_version` and it
+// is decoupled (nullopt: the core does not find it). Call it without the
+// GIL: the core takes the model repository's locks, and the last reference
+// to a model being unloaded, dropped here, runs its teardown (python
+// models' finalize() included).
+std::optional<bool> model_decoupled(Server& server, const std::string& model_name, int64_t model_version);
+
+// Whether the native paths that answer once may serve requests of the
+// model: the core knows it and it is not decoupled (model_decoupled).
 bool natively_servable(Server& server, const std::string& model_name, int64_t model_version);
 
 // kserve_infer for a native transport (cpp/http_transport.cc), called

@@ -100,8 +100,9 @@ bool plain_text(std::string_view text) {
   return text.find('\0') == std::string_view::npos && is_valid_utf8(text);
 }
 
-// A map entry of the request's parameters: perf_analyzer's bool alone.
-bool allowed_parameter(const unsigned char* data, size_t size) {
+// A map entry of the request's parameters: triton_enable_empty_final_response
+// (a bool, into `*enabled`) alone.
+bool allowed_parameter(const unsigned char* data, size_t size, bool* enabled) {
   Fields entry(data, size);
   bool keyed = false, valued = false;
   while (entry.next()) {
@@ -110,7 +111,9 @@ bool allowed_parameter(const unsigned char* data, size_t size) {
       keyed = true;
     } else if (entry.is(field::kEntryValue, kLengthDelimited) && !valued) {
       Fields value(entry.bytes(), entry.length());
-      if (!value.next() || !value.is(field::kBoolParam, kVarint) || value.next() || value.failed()) return false;
+      if (!value.next() || !value.is(field::kBoolParam, kVarint)) return false;
+      *enabled = value.value() != 0;
+      if (value.next() || value.failed()) return false;
       valued = true;
     } else {
       return false;
@@ -187,7 +190,7 @@ bool plan_model_infer(const unsigned char* message, size_t size, ModelInferPlan*
       case field::kModelVersion: version = request.text(); break;
       case field::kId: id = request.text(); break;
       case field::kParameters:
-        if (!allowed_parameter(request.bytes(), request.length())) return false;
+        if (!allowed_parameter(request.bytes(), request.length(), &out->empty_final)) return false;
         break;
       case field::kInputs: inputs.emplace_back(request.bytes(), request.length()); break;
       case field::kRawInputContents: raws.emplace_back(request.bytes(), request.length()); break;

@@ -7,8 +7,8 @@
 // (tritonserver/_kserve/grpc_service.py) would send the core unchanged:
 // every input's data in raw_input_contents, one per input and of the exact
 // size of its shape (no BYTES, no BF16), no typed contents, no parameters
-// but perf_analyzer's triton_enable_empty_final_response (a bool, which a
-// unary call does not use), names without NUL. Anything else (unknown
+// but triton_enable_empty_final_response (a bool, which a unary call does
+// not use: perf_analyzer sends it), names without NUL. Anything else (unknown
 // fields, malformed or non-UTF-8 strings, a version that is not plain
 // digits, ...) is declined: the servicer then reads the message with
 // protobuf and answers it with its own checks and messages. Declining
@@ -28,6 +28,10 @@ struct ModelInferPlan {
   int64_t model_version = -1;  // -1: none asked
   std::string model_version_text;  // as the request gave it ("" or digits)
   Plan plan;                   // input offsets are into the message
+  // triton_enable_empty_final_response (the last one given): a decoupled
+  // model's empty final response is then answered in a stream.
+  bool empty_final = false;
+  bool decoupled = false;      // set by the caller, who asks the core
 };
 
 // Reads `message` (a ModelInferRequest's serialized bytes) into `out`;

@@ -450,6 +450,66 @@ def test_stream_messages_served_natively_answer_as_the_servicer(served, transpor
     assert native["f"].error_message and native["f"] == twin
 
 
+def test_decoupled_stream_messages_served_natively_answer_as_the_servicer(served, transport):
+    """A decoupled model's plain stream messages are served natively too
+    (counted): every response with outputs a message, an error a message,
+    the empty final response a message only when the request asks
+    (triton_enable_empty_final_response), each with its
+    triton_final_response; each request's messages equal, in order, what
+    the servicer answers for the same requests (sent with a request
+    parameter, which keeps a stream on the servicer)."""
+    server, frontend, url = served
+
+    def failing(N):
+        yield {"OUT": numpy.array([7], numpy.int32)}
+        raise ValueError(f"failing after one response of {int(N[0])}")
+
+    server.bind("bound_failing", failing, inputs=[TensorSpec("N", numpy.int32, (1,))],
+                outputs=[TensorSpec("OUT", numpy.int32, (1,))])
+
+    def request(model, request_id, empty_final=None, tagged=False, **inputs):
+        message = _raw_request(model, request_id, **inputs)
+        if empty_final is not None:
+            message.parameters["triton_enable_empty_final_response"].bool_param = empty_final
+        if tagged:
+            message.parameters["tag"].string_param = "servicer"
+        return message
+
+    def stream(tagged):
+        requests = [
+            request("bound_count", "a", N=numpy.array([3], numpy.int32), tagged=tagged),
+            request("bound_count", "b", True, N=numpy.array([2], numpy.int32), tagged=tagged),
+            request("bound_count", "c", True, N=numpy.array([0], numpy.int32), tagged=tagged),
+            request("streaming", "d", False, COUNT=numpy.array([4], numpy.int32), tagged=tagged),
+            request("bound_failing", "e", True, N=numpy.array([1], numpy.int32), tagged=tagged),
+            request("add_sub", "f", INPUT0=numpy.ones(2, numpy.float32), INPUT1=numpy.ones(2, numpy.float32),
+                    tagged=tagged),
+        ]
+        with grpc.insecure_channel(url) as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            answers: dict = {}
+            for answer in stub.ModelStreamInfer(iter(requests), timeout=60):
+                answers.setdefault(answer.infer_response.id, []).append(answer)
+        return answers
+
+    try:
+        before = _native_stream_infers(frontend)
+        native = stream(tagged=False)
+        served_natively = _native_stream_infers(frontend)
+        by_servicer = stream(tagged=True)
+    finally:
+        server.unload("bound_failing")
+    if transport == "native":
+        assert served_natively - before == 6
+        assert _native_stream_infers(frontend) == served_natively
+    assert native == by_servicer
+    final = [[a.infer_response.parameters["triton_final_response"].bool_param for a in native[key]]
+             for key in "abcdef"]
+    assert final == [[False] * 3, [False] * 2 + [True], [True], [False] * 4, [False, True], [True]]
+    assert native["c"][0].infer_response.model_name == "bound_count" and not native["c"][0].infer_response.outputs
+    assert "failing after one response of 1" in native["e"][1].error_message
+
+
 def test_a_stream_ends_after_its_answers(served, transport):
     """The client half-closes at once; the stream's status comes only after
     the answers of its requests, the natively served ones included (the
