@@ -1,7 +1,7 @@
 """The network frontends against NVIDIA's: perf_analyzer 2.51 (`make
 perf-analyzer`) as the client of every server, over HTTP, gRPC and gRPC
 streaming (ModelStreamInfer, `--streaming`; "grpc-stream") at concurrency
-1 and 16, FP32[16] inputs, on three workloads:
+1 and 16, FP32[16] inputs, on four workloads:
 
 - identity_fp32 (tests/models; the identity C++ backend: the transport
   alone) and add_sub (tests/models; a python model): NVIDIA's
@@ -11,6 +11,9 @@ streaming (ModelStreamInfer, `--streaming`; "grpc-stream") at concurrency
   in-process), with its default transports and, for each other transport
   serve offers (`--http-transport uvicorn`; `--grpc-transport X` once serve
   has that flag), the same server on that transport for that protocol;
+- decoupled streaming (tests/models' `streaming`, a decoupled python
+  model answering each request with STREAM_RESPONSES responses): the same
+  servers, over gRPC streams only;
 - bound add_sub: one PyTriton server program (`Triton().bind` of an
   add_sub function over FP32[16], no batching: the `pytriton-server` role
   of benchmarks/pytriton_compare.py) run on PyTriton 0.7 (.venv-pytriton:
@@ -69,17 +72,26 @@ PERF_ANALYZER = ROOT / "build" / "perf_analyzer" / "perf_analyzer"
 PERF_ANALYZER_TIMEOUT_S = 60  # one run of one cell
 SHAPES = {"identity_fp32": ["--shape", "INPUT0:16"],
           "add_sub": ["--shape", "INPUT0:16", "--shape", "INPUT1:16"]}
-# workload -> (the model's name on the servers, perf_analyzer's shape flags)
+# The decoupled workload: tests/models' `streaming` python model answering
+# each request with STREAM_RESPONSES responses (perf_analyzer's input data
+# file, written at the start of a run).
+STREAM_RESPONSES = 16
+STREAM_DATA = ROOT / "build" / "bench-frontends-streaming.json"
+# workload -> (the model's name on the servers, perf_analyzer's flags for its inputs)
 WORKLOADS = {"identity_fp32": ("identity_fp32", SHAPES["identity_fp32"]),
              "add_sub": ("add_sub", SHAPES["add_sub"]),
+             "decoupled streaming": ("streaming", ["--async", "--input-data", str(STREAM_DATA)]),
              "bound add_sub": ("add_sub_plain", SHAPES["add_sub"])}
+# The workloads served on some protocols only (a decoupled model: streams).
+WORKLOAD_PROTOCOLS = {"decoupled streaming": ("grpc-stream",)}
 # workload -> (the reference server, {protocol: the target ratio to it});
 # "grpc-stream" is gRPC's ModelStreamInfer (perf_analyzer --streaming), no target.
 TARGETS = {"identity_fp32": ("binary", {"http": 0.8, "grpc": 0.6}),
            "add_sub": ("binary", {"http": 1.2, "grpc": 1.2}),
+           "decoupled streaming": ("binary", {}),
            "bound add_sub": ("pytriton", {"http": 8.0, "grpc": 8.0})}
 FLAGS = ["--model-control-mode", "explicit", "--log-info", "false",
-         *[arg for model in ("identity_fp32", "add_sub") for arg in ("--load-model", model)]]
+         *[arg for model in ("identity_fp32", "add_sub", "streaming") for arg in ("--load-model", model)]]
 PACKAGE_FLAGS = ["--python-models", "in-process"]
 
 
@@ -191,7 +203,7 @@ def contenders(pytriton_python: str) -> tuple[list[Contender], dict[str, str]]:
 
     found: list[Contender] = []
     left_out: dict[str, str] = {}
-    models = ("identity_fp32", "add_sub")
+    models = ("identity_fp32", "add_sub", "decoupled streaming")
     try:
         found.append(Contender("binary", "NVIDIA's binary 2.51", models, ("http", "grpc", "grpc-stream"),
                                triton_process(common.reference_command(), [])))
@@ -307,9 +319,12 @@ def main() -> None:
         print(f"== {name}: left out ({why})", file=sys.stderr)
     if not found:
         sys.exit("no server to measure")
+    STREAM_DATA.parent.mkdir(exist_ok=True)
+    STREAM_DATA.write_text(json.dumps({"data": [{"COUNT": [STREAM_RESPONSES], "DELAY_MS": [0]}]}))
     cells = [(workload, protocol, c) for workload in WORKLOADS for protocol in ("http", "grpc", "grpc-stream")
              for c in concurrencies
-             if any(workload in s.workloads and protocol in s.protocols for s in found)]
+             if protocol in WORKLOAD_PROTOCOLS.get(workload, (protocol,))
+             and any(workload in s.workloads and protocol in s.protocols for s in found)]
     results: dict = {f"{w}|{p}|{c}|{s.name}": [] for w, p, c in cells for s in found
                      if w in s.workloads and p in s.protocols}
     rss_after: dict[str, list[list[dict]]] = collections.defaultdict(list)
@@ -383,7 +398,9 @@ def section(report: dict, cells: list) -> list[str]:
         "PyTriton's tritonserver included) per inference the server counted. Ratio: throughput over the "
         "reference's (the binary; PyTriton for the bound function), of the medians (per round in brackets); "
         "target: the least ratio issue 40 asks for. grpc-stream: gRPC's ModelStreamInfer (perf_analyzer "
-        "`--streaming`, one stream per concurrent context; no target)."
+        "`--streaming`, one stream per concurrent context; no target). Decoupled streaming: the `streaming` "
+        f"python model (tests/models) answering each request with {STREAM_RESPONSES} responses, over gRPC "
+        "streams only (`--async`); infer/s counts requests, the responses are that many times more."
         + (f" {report['note']}" if report["note"] else ""),
         "",
     ]
@@ -422,7 +439,7 @@ def section(report: dict, cells: list) -> list[str]:
         lines.append(f"| {label} | {statistics.median(seconds) * 1000:,.0f} | {rss_text(report['rss_ready'][name])} "
                      f"| {rss_text(after) if after else '-'} |")
     lines += ["", f"Start to ready: process start until ready with its models loaded (the binary and serve: "
-              "identity_fp32 and add_sub, GET /v2/health/ready polled; the PyTriton program: its bound function, "
+              "identity_fp32, add_sub and streaming, GET /v2/health/ready polled; the PyTriton program: its bound function, "
               f"`Triton().run()` returned), median of {len(next(iter(report['startup'].values())))} starts. "
               "RSS: the server's process and its descendants, medians (when ready: over the starts; after: "
               "over the rounds); a kind with xN: N processes together.", ""]
