@@ -37,7 +37,8 @@ rounds. A server that cannot run (the binary or .venv-pytriton absent, a
 transport serve does not offer) is left out, saying why.
 
     python benchmarks/frontends.py [--rounds 3] [--window-ms 2000] [--starts 3]
-        [--servers all|NAME,...] [--pytriton-python .venv-pytriton/bin/python]
+        [--servers all|NAME,...] [--workloads all|NAME,...]
+        [--pytriton-python .venv-pytriton/bin/python]
         [--quick] [--out docs/benchmarks.md] [--no-write] [--note TEXT]
 
 Writes its marked section of docs/benchmarks.md (`make bench-frontends`)
@@ -281,6 +282,7 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=3)
     parser.add_argument("--servers", default="all", help="'all' or names: binary, package, package-http-uvicorn, "
                         "package-grpc-X, pytriton, pytriton-moved")
+    parser.add_argument("--workloads", default="all", help="'all' or names: " + ", ".join(WORKLOADS))
     parser.add_argument("--pytriton-python", default=str(ROOT / ".venv-pytriton" / "bin" / "python"))
     parser.add_argument("--quick", action="store_true", help="one round, 500 ms windows, one start, c1 only")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
@@ -321,7 +323,11 @@ def main() -> None:
         sys.exit("no server to measure")
     STREAM_DATA.parent.mkdir(exist_ok=True)
     STREAM_DATA.write_text(json.dumps({"data": [{"COUNT": [STREAM_RESPONSES], "DELAY_MS": [0]}]}))
-    cells = [(workload, protocol, c) for workload in WORKLOADS for protocol in ("http", "grpc", "grpc-stream")
+    workloads = list(WORKLOADS) if args.workloads == "all" else args.workloads.split(",")
+    if set(workloads) - set(WORKLOADS):
+        sys.exit(f"--workloads: no workload named {', '.join(sorted(set(workloads) - set(WORKLOADS)))} "
+                 f"(known: {', '.join(WORKLOADS)})")
+    cells = [(workload, protocol, c) for workload in workloads for protocol in ("http", "grpc", "grpc-stream")
              for c in concurrencies
              if protocol in WORKLOAD_PROTOCOLS.get(workload, (protocol,))
              and any(workload in s.workloads and protocol in s.protocols for s in found)]
