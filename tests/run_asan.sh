@@ -52,7 +52,12 @@ done
 ensure_test_venv "numpy<2"  # the python backend stub of the 2.51 core needs it
 
 bash tests/install_build_requires.sh "$PY"
-"$PY" -m pip install -q "tritonclient[http]==2.51.0"  # for test_kserve_routes.py
+# NVIDIA's clients and the serve extra (test_kserve_routes.py, the frontends'
+# tests: the native HTTP and gRPC transports run sanitized too), keeping what
+# .venv keeps (Makefile KEEP: tritonclient 2.51 needs protobuf<5 and pkg_resources)
+KEEP=("numpy<2" "protobuf<5" "setuptools<81")
+"$PY" -m pip install -q "tritonclient[grpc,http]==2.51.0" "${KEEP[@]}"
+install_serve_extra "${KEEP[@]}"
 
 section "building the extension with ASan + UBSan ($BUILD_DIR)"
 SAN_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer"
