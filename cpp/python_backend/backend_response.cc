@@ -156,8 +156,17 @@ void fill_and_send(TRITONBACKEND_Response* response, ResponseState& state,
   fill(response, state, outputs, parameters);
   TRITONSERVER_Error* error_object = ::tsb::error_object(error);
   TRITONSERVER_Error* sent;
-  {
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
     GilRelease release;
+    sent = api.TRITONBACKEND_ResponseSend(response, flags, error_object);
+  } else {
+    // A decoupled model's response before its last: sent holding the GIL.
+    // The core only hands it to the request's callback (ours: queued, or
+    // written by a native transport, without waiting on any thread that
+    // needs the GIL: every lock on that path is taken after the GIL, never
+    // before it). Letting the GIL go here gave it to a Python consumer
+    // waiting for it at every response, the model thread then waiting to
+    // take it back: a handoff each way per response.
     sent = api.TRITONBACKEND_ResponseSend(response, flags, error_object);
   }
   ignore_error(error_object);
