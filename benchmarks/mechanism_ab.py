@@ -38,6 +38,9 @@ The switches:
   pb_utils execute path (Model.execute of _bound.py), not
   `_execute_natives` / `send_arrays` / `input_value`.
 
+The rows of "GIL kept on decoupled sends" take no switch: their B is the
+tree before that change (3ec7e85 + 1779c15), built into its own --b-site.
+
 --no-spin sets TRITONSERVER_SPIN_WAIT=0 for every run: a sync request's
 wait then sleeps at once instead of polling first, so that its CPU time is
 the work done rather than the time waited (which follows the machine's
@@ -103,6 +106,15 @@ def rows() -> list[Row]:
             BOUND, 20000),
         Row("bound second path", "bound add_sub 16xfp32 asyncio 64",
             ["--model", "add_sub", "--bind", "--inflight", "64", *IN_PROCESS], BOUND, 30000),
+        # B: the tree before the change (no switch), --b-site its build.
+        Row("GIL kept on decoupled sends", "python stream of 1,000 responses, sync (in-process)",
+            ["--model", "streaming", "--stream-count", "1000", *IN_PROCESS], {}, 200, responses=1000),
+        Row("GIL kept on decoupled sends", "python streams of 32 responses, sync 4 threads (in-process)",
+            ["--model", "streaming", "--stream-count", "32", "--threads", "4", *IN_PROCESS], {}, 4000,
+            responses=32),
+        Row("GIL kept on decoupled sends", "python streams of 32 responses, asyncio 4 (in-process)",
+            ["--model", "streaming", "--stream-count", "32", "--inflight", "4", *IN_PROCESS], {}, 4000,
+            responses=32),
     ]
 
 
