@@ -735,7 +735,8 @@ class GrpcTransport : public SocketServer {
   }
 
   // Without the GIL: the plan of each message of a ModelStreamInfer event
-  // that the native path may serve (null: the servicer's).
+  // that the native path may serve, up to the first it may not (null from
+  // there on: the servicer's).
   std::vector<std::unique_ptr<ModelInferPlan>> plan_stream_messages(const Event& event) {
     std::vector<std::unique_ptr<ModelInferPlan>> plans(event.messages.size());
     for (size_t j = 0; j < event.messages.size(); ++j) {
@@ -752,6 +753,7 @@ class GrpcTransport : public SocketServer {
       } catch (const std::exception&) {
         // out of memory: the servicer answers
       }
+      if (plans[j] == nullptr) break;  // this one and the rest go to the servicer (serve_stream_natively)
     }
     return plans;
   }
@@ -989,14 +991,12 @@ class GrpcTransport : public SocketServer {
 
     void take(ResponsePtr response) noexcept override {
       const ResponseData& data = *response;
-      if (data.cancelled) return;  // the stream is gone: nobody to answer
       if (!decoupled_) {
-        if (!data.has_error && data.outputs.empty() && !data.final) return;  // await the next
-        if (answered_.exchange(true)) return;
-        answer(data, true);
+        if (once_.is_answer(data)) answer(data, true);
         return;
       }
-      if (!data.has_error && data.final && data.outputs.empty() && data.parameters.empty() && !empty_final_) {
+      if (data.cancelled) return;  // the stream is gone: nobody to answer
+      if (empty_end(data) && !empty_final_) {
         deliver(nullptr, true);  // the end, with no message of its own
         return;
       }
@@ -1004,13 +1004,18 @@ class GrpcTransport : public SocketServer {
     }
 
    private:
+    // A decoupled model's final response that carries nothing but its flag.
+    bool empty_end(const ResponseData& data) const noexcept {
+      return decoupled_ && !data.has_error && data.final && data.outputs.empty() && data.parameters.empty();
+    }
+
     // The message of one response; `last`: the request is done with it.
     void answer(const ResponseData& data, bool last) noexcept {
       int error_code = static_cast<int>(data.error_code);
       std::string error_text = data.error_message;
       try {
         if (!data.has_error) {
-          if (decoupled_ && data.final && data.outputs.empty() && data.parameters.empty()) {
+          if (empty_end(data)) {
             const std::string message = stream_error_message("", request_id_, model_name_, model_version_, true);
             deliver(&message, last);  // the empty final response asked for: the request's names alone
             return;
@@ -1057,7 +1062,7 @@ class GrpcTransport : public SocketServer {
     const uint64_t key_;
     const std::string model_name_, model_version_, request_id_;
     const bool decoupled_, empty_final_;
-    std::atomic<bool> answered_{false};  // a model that is not decoupled: answered once
+    AnswerOnce once_;  // a model that is not decoupled answers once
   };
 
   const size_t max_message_;

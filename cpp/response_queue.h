@@ -58,19 +58,28 @@ class ResponseSink {
   virtual void take(ResponsePtr response) noexcept = 0;
 };
 
-// A sink whose request gets one answer (a native transport's infer reply):
-// the first response with outputs or an error, or the first final one.
-// answer() gets it, unless it is the cancelled end (the client left:
-// nobody to answer); every other response is dropped.
+// Which response of a request that gets one answer is the answer: the
+// first with outputs or an error, or the first final one; not the
+// cancelled end (the client left: nobody to answer).
+class AnswerOnce {
+ public:
+  bool is_answer(const ResponseData& data) noexcept {
+    if (done_.load(std::memory_order_acquire)) return false;
+    if (!data.has_error && data.outputs.empty() && !data.final) return false;  // await the next
+    if (done_.exchange(true)) return false;
+    return !data.cancelled;
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+};
+
+// A sink whose request gets one answer (a native transport's infer reply,
+// AnswerOnce): answer() gets it; every other response is dropped.
 class AnswerOnceSink : public ResponseSink {
  public:
   void take(ResponsePtr response) noexcept final {
-    const ResponseData& data = *response;
-    if (done_.load(std::memory_order_acquire)) return;
-    if (!data.has_error && data.outputs.empty() && !data.final) return;  // await the next
-    if (done_.exchange(true)) return;
-    if (data.cancelled) return;
-    answer(data);
+    if (once_.is_answer(*response)) answer(*response);
   }
 
  protected:
@@ -78,7 +87,7 @@ class AnswerOnceSink : public ResponseSink {
   virtual void answer(const ResponseData& data) noexcept = 0;
 
  private:
-  std::atomic<bool> done_{false};
+  AnswerOnce once_;
 };
 
 // A request's responses. The common single response is kept inline (no
