@@ -40,6 +40,8 @@ The switches:
 
 The rows of "GIL kept on decoupled sends" take no switch: their B is the
 tree before that change (3ec7e85 + 1779c15), built into its own --b-site.
+So do those of "asyncio loop polls before it sleeps" (B: 239ad05, the tree
+before the selector's poll).
 
 --no-spin sets TRITONSERVER_SPIN_WAIT=0 for every run: a sync request's
 wait then sleeps at once instead of polling first, so that its CPU time is
@@ -115,6 +117,15 @@ def rows() -> list[Row]:
         Row("GIL kept on decoupled sends", "python streams of 32 responses, asyncio 4 (in-process)",
             ["--model", "streaming", "--stream-count", "32", "--inflight", "4", *IN_PROCESS], {}, 4000,
             responses=32),
+        # B: the tree before the change (no switch), --b-site its build.
+        Row("asyncio loop polls before it sleeps", "identity 16xfp32 asyncio 1",
+            ["--model", "identity_fp32", "--asyncio"], {}, 20000),
+        Row("asyncio loop polls before it sleeps", "python add_sub 16xfp32 asyncio 1 (in-process)",
+            ["--model", "add_sub", "--asyncio", *IN_PROCESS], {}, 10000),
+        Row("asyncio loop polls before it sleeps", "python add_sub 16xfp32 asyncio 16 (in-process)",
+            ["--model", "add_sub", "--inflight", "16", *IN_PROCESS], {}, 20000),
+        Row("asyncio loop polls before it sleeps", "identity 16xfp32 asyncio 64",
+            ["--model", "identity_fp32", "--inflight", "64"], {}, 40000),
     ]
 
 

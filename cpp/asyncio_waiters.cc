@@ -1,13 +1,22 @@
 #include "asyncio_waiters.h"
 
+#include <sys/epoll.h>
+
 #include <utility>
 
 #include "errors.h"
+#include "spin_wait.h"
 #include "type_slots.h"
 
 namespace nb = nanobind;
 
 namespace tsb {
+
+namespace {
+// poll_news checks the loop's epoll instance once every this many checks
+// of its own news (each check is about a microsecond apart).
+constexpr unsigned kPollsPerEpollCheck = 8;
+}  // namespace
 namespace {
 
 // Interned method names, made once (with the GIL) on first use.
@@ -322,6 +331,25 @@ void AsyncioWaiters::on_ready() {
   resolve(tokens);
   tokens.clear();
   spare_.swap(tokens);
+}
+
+bool AsyncioWaiters::poll_news(int epoll_fd, double timeout_s) {
+  if (waiting_.empty()) return false;
+  const LoopNotifier* notifier = notifier_.get();
+  if (notifier->has_news()) return true;
+  nb::gil_scoped_release release;
+  const SpinWait wait;
+  unsigned polls = 0;
+  return wait.poll(
+      [notifier, epoll_fd, &polls] {
+        if (notifier->has_news()) return true;
+        // The loop's other descriptors, every few polls (a syscall each);
+        // level-triggered, so its select() still reports what this saw.
+        epoll_event event;
+        return ++polls % kPollsPerEpollCheck == 0 &&
+               epoll_wait(epoll_fd, &event, 1, 0) > 0;
+      },
+      timeout_s);
 }
 
 void AsyncioWaiters::resolve_before(uint64_t token) {

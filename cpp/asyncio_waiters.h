@@ -122,6 +122,13 @@ class AsyncioWaiters {
   // it); the rest stay for on_ready.
   void resolve_before(uint64_t token);
   size_t waiting() const noexcept { return waiting_.size(); }
+  // The loop's poll before it sleeps in its selector's epoll_wait()
+  // (_asyncio_waiters.py's _PollingSelector): while a task awaits a
+  // response, polls, the GIL released, as a sync waiter does (spin_wait.h:
+  // bounded, backing off), for news or any other event of `epoll_fd` (the
+  // selector's own epoll instance: the loop's other I/O is not held up);
+  // true when something came (the selector then need not sleep).
+  bool poll_news(int epoll_fd, double timeout_s);
 
   // Garbage-collector support: the futures held, visited and dropped.
   int traverse(visitproc visit, void* arg);

@@ -378,7 +378,8 @@ NB_MODULE(_native, m) {
            [](AsyncioWaiters& w, Request& r) {
              r.submit_from_python(w.notifier());
            })
-      .def("on_ready", &AsyncioWaiters::on_ready);
+      .def("on_ready", &AsyncioWaiters::on_ready)
+      .def("poll_news", &AsyncioWaiters::poll_news, "epoll_fd"_a, "timeout_s"_a);
 
   // The KServe HTTP infer route's fast path (tritonserver/_kserve/fast_infer.py).
   nb::class_<KServeInferStream, AsyncResponseStream>(

@@ -27,6 +27,7 @@ void LoopNotifier::notify(uint64_t token) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     was_empty = ready_.empty();
     ready_.push_back(token);
+    has_news_.store(true, std::memory_order_release);
   }
   if (was_empty) {
     uint64_t one = 1;
@@ -42,6 +43,7 @@ void LoopNotifier::drain_into(std::vector<uint64_t>& out) {
   (void)ignored;
   std::lock_guard<std::mutex> lock(mutex_);
   out.swap(ready_);
+  has_news_.store(false, std::memory_order_relaxed);
 }
 
 void LoopNotifier::take_before(uint64_t token, std::vector<uint64_t>& out) {

@@ -42,11 +42,17 @@ class LoopNotifier {
   // entry), leaving `token`'s and the later ones (and the eventfd) as they
   // are; nothing when `token` has none.
   void take_before(uint64_t token, std::vector<uint64_t>& out);
+  // Whether news came since the last drain_into (read without the mutex:
+  // the loop's brief poll before it sleeps, AsyncioWaiters::poll_news).
+  bool has_news() const noexcept {
+    return has_news_.load(std::memory_order_acquire);
+  }
 
  private:
   int fd_;
   std::mutex mutex_;
   std::vector<uint64_t> ready_;
+  std::atomic<bool> has_news_{false};  // ready_ is not empty
 };
 
 // Takes a request's responses instead of its queue, on Triton's thread,

@@ -268,3 +268,83 @@ def test_iterator_awaited_in_another_loop_is_refused_naming_the_rule(model, dela
         assert _values(responses) == [0, 1] and responses[-1].final
     finally:
         first_loop.close()
+
+
+def _sleep_seconds(seconds: float) -> dict:
+    return {"SECONDS": numpy.array([seconds], dtype=numpy.float32)}
+
+
+def test_the_loop_polls_for_its_other_events_too_before_it_sleeps(model):
+    # While a task awaits a response (of a model that takes its time), the
+    # loop's selector polls before it sleeps: for that response and for the
+    # loop's other descriptors, so a socket that turned readable ends the
+    # poll as the response would, and nothing waits on the poll.
+    import socket
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        async def one():
+            return [r async for r in model("sleep").async_infer(inputs=_sleep_seconds(0.5))]
+
+        waiting = asyncio.ensure_future(one())
+        await until(lambda: hooks().asyncio_waiting(_asyncio_waiters.for_loop(loop)) == 1)
+        selector = loop._selector
+        assert isinstance(selector, _asyncio_waiters._PollingSelector)
+        waiters = _asyncio_waiters.for_loop(loop)
+        assert not waiters.poll_news(selector._epoll_fd, 0.001)  # nothing came
+        left, right = socket.socketpair()
+        got = loop.create_future()
+        loop.add_reader(left.fileno(), lambda: got.set_result(left.recv(1)))
+        right.send(b"x")
+        assert waiters.poll_news(selector._epoll_fd, 0.001)  # the socket's event
+        assert await asyncio.wait_for(got, HANG_S) == b"x"
+        loop.remove_reader(left.fileno())
+        left.close(), right.close()
+        responses = await waiting
+        assert waiters.poll_news(selector._epoll_fd, 0.001) is False  # nobody waits: no poll
+        return responses
+
+    responses = asyncio.run(asyncio.wait_for(main(), HANG_S))
+    assert as_numpy(responses[0].outputs["OUT"]).tolist() == [0.5]
+
+
+def test_a_loop_serving_sockets_and_requests_at_once_answers_both(model):
+    # An echo server on the loop that awaits add_sub's responses: every
+    # round trip and every result arrives (the poll before the loop sleeps
+    # holds up neither), and the loop's selector closes with the loop.
+    async def main():
+        async def echo(reader, writer):
+            while line := await reader.readline():
+                writer.write(line)
+                await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(echo, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+
+        async def client(index):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            for i in range(50):
+                writer.write(f"{index} {i}\n".encode())
+                assert await reader.readline() == f"{index} {i}\n".encode()
+            writer.close()
+            await writer.wait_closed()
+
+        async def infer(index):
+            sums = []
+            for i in range(50):
+                a = numpy.full(4, index, dtype=numpy.float32)
+                b = numpy.full(4, i, dtype=numpy.float32)
+                async for response in model("add_sub").async_infer(inputs={"INPUT0": a, "INPUT1": b}):
+                    sums.append(as_numpy(response.outputs["OUTPUT0"])[0])
+            return sums
+
+        results = await asyncio.gather(*(client(i) for i in range(4)), *(infer(i) for i in range(8)))
+        server.close()
+        await server.wait_closed()
+        return results[4:], asyncio.get_running_loop()._selector
+
+    for _ in range(3):  # a fresh loop (and selector) each time
+        sums, selector = asyncio.run(asyncio.wait_for(main(), HANG_S))
+        assert sums == [[float(index + i) for i in range(50)] for index in range(8)]
+        assert selector._inner.get_map() is None  # closed with its loop
