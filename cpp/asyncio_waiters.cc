@@ -343,10 +343,11 @@ bool AsyncioWaiters::poll_news(int epoll_fd, double timeout_s) {
   return wait.poll(
       [notifier, epoll_fd, &polls] {
         if (notifier->has_news()) return true;
-        // The loop's other descriptors, every few polls (a syscall each);
-        // level-triggered, so its select() still reports what this saw.
+        // The loop's other descriptors, on the first poll (the only one
+        // when the wait does not poll: spin_wait.h) and every few after (a
+        // syscall each); level-triggered: its select() reports them again.
         epoll_event event;
-        return ++polls % kPollsPerEpollCheck == 0 &&
+        return polls++ % kPollsPerEpollCheck == 0 &&
                epoll_wait(epoll_fd, &event, 1, 0) > 0;
       },
       timeout_s);
