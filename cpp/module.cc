@@ -440,6 +440,7 @@ NB_MODULE(_native, m) {
   testing.def("elf_needed", &elf_needed);
   testing.def("spin_pollers_allowed", &SpinWait::pollers_allowed);
   testing.def("usable_cpus", &SpinWait::usable_cpus);
+  testing.def("threads_waiting", &SpinWait::waiting_now);
   testing.def("asyncio_waiting", &AsyncioWaiters::waiting, "waiters"_a,
               "How many futures `waiters` has made that are not resolved.");
   testing.def(

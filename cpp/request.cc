@@ -19,12 +19,19 @@ void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t,
                 void* userp) noexcept {
   auto* state = static_cast<RequestState*>(userp);
   std::shared_ptr<RequestState> keep;
+  bool last = false;
   {
     std::lock_guard<std::mutex> lock(state->mutex);
-    state->handle = nullptr;
+    // A request released before its final response (a decoupled model
+    // that answers after execute() returned) stays, so that cancel() still
+    // reaches the response factory the backend answers with; the final
+    // response's callback deletes it.
+    last = state->final_done;
+    if (last) state->handle = nullptr;
+    state->released = true;
     keep = std::move(state->held_for_release);
   }
-  ignore_error(triton().InferenceRequestDelete(request));
+  if (last) ignore_error(triton().InferenceRequestDelete(request));
   defer_release(std::move(state->owners));
   if (state->pending_callbacks.fetch_sub(1) == 1 && state->inflight) {
     state->inflight->remove(state);
@@ -35,12 +42,18 @@ void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t,
 }  // namespace
 
 void RequestState::final_delivered() noexcept {
-  if (pending_callbacks.fetch_sub(1) == 1 && inflight) inflight->remove(this);
   std::shared_ptr<RequestState> keep;
+  TRITONSERVER_InferenceRequest* released_handle = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex);
+    final_done = true;
+    if (released) std::swap(released_handle, handle);  // kept for cancel()
     keep = std::move(held_for_response);
   }
+  // Before the request leaves the registry: stop() may delete the server
+  // once it is empty.
+  if (released_handle) ignore_error(triton().InferenceRequestDelete(released_handle));
+  if (pending_callbacks.fetch_sub(1) == 1 && inflight) inflight->remove(this);
 }
 
 RequestState::RequestState() noexcept
@@ -368,19 +381,25 @@ ResponsePtr Request::next_from_python(double timeout_s) {
       GilRelease release;
       p = next(last ? left : kSliceS, first);  // one poll per wait
     }
-    if (p || last) {
-      drain_deferred();  // what Triton released meanwhile goes with the GIL
-      return p;
+    const bool interrupted = PyErr_CheckSignals() != 0;
+    if (p && interrupted) {
+      // A signal came during the wait: its handler raised here, not in the
+      // Python code that makes the response (which would lose it).
+      state_->queue.put_back(std::move(p));
     }
-    if (PyErr_CheckSignals() != 0) {
+    if (interrupted) {
       // KeyboardInterrupt (or what a handler raised): end the request in
       // the core; this Request keeps owning it and releases it when the
-      // cancelled request completes.
+      // cancelled request completes. Its queued responses come first.
       try {
         cancel();
       } catch (...) {  // the signal's exception is what matters
       }
       throw nb::python_error();
+    }
+    if (p || last) {
+      drain_deferred();  // what Triton released meanwhile goes with the GIL
+      return p;
     }
     if (left >= 0) left -= kSliceS;
   }

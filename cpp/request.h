@@ -43,7 +43,11 @@ struct RequestState final : InflightEntry {
   // Guards `handle` and the self references against the callbacks: taken
   // by them, by cancel(), and briefly by the holders of build_mutex.
   std::mutex mutex;
+  // Deleted at release, or at the final response when that comes later
+  // (cancel() reaches a released request's response factory through it).
   TRITONSERVER_InferenceRequest* handle = nullptr;
+  bool released = false;    // the core's release callback ran (mutex)
+  bool final_done = false;  // the final response was delivered (mutex)
   const uint64_t fork_generation;  // see fork.h
   AllocationPolicy policy;
   // Core callbacks still to come once submitted: release and final response.

@@ -101,6 +101,16 @@ ResponsePtr ResponseQueue::pop(double timeout_s, bool poll) {
   return pop_locked();
 }
 
+void ResponseQueue::put_back(ResponsePtr response) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (first_) {
+    if (!rest_) rest_ = std::make_unique<std::deque<ResponsePtr>>();
+    rest_->push_front(std::move(first_));
+  }
+  first_ = std::move(response);
+  queued_.store(true, std::memory_order_release);
+}
+
 ResponsePtr ResponseQueue::try_pop() {
   std::lock_guard<std::mutex> lock(mutex_);
   return pop_locked();  // null when empty

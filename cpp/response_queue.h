@@ -108,6 +108,9 @@ class ResponseQueue {
   // not again in each later slice of a wait cut into slices.
   ResponsePtr pop(double timeout_s, bool poll = true);
   ResponsePtr try_pop();
+  // A response just popped goes back, first in line (its taker could not
+  // hand it on); no waiter is woken: the taker is the one that waits.
+  void put_back(ResponsePtr response) noexcept;
   // Whether a response is queued (takes nothing, never waits).
   bool has_response() const noexcept {
     return queued_.load(std::memory_order_acquire);

@@ -124,6 +124,11 @@ class SpinWait {
   }
 
  public:
+  // Threads in a blocking wait now (a testing hook: a test acts once a
+  // thread waits).
+  static int waiting_now() noexcept {
+    return waiting().load(std::memory_order_relaxed);
+  }
   // How many threads may poll at once: one fewer than the processors this
   // process may use (at least one), or 0 when TRITONSERVER_SPIN_WAIT=0.
   static int pollers_allowed() noexcept;

@@ -14,7 +14,7 @@ import pytest
 import tritonserver
 from tritonserver import TensorSpec
 
-from common import as_numpy, call_with_deadline, concurrent_rows, make_options, single
+from common import as_numpy, call_with_deadline, concurrent_rows, make_options, refused, single
 
 FP32_4 = (TensorSpec("X", numpy.float32, (4,)),)
 
@@ -443,3 +443,23 @@ def test_the_kserve_routes_serve_a_bound_model(bind_server):
     result = httpclient.InferResult.from_response_body(reply.body, header_length=int(length) if length else None)
     assert result.as_numpy("Y").tolist() == [2, 3, 4, 5]
     assert metadata.status == 200 and json.loads(metadata.body)["name"] == "bound_http"
+
+
+def test_an_unknown_name_on_a_server_without_repository_says_bind(backend_directory):
+    # Server() with no model repository serves bound functions: the advice
+    # for a name it does not serve is bind(), not a repository folder.
+    server = tritonserver.Server(make_options(backend_directory, server_id="bind-only", model_repository=[],
+                                              log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        server.bind("double", lambda x: {"y": x * 2}, inputs=[tritonserver.TensorSpec("x", numpy.float32, (-1,))],
+                    outputs=[tritonserver.TensorSpec("y", numpy.float32, (-1,))])
+        assert call_with_deadline(lambda: numpy.from_dlpack(single(
+            server.model("double").infer(inputs={"x": _fp32(1, 2)})).outputs["y"]).tolist()) == [2.0, 4.0]
+        server.unbind("double", timeout=30)
+        for name in ("double", "other"):
+            with refused(tritonserver.NotFoundError, match=rf"no model named '{name}' is served.*this server has no "
+                                                           rf"model repository.*server\.bind\('{name}', fn"):
+                list(server.model(name).infer(inputs={"x": _fp32(1)}))
+    finally:
+        call_with_deadline(server.stop, 60)

@@ -19,6 +19,7 @@ import pytest
 import tritonserver
 from tritonserver import CancelledError, InferenceResponse
 from common import (BY_POINTER_FP32, MODELS, as_numpy, assert_no_live_buffers, call_with_deadline, dedicated_server, fp32,
+                    python_model_repository,
                     hooks, run_loops_in_threads, run_script, single, streaming_inputs, until, wait_for)
 
 HANG_S = 60  # a generous deadline: only there so a bug cannot hang the suite
@@ -398,6 +399,34 @@ def test_raising_queue_is_reported(model, caplog, use_asyncio):
     records = [r for r in caplog.records if r.name == "tritonserver" and "response queue" in r.getMessage()]
     assert len(records) == 1 and records[0].levelname == "ERROR"
     assert "queue closed by its consumer" in records[0].getMessage()
+
+
+def test_an_asyncio_queue_whose_loop_closed_is_reported_once(model, caplog):
+    # The loop of an asyncio.Queue given as response_queue ended before the
+    # stream did: one record says so and the request is cancelled; its
+    # later (cancelled final) response is not reported again.
+    streaming = model("streaming")
+
+    async def main():
+        user_queue = asyncio.Queue()
+        streaming.async_infer(inputs=streaming_inputs(50, delay_ms=20), response_queue=user_queue)
+        return await asyncio.wait_for(user_queue.get(), HANG_S)
+
+    with caplog.at_level("ERROR", logger="tritonserver"):
+        first = asyncio.run(main())
+        assert as_numpy(first.outputs["OUT"]).tolist() == [0]
+        assert wait_for(user_queues_settled, HANG_S)  # the final response went by too
+    records = [r for r in caplog.records if "response queue" in r.getMessage()]
+    assert len(records) == 1, [r.getMessage()[:120] for r in records]
+    assert "Event loop is closed" in records[0].getMessage()
+
+
+def user_queues_settled() -> bool:
+    """No request feeds a user queue any more, and none is remembered as
+    failed (forgotten when its final response passes)."""
+    from tritonserver._api import _user_queues
+
+    return not _user_queues._targets and not _user_queues._failed
 
 
 # -- decoupled streams -------------------------------------------------------------------------
@@ -800,3 +829,91 @@ def test_cancel_ends_an_async_stream_at_once(backend_directory):
         took = asyncio.run(main())
         assert took < SLEEP_S / 2, f"the stream ended {took:.2f} s after cancel(): it waited for the model"
         assert_no_live_buffers_after_the_model_finishes(server)
+
+
+# -- cancel() of a request its model answers after execute() returned -------------------------
+# A decoupled model that answers from a thread of its own (an engine's loop):
+# the core has released the request when execute() returned, before any
+# response. cancel() must still end the consumer's stream and reach the
+# model's response sender (is_cancelled()), on the stub as in-process.
+SENDER_THREAD = """
+import threading, time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.threads = []
+
+    def execute(self, requests):
+        returned = threading.Event()
+        for request in requests:
+            sender = request.get_response_sender()
+            def run(sender=sender):
+                returned.wait()  # the first response comes after execute() returned
+                sent = 0
+                while sent < 500 and not sender.is_cancelled():
+                    time.sleep(0.01)
+                    sender.send(pb_utils.InferenceResponse(
+                        [pb_utils.Tensor("OUTPUT0", np.full(2, sent, np.float32)),
+                         pb_utils.Tensor("OUTPUT1", np.zeros(2, np.float32))]))
+                    sent += 1
+                with open(%(report)r, "w") as report:
+                    report.write(f"{sent} {sender.is_cancelled()}")
+                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            thread = threading.Thread(target=run)
+            thread.start()
+            self.threads.append(thread)
+        returned.set()
+        return None
+
+    def finalize(self):
+        for thread in self.threads:
+            thread.join()
+"""
+CANCEL_MODES = ["in-process", pytest.param("stub", marks=pytest.mark.python_stub)]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "asyncio"])
+@pytest.mark.parametrize("mode", CANCEL_MODES)
+def test_cancel_reaches_a_model_answering_after_execute_returned(backend_directory, tmp_path, mode,
+                                                                 asynchronous):
+
+    report = tmp_path / "report.txt"
+    repo = python_model_repository(tmp_path, "sender", SENDER_THREAD % {"report": str(report)}, decoupled=True)
+    inputs = {"INPUT0": numpy.zeros(2, numpy.float32), "INPUT1": numpy.zeros(2, numpy.float32)}
+    with dedicated_server(backend_directory, f"cancel-released-{mode}", ["sender"], python_models=mode,
+                          model_repository=str(repo), exit_timeout=30) as server:
+        model = server.model("sender")
+
+        def sync_consumer() -> list:
+            iterator = model.infer(inputs=inputs, raise_on_error=True)
+            first = next(iterator)
+            iterator.cancel()
+            with pytest.raises(CancelledError):
+                for _ in iterator:  # what was queued before cancel(), then the end
+                    pass
+            return [first]
+
+        async def async_consumer() -> list:
+            iterator = model.async_infer(inputs=inputs, raise_on_error=True)
+            first = await iterator.__anext__()
+            iterator.cancel()
+            with pytest.raises(CancelledError):
+                async for _ in iterator:
+                    pass
+            return [first]
+
+        consume = (lambda: asyncio.run(async_consumer())) if asynchronous else sync_consumer
+        (first,) = call_with_deadline(consume, 60)
+        assert as_numpy(first.outputs["OUTPUT0"]).tolist() == [0.0, 0.0]
+        assert wait_for(report.exists, 60)
+        sent, cancelled = wait_for_text(report).split()
+        assert cancelled == "True" and int(sent) < 500, f"the model sent {sent} responses: it never saw cancel()"
+
+
+def wait_for_text(path) -> str:
+    """The file's text once it has some (written by another process)."""
+    assert wait_for(lambda: path.exists() and path.read_text() != "", 60)
+    return path.read_text()

@@ -79,3 +79,54 @@ def test_sigint_interrupts_a_blocking_wait(backend_directory, tmp_path, wait):
     assert lines[2].split()[-1] in ("CancelledError", "UnknownError"), lines
     assert lines[3:] == ["AGAIN [0.0]", "STOPPED"], lines
     assert process.returncode == 0, err
+
+
+STREAM_SCRIPT = """
+import os, signal, threading, numpy, tritonserver
+from common import hooks, make_options, streaming_inputs, wait_for
+server = tritonserver.Server(make_options({backend_directory!r}, server_id="interrupt-stream", exit_timeout=10,
+                                          log_error=False))
+server.start(wait_until_ready=True, timeout=60)
+model = server.load("streaming")
+iterator = model.infer(inputs=streaming_inputs(100, delay_ms=30), raise_on_error=True)
+values, interrupted, fifth = [], 0, threading.Event()
+
+def interrupt():  # Ctrl-C once the loop waits in next() after the fifth response
+    fifth.wait()
+    wait_for(lambda: hooks().threads_waiting() == 1, 60)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=interrupt, daemon=True).start()
+try:
+    for response in iterator:
+        if response.outputs:
+            values.append(int(numpy.from_dlpack(response.outputs["OUT"])[0]))
+        if len(values) == 5:
+            fifth.set()
+except KeyboardInterrupt:
+    interrupted = 2
+try:
+    for response in iterator:  # what came before the cancel, then its end
+        if response.outputs:
+            values.append(int(numpy.from_dlpack(response.outputs["OUT"])[0]))
+    print("NOT CANCELLED", flush=True)
+except tritonserver.CancelledError:
+    print("CANCELLED", flush=True)
+print("INTERRUPTED", interrupted, flush=True)
+print("VALUES", values == list(range(len(values))), len(values), flush=True)
+server.stop()
+"""
+
+
+def test_sigint_while_a_stream_flows_loses_no_response_and_cancels(backend_directory, tmp_path):
+    # Responses every 30 ms: the signal lands while next() waits. The
+    # response taken off the queue as the signal's handler ran stays queued
+    # (it used to be lost in the Python code making it), and the request
+    # is cancelled (it used to run to its end).
+    script = STREAM_SCRIPT.format(backend_directory=backend_directory)
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT / "tests", capture_output=True, text=True,
+                            timeout=120, env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=default_sigint)
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["CANCELLED", "INTERRUPTED 2"], (lines, result.stderr)
+    assert lines[2].startswith("VALUES True"), lines  # 0, 1, 2, ... without a gap
+    assert int(lines[2].split()[-1]) < 100, lines

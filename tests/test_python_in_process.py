@@ -15,7 +15,7 @@ import pytest
 
 import tritonserver
 from common import (BY_POINTER_FP32, MODELS, ROOT, address, as_numpy, call_with_deadline, dedicated_server, hooks,
-                    make_options, python_model_repository, refused, single)
+                    make_options, python_model_repository, refused, run_script, single)
 
 
 def test_add_sub(inproc):
@@ -581,3 +581,32 @@ def test_each_kind_of_response_is_sent_by_its_own_rules(backend_directory, tmp_p
             infer(1)
         assert dict(infer(4).outputs) == {}
         assert as_numpy(infer(0).outputs["OUTPUT0"]).tolist() == [1] * 4
+
+
+def test_a_failing_model_writes_nothing_to_stderr_unless_logging_is_configured(backend_directory, tmp_path):
+    # The stub writes a failed batch's message to Triton's log (off by
+    # default); in-process it is a record on "tritonserver.models", which a
+    # program without logging handlers must not see on stderr (Python's
+    # last-resort handler). With a handler configured, the record is there.
+    code = f"""
+        import logging, os, numpy, tritonserver
+        from common import make_options
+        if os.environ.get("CONFIGURE_LOGGING"):
+            logging.basicConfig(level=logging.ERROR, format="LOGGED %(name)s %(message).60s")
+        with tritonserver.Server(make_options({backend_directory!r}, server_id="quiet", python_models="in-process",
+                                              log_error=False)) as server:
+            model = server.load("execute_raises")
+            for _ in range(3):
+                try:
+                    list(model.infer(inputs={{"INPUT0": numpy.zeros(1, numpy.float32)}}))
+                except tritonserver.InternalError as e:
+                    print("REFUSED", "execute_raises model: bad batch" in str(e))
+    """
+    for configured in (False, True):
+        rc, out, err = run_script(code, tmp_path, 120, env={"CONFIGURE_LOGGING": "1" if configured else ""})
+        assert rc == 0 and out.splitlines() == ["REFUSED True"] * 3, (out, err)
+        logged = [line for line in err.splitlines() if line.startswith("LOGGED tritonserver.models Failed")]
+        if configured:
+            assert len(logged) == 3, err
+        else:
+            assert err == "", err

@@ -352,6 +352,12 @@ def forget(server: "Server", model_name: str) -> None:
         shutil.rmtree(os.path.join(folder, model_name), ignore_errors=True)
 
 
+def bound_folder(server: "Server") -> Optional[str]:
+    """The server's folder of bound models (None before the first bind)."""
+    with _lock:
+        return _repositories.get(server)
+
+
 def check_bound(server: "Server", model_name: str) -> None:
     """InvalidArgumentError unless `model_name` is bound on `server`."""
     with _lock:

@@ -139,12 +139,14 @@ def did_you_mean(name: str, index: Iterable[Mapping[str, Any]]) -> str:
 
 
 def unknown_model(error: "TritonError", name: str, version: int, mode: ModelControlMode,
-                  index: list[Mapping[str, Any]], known_failures: list[Failure]) -> "TritonError":
+                  index: list[Mapping[str, Any]], known_failures: list[Failure],
+                  has_repository: bool = True) -> "TritonError":
     """The core's "unknown model" error (of its own class), with the cause
     and the fix that works in `mode`: for a model of the repository, the
     core's reason when it failed to load (from the index, or
     `known_failures` seen in the core's log); for another name, the close
-    names of the repository ("did you mean")."""
+    names of the repository ("did you mean"), or, on a server without a
+    repository (`has_repository` false: it serves bound functions), bind()."""
     entries = [e for e in index if e.get("name") == name]
     if entries:
         failed = merged(from_index(entries), [f for f in known_failures if f.model == name])
@@ -157,6 +159,10 @@ def unknown_model(error: "TritonError", name: str, version: int, mode: ModelCont
             cause = (f"version {version} of model {name!r} is not loaded; "
                      f"{how_to_load(mode, name, in_repository=True)} (its version_policy decides which versions "
                      "are loaded)")
+    elif not has_repository:
+        cause = (f"no model named {name!r} is served{did_you_mean(name, index)} (this server has no model "
+                 f"repository: it serves the functions bound to it); to serve a function under that name, "
+                 f"server.bind({name!r}, fn, inputs=..., outputs=...)")
     else:
         cause = (f"no model named {name!r} is in the model repository{did_you_mean(name, index)}; to serve a "
                  "model of that name, "

@@ -512,8 +512,11 @@ class Server:
             index = json.loads(self._started().model_index(0))
         except TritonError:
             index = []
+        bound = _bind.bound_folder(self)
+        has_repository = bool(self.options.model_repository) or any(
+            r != bound for r in self._registered_repositories)
         return _model_failures.unknown_model(error, name, version, self._control_mode, index,
-                                             self._load_failures)
+                                             self._load_failures, has_repository)
 
     def _explain_unknown_model_error(self, error: TritonError, name: str, params: dict[str, Any]) -> None:
         """Raise the core's "failed to poll from model repository" for a

@@ -100,13 +100,13 @@ def _deliver(token: int, native: "_native.Response") -> None:
     user_queue, model, inference_request, loop, request = target
     # Made natively, by the API classes' own constructors (cpp/response_view.cc).
     response: InferenceResponse = native.inference_response(model, inference_request, False)
+    if _skip_failed(token, response):
+        return
     if loop is not None:
         try:
             loop.call_soon_threadsafe(_put_on_loop, token, user_queue, request, response)
         except RuntimeError as e:  # the loop is closed: nobody can consume
             _report(token, user_queue, request, response, e, offer=False)
-        return
-    if _skip_failed(token, response):
         return
     waiting = _full.get(token)
     if waiting is not None:  # behind responses still waiting for room

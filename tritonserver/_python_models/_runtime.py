@@ -25,6 +25,10 @@ from ._awaiting import BackgroundLoop, OwnLoop
 from ._model_imports import ModelImports
 
 _log = logging.getLogger("tritonserver.models")
+# The models' own log (pb_utils.Logger) and their failures, as the stub
+# writes them to Triton's log (off by default): they reach the handlers the
+# program configures, not Python's last resort on stderr when it has none.
+_log.addHandler(logging.NullHandler())
 _INTERNAL = pb_utils.TritonError.INTERNAL
 _FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 _RESPONSE = pb_utils.InferenceResponse
