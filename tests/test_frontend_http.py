@@ -381,6 +381,37 @@ def test_generate_and_generate_stream(url):
     assert "INPUT0" in message
 
 
+def _generated_parameters(url: str, body: dict) -> dict:
+    status, _, payload = raw(url, "POST", "/v2/models/parameters/generate", json.dumps(body).encode())
+    assert status == 200, payload
+    return json.loads(json.loads(payload)["PARAMETERS"])
+
+
+def test_generate_takes_a_parameters_object_as_the_requests_parameters(url):
+    """As the binary: the members of "parameters" are request parameters,
+    beside the keys that are no input; a member that is no string, number
+    or boolean is refused (400)."""
+    assert _generated_parameters(url, {"INPUT0": [1.0], "parameters": {"stream": False, "temperature": 0,
+                                                                        "tag": "x"}}) == {
+        "stream": False, "temperature": 0, "tag": "x"}
+    assert _generated_parameters(url, {"INPUT0": [1.0], "top": 1, "parameters": {"tag": "x"}}) == {"top": 1,
+                                                                                                   "tag": "x"}
+    assert _generated_parameters(url, {"INPUT0": [1.0], "parameters": {}}) == {}
+    status, headers, payload = raw(url, "POST", "/v2/models/parameters/generate_stream",
+                                   json.dumps({"INPUT0": [1.0], "parameters": {"n": 2.5}}).encode())
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    assert json.loads(json.loads(payload[len(b"data: "):])["PARAMETERS"]) == {"n": 2.5}
+    for action in ("generate", "generate_stream"):
+        for nested in ({"a": {"b": 1}}, {"a": [1]}, {"a": None}):
+            message = error_of(raw(url, "POST", f"/v2/models/parameters/{action}",
+                                   json.dumps({"INPUT0": [1.0], "parameters": nested}).encode()), 400)
+            assert "parameter 'a'" in message and "'parameters'" in message and "string, number or boolean" in message
+        # not an object: the binary's 500, a 400 naming the cause here
+        message = error_of(raw(url, "POST", f"/v2/models/parameters/{action}",
+                               json.dumps({"INPUT0": [1.0], "parameters": 5}).encode()), 400)
+        assert "must be a JSON object" in message and "model 'parameters'" in message
+
+
 @pytest.mark.parametrize("restricted", [["model-repository:admin-key=s3cret"],
                                         [("model-repository,logging", "admin-key", "s3cret")]],
                          ids=["flag-text", "triples"])
@@ -794,6 +825,12 @@ SAME_STATUS = [
     pytest.param("POST", "/v2/models/streaming/generate_stream", json.dumps({"COUNT": 2}).encode(), {},
                  marks=pytest.mark.python_stub),
     ("POST", "/v2/models/no_such_model/generate", b"{}", {}),
+    pytest.param("POST", "/v2/models/parameters/generate",
+                 json.dumps({"INPUT0": [1.0], "parameters": {"stream": False, "temperature": 0}}).encode(), {},
+                 marks=pytest.mark.python_stub),
+    pytest.param("POST", "/v2/models/parameters/generate_stream",
+                 json.dumps({"INPUT0": [1.0], "parameters": {"a": {"b": 1}}}).encode(), {},
+                 marks=pytest.mark.python_stub),
     ("GET", "/v2/systemsharedmemory/status", None, {}),
     ("GET", "/v2/systemsharedmemory/region/nope/status", None, {}),
     ("POST", "/v2/systemsharedmemory/region/nope/register", json.dumps({"byte_size": 4}).encode(), {}),
@@ -821,6 +858,8 @@ SAME_STATUS = [
 DIFFERENT_STATUS = [
     # a body that does not parse: the binary's 500, a 400 naming the cause here
     ("POST", "/v2/models/identity_fp32/infer", b"{nope", 500, 400),
+    # generate's "parameters" not an object: likewise
+    ("POST", "/v2/models/identity_fp32/generate", json.dumps({"INPUT0": [1.0], "parameters": 5}).encode(), 500, 400),
     # no tracing here
     ("GET", "/v2/trace/setting", None, 200, 501),
 ]
