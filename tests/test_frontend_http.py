@@ -35,7 +35,7 @@ from tritonserver.frontend import KServeHttp  # noqa: E402
 
 from common import dedicated_server, wait_for  # noqa: E402
 
-MODELS = ["identity_fp32", "add_sub", "streaming", "parameters", "echo_all_types"]
+MODELS = ["identity_fp32", "add_sub", "streaming", "parameters", "echo_all_types", "raise_error"]
 
 
 @pytest.fixture(scope="module")
@@ -410,6 +410,18 @@ def test_generate_takes_a_parameters_object_as_the_requests_parameters(url):
         message = error_of(raw(url, "POST", f"/v2/models/parameters/{action}",
                                json.dumps({"INPUT0": [1.0], "parameters": 5}).encode()), 400)
         assert "must be a JSON object" in message and "model 'parameters'" in message
+
+
+def test_generate_answers_a_models_failure_with_400_and_generate_stream_as_an_event(url):
+    """As the binary: the model's error is a 400; generate_stream's is
+    that one server-sent event."""
+    body = json.dumps({"INPUT0": [1.0]}).encode()
+    message = error_of(raw(url, "POST", "/v2/models/raise_error/generate", body), 400)
+    assert message == "raise_error model: deliberate failure"
+    status, headers, payload = raw(url, "POST", "/v2/models/raise_error/generate_stream", body)
+    assert status == 400 and headers["content-type"] == "text/event-stream; charset=utf-8"
+    assert payload.startswith(b"data: ") and payload.endswith(b"\n\n")
+    assert json.loads(payload[len(b"data: "):]) == {"error": "raise_error model: deliberate failure"}
 
 
 @pytest.mark.parametrize("restricted", [["model-repository:admin-key=s3cret"],
@@ -831,6 +843,8 @@ SAME_STATUS = [
     pytest.param("POST", "/v2/models/parameters/generate_stream",
                  json.dumps({"INPUT0": [1.0], "parameters": {"a": {"b": 1}}}).encode(), {},
                  marks=pytest.mark.python_stub),
+    pytest.param("POST", "/v2/models/raise_error/generate", json.dumps({"INPUT0": [1.0]}).encode(), {},
+                 marks=pytest.mark.python_stub),
     ("GET", "/v2/systemsharedmemory/status", None, {}),
     ("GET", "/v2/systemsharedmemory/region/nope/status", None, {}),
     ("POST", "/v2/systemsharedmemory/region/nope/register", json.dumps({"byte_size": 4}).encode(), {}),
@@ -886,6 +900,17 @@ def test_the_binary_and_kserve_http_answer_with_the_same_status(binary_url, url,
     assert ours[0] == theirs[0], (ours, theirs)
     if theirs[0] >= 400:
         assert json.loads(ours[2])["error"]  # the protocol's error body
+
+
+@pytest.mark.python_stub
+def test_generate_stream_answers_a_models_failure_as_the_binary(binary_url, url):
+    """400, server-sent events, the one error event."""
+    body = json.dumps({"INPUT0": [1.0]}).encode()
+    theirs = raw(binary_url, "POST", "/v2/models/raise_error/generate_stream", body)
+    ours = raw(url, "POST", "/v2/models/raise_error/generate_stream", body)
+    assert ours[0] == theirs[0] == 400
+    assert ours[1]["content-type"] == theirs[1]["content-type"]
+    assert json.loads(ours[2][len(b"data: "):]) == json.loads(theirs[2][len(b"data: "):])
 
 
 @pytest.mark.parametrize("case", DIFFERENT_STATUS, ids=[f"{c[0]} {c[1]} {c[2]!r:.30}" for c in DIFFERENT_STATUS])
