@@ -424,6 +424,19 @@ def test_generate_answers_a_models_failure_with_400_and_generate_stream_as_an_ev
     assert json.loads(payload[len(b"data: "):]) == {"error": "raise_error model: deliberate failure"}
 
 
+def test_infer_with_no_inputs_is_the_cores_to_judge(url):
+    """`"inputs": []`: answered for a model whose inputs are all optional,
+    refused by the core for one that needs an input (as the binary)."""
+    status, _, payload = raw(url, "POST", "/v2/models/echo_all_types/infer", json.dumps({"inputs": []}).encode())
+    assert status == 200 and json.loads(payload) == {"model_name": "echo_all_types", "model_version": "1",
+                                                     "outputs": []}
+    message = error_of(raw(url, "POST", "/v2/models/identity_fp32/infer", json.dumps({"inputs": []}).encode()), 400)
+    assert "identity_fp32" in message and "missing required input(s) ['INPUT0']" in message
+    for inputs in ({}, {"inputs": 5}, {"inputs": None}):
+        message = error_of(raw(url, "POST", "/v2/models/echo_all_types/infer", json.dumps(inputs).encode()), 400)
+        assert "'inputs' must be a list" in message
+
+
 @pytest.mark.parametrize("restricted", [["model-repository:admin-key=s3cret"],
                                         [("model-repository,logging", "admin-key", "s3cret")]],
                          ids=["flag-text", "triples"])
@@ -845,6 +858,9 @@ SAME_STATUS = [
                  marks=pytest.mark.python_stub),
     pytest.param("POST", "/v2/models/raise_error/generate", json.dumps({"INPUT0": [1.0]}).encode(), {},
                  marks=pytest.mark.python_stub),
+    pytest.param("POST", "/v2/models/echo_all_types/infer", json.dumps({"inputs": []}).encode(), {},
+                 marks=pytest.mark.python_stub),
+    ("POST", "/v2/models/identity_fp32/infer", json.dumps({"inputs": []}).encode(), {}),
     ("GET", "/v2/systemsharedmemory/status", None, {}),
     ("GET", "/v2/systemsharedmemory/region/nope/status", None, {}),
     ("POST", "/v2/systemsharedmemory/region/nope/register", json.dumps({"byte_size": 4}).encode(), {}),

@@ -118,8 +118,8 @@ def decode_request(body: bytes, header_length: Optional[int] = None,
     fields = _request_fields(parameters)
 
     entries = document.get("inputs")
-    if not isinstance(entries, list) or not entries:
-        raise bad_request("'inputs' must be a non-empty list")
+    if not isinstance(entries, list):  # an empty one is the core's to judge (all inputs may be optional)
+        raise bad_request("'inputs' must be a list of the request's input tensors (JSON objects)")
     inputs: dict[str, Any] = {}
     offset = 0
     for entry in entries:
