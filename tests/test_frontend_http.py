@@ -437,6 +437,36 @@ def test_infer_with_no_inputs_is_the_cores_to_judge(url):
         assert "'inputs' must be a list" in message
 
 
+def test_an_outputs_own_binary_data_wins_over_binary_data_output(url):
+    """As the binary: an output asked for by name is binary data only when
+    it asks so itself; binary_data_output covers the outputs not named."""
+    def infer(outputs, binary_input: bool) -> tuple[int, dict, bytes]:
+        entry = {"name": "INPUT0", "datatype": "FP32", "shape": [1]}
+        if binary_input:
+            entry["parameters"] = {"binary_data_size": 4}
+        else:
+            entry["data"] = [1.0]
+        document = {"inputs": [entry], "parameters": {"binary_data_output": True}}
+        if outputs is not None:
+            document["outputs"] = outputs
+        header = json.dumps(document).encode()
+        extra = {"Inference-Header-Content-Length": str(len(header))} if binary_input else {}
+        return raw(url, "POST", "/v2/models/identity_fp32/infer",
+                   header + (numpy.float32(1.0).tobytes() if binary_input else b""), extra)
+
+    for binary_input in (False, True):  # the general path, and the native one's request
+        for outputs in ([{"name": "OUTPUT0", "parameters": {"binary_data": False}}], [{"name": "OUTPUT0"}],
+                        [{"name": "OUTPUT0", "parameters": {}}]):
+            status, headers, payload = infer(outputs, binary_input)
+            assert status == 200 and headers["content-type"] == "application/json", (outputs, headers)
+            assert json.loads(payload)["outputs"] == [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1],
+                                                       "data": [1.0]}]
+        for outputs in (None, [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]):
+            status, headers, payload = infer(outputs, binary_input)
+            assert status == 200 and "inference-header-content-length" in headers, (outputs, headers)
+            assert payload.endswith(numpy.float32(1.0).tobytes())
+
+
 @pytest.mark.parametrize("restricted", [["model-repository:admin-key=s3cret"],
                                         [("model-repository,logging", "admin-key", "s3cret")]],
                          ids=["flag-text", "triples"])
@@ -927,6 +957,18 @@ def test_generate_stream_answers_a_models_failure_as_the_binary(binary_url, url)
     assert ours[0] == theirs[0] == 400
     assert ours[1]["content-type"] == theirs[1]["content-type"]
     assert json.loads(ours[2][len(b"data: "):]) == json.loads(theirs[2][len(b"data: "):])
+
+
+@pytest.mark.parametrize("outputs", [[{"name": "OUTPUT0", "parameters": {"binary_data": False}}],
+                                     [{"name": "OUTPUT0"}]], ids=["binary_data-false", "no-binary_data"])
+def test_an_outputs_own_binary_data_wins_as_with_the_binary(binary_url, url, outputs):
+    body = json.dumps({"inputs": [_FP32_ONE], "outputs": outputs,
+                       "parameters": {"binary_data_output": True}}).encode()
+    theirs = raw(binary_url, "POST", "/v2/models/identity_fp32/infer", body)
+    ours = raw(url, "POST", "/v2/models/identity_fp32/infer", body)
+    assert ours[0] == theirs[0] == 200
+    assert ours[1]["content-type"] == theirs[1]["content-type"] == "application/json"
+    assert json.loads(ours[2]) == json.loads(theirs[2])
 
 
 @pytest.mark.parametrize("case", DIFFERENT_STATUS, ids=[f"{c[0]} {c[1]} {c[2]!r:.30}" for c in DIFFERENT_STATUS])

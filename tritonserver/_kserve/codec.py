@@ -78,7 +78,12 @@ class DecodedRequest:
     fields: dict[str, Any] = field(default_factory=dict)
 
     def wants_binary(self, name: str) -> bool:
-        return self.all_outputs_binary or name in self.binary_outputs
+        """An output asked for by name is binary data when it asks so
+        itself (its own 'binary_data', false by default); the others when
+        the request's 'binary_data_output' says so (as the binary)."""
+        if self.output_names and name in self.output_names:
+            return name in self.binary_outputs
+        return self.all_outputs_binary
 
 
 # -- requests ----------------------------------------------------------------
