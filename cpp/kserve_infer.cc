@@ -210,7 +210,9 @@ bool plan_request(const char* header, size_t header_length, const unsigned char*
     ++i;
   }
   if (offset != binary_size) return false;
-  // Outputs: each asked as binary data (or all, by binary_data_output).
+  // Outputs: each asked as binary data itself (its own binary_data wins
+  // over binary_data_output), or all, by binary_data_output, when none is
+  // named.
   yyjson_val* outputs = member(document, "outputs", &twice);
   if (twice) return false;
   if (outputs == nullptr || yyjson_is_null(outputs)) return all_binary;
@@ -231,7 +233,7 @@ bool plan_request(const char* header, size_t header_length, const unsigned char*
         binary_data = yyjson_get_bool(value);
       }
     }
-    if (twice || (!binary_data && !all_binary)) return false;
+    if (twice || !binary_data) return false;
     for (const std::string& seen : plan->outputs) {
       if (seen == name) return false;
     }

@@ -216,6 +216,9 @@ bool plan_model_infer(const unsigned char* message, size_t size, ModelInferPlan*
     PlannedInput& input = out->plan.inputs[i];
     const Datatype* datatype = nullptr;
     if (!plan_input(inputs[i].first, inputs[i].second, &input, &datatype)) return false;
+    for (size_t j = 0; j < i; ++j) {
+      if (out->plan.inputs[j].name == input.name) return false;  // the servicer refuses a repeated input
+    }
     // The byte size the shape calls for must be the raw contents' size.
     uint64_t bytes = datatype->size;
     for (size_t d = 0; d < input.ndim; ++d) {

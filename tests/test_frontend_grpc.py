@@ -411,6 +411,64 @@ def _raw_request(model, request_id="", version="", outputs=(), **inputs):
     return request
 
 
+def _twice_given(typed: bool):
+    """identity_fp32 with INPUT0 given twice (1.0, then 2.0)."""
+    request = service_pb2.ModelInferRequest(model_name="identity_fp32")
+    for value in (1.0, 2.0):
+        tensor = request.inputs.add(name="INPUT0", datatype="FP32", shape=[1])
+        if typed:
+            tensor.contents.fp32_contents.append(value)
+        else:
+            request.raw_input_contents.append(numpy.float32(value).tobytes())
+    return request
+
+
+def _twice_given_answers(url: str) -> list:
+    """ModelInfer's (code, details) and ModelStreamInfer's messages (then
+    a good one's) for _twice_given, raw and typed."""
+    answers = []
+    with grpc.insecure_channel(url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        for typed in (False, True):
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.ModelInfer(_twice_given(typed), timeout=60)
+            answers.append((caught.value.code(), caught.value.details()))
+            good = _raw_request("identity_fp32", "good", INPUT0=numpy.ones(1, numpy.float32))
+            answers.append([(r.error_message, r.infer_response.id)
+                            for r in stub.ModelStreamInfer(iter([_twice_given(typed), good]), timeout=60)])
+    return answers
+
+
+def _without_request_id(text: str) -> str:
+    return text.removeprefix("[request id: <id_unknown>] ")
+
+
+def test_an_input_given_twice_is_refused_as_by_the_binary(served):
+    """INVALID_ARGUMENT (an error message in a stream, which goes on), on
+    either transport, raw or typed contents: not one of the two silently.
+    The binary's answers are the same (the test below compares them)."""
+    answers = _twice_given_answers(served[2])
+    for unary, stream in zip(answers[::2], answers[1::2]):
+        assert unary[0] == grpc.StatusCode.INVALID_ARGUMENT
+        assert unary[1].startswith("input 'INPUT0' already exists in request")
+        assert "identity_fp32" in unary[1]
+        assert stream == [(unary[1], ""), ("", "good")]
+
+
+def test_an_input_given_twice_gets_the_binarys_answer(served):
+    import common
+
+    flags = ["--model-control-mode", "explicit", "--load-model=identity_fp32"]
+    with common.server_process(common.reference_command(), common.MODELS, flags) as binary:
+        theirs = _twice_given_answers(binary.grpc_url)
+    ours = _twice_given_answers(served[2])
+    for mine, binarys in zip(ours[::2], theirs[::2]):  # ModelInfer: the binary's code and words, then the fix
+        assert mine[0] == binarys[0] and mine[1].startswith(_without_request_id(binarys[1])), (mine, binarys)
+    for mine, binarys in zip(ours[1::2], theirs[1::2]):
+        assert [(bool(error), id) for error, id in mine] == [(bool(error), id) for error, id in binarys]
+        assert mine[0][0].startswith(_without_request_id(binarys[0][0]))
+
+
 def test_stream_messages_served_natively_answer_as_the_servicer(served, transport):
     """ModelStreamInfer's plain messages (raw inputs, a model that is not
     decoupled) are served by the native transport without the servicer

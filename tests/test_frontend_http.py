@@ -35,7 +35,7 @@ from tritonserver.frontend import KServeHttp  # noqa: E402
 
 from common import dedicated_server, wait_for  # noqa: E402
 
-MODELS = ["identity_fp32", "add_sub", "streaming", "parameters", "echo_all_types"]
+MODELS = ["identity_fp32", "add_sub", "streaming", "parameters", "echo_all_types", "raise_error"]
 
 
 @pytest.fixture(scope="module")
@@ -379,6 +379,92 @@ def test_generate_and_generate_stream(url):
     message = error_of(raw(url, "POST", "/v2/models/add_sub/generate", json.dumps({"INPUT0": {"a": 1}}).encode()),
                        400)
     assert "INPUT0" in message
+
+
+def _generated_parameters(url: str, body: dict) -> dict:
+    status, _, payload = raw(url, "POST", "/v2/models/parameters/generate", json.dumps(body).encode())
+    assert status == 200, payload
+    return json.loads(json.loads(payload)["PARAMETERS"])
+
+
+def test_generate_takes_a_parameters_object_as_the_requests_parameters(url):
+    """As the binary: the members of "parameters" are request parameters,
+    beside the keys that are no input; a member that is no string, number
+    or boolean is refused (400)."""
+    assert _generated_parameters(url, {"INPUT0": [1.0], "parameters": {"stream": False, "temperature": 0,
+                                                                        "tag": "x"}}) == {
+        "stream": False, "temperature": 0, "tag": "x"}
+    assert _generated_parameters(url, {"INPUT0": [1.0], "top": 1, "parameters": {"tag": "x"}}) == {"top": 1,
+                                                                                                   "tag": "x"}
+    assert _generated_parameters(url, {"INPUT0": [1.0], "parameters": {}}) == {}
+    status, headers, payload = raw(url, "POST", "/v2/models/parameters/generate_stream",
+                                   json.dumps({"INPUT0": [1.0], "parameters": {"n": 2.5}}).encode())
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    assert json.loads(json.loads(payload[len(b"data: "):])["PARAMETERS"]) == {"n": 2.5}
+    for action in ("generate", "generate_stream"):
+        for nested in ({"a": {"b": 1}}, {"a": [1]}, {"a": None}):
+            message = error_of(raw(url, "POST", f"/v2/models/parameters/{action}",
+                                   json.dumps({"INPUT0": [1.0], "parameters": nested}).encode()), 400)
+            assert "parameter 'a'" in message and "'parameters'" in message and "string, number or boolean" in message
+        # not an object: the binary's 500, a 400 naming the cause here
+        message = error_of(raw(url, "POST", f"/v2/models/parameters/{action}",
+                               json.dumps({"INPUT0": [1.0], "parameters": 5}).encode()), 400)
+        assert "must be a JSON object" in message and "model 'parameters'" in message
+
+
+def test_generate_answers_a_models_failure_with_400_and_generate_stream_as_an_event(url):
+    """As the binary: the model's error is a 400; generate_stream's is
+    that one server-sent event."""
+    body = json.dumps({"INPUT0": [1.0]}).encode()
+    message = error_of(raw(url, "POST", "/v2/models/raise_error/generate", body), 400)
+    assert message == "raise_error model: deliberate failure"
+    status, headers, payload = raw(url, "POST", "/v2/models/raise_error/generate_stream", body)
+    assert status == 400 and headers["content-type"] == "text/event-stream; charset=utf-8"
+    assert payload.startswith(b"data: ") and payload.endswith(b"\n\n")
+    assert json.loads(payload[len(b"data: "):]) == {"error": "raise_error model: deliberate failure"}
+
+
+def test_infer_with_no_inputs_is_the_cores_to_judge(url):
+    """`"inputs": []`: answered for a model whose inputs are all optional,
+    refused by the core for one that needs an input (as the binary)."""
+    status, _, payload = raw(url, "POST", "/v2/models/echo_all_types/infer", json.dumps({"inputs": []}).encode())
+    assert status == 200 and json.loads(payload) == {"model_name": "echo_all_types", "model_version": "1",
+                                                     "outputs": []}
+    message = error_of(raw(url, "POST", "/v2/models/identity_fp32/infer", json.dumps({"inputs": []}).encode()), 400)
+    assert "identity_fp32" in message and "missing required input(s) ['INPUT0']" in message
+    for inputs in ({}, {"inputs": 5}, {"inputs": None}):
+        message = error_of(raw(url, "POST", "/v2/models/echo_all_types/infer", json.dumps(inputs).encode()), 400)
+        assert "'inputs' must be a list" in message
+
+
+def test_an_outputs_own_binary_data_wins_over_binary_data_output(url):
+    """As the binary: an output asked for by name is binary data only when
+    it asks so itself; binary_data_output covers the outputs not named."""
+    def infer(outputs, binary_input: bool) -> tuple[int, dict, bytes]:
+        entry = {"name": "INPUT0", "datatype": "FP32", "shape": [1]}
+        if binary_input:
+            entry["parameters"] = {"binary_data_size": 4}
+        else:
+            entry["data"] = [1.0]
+        document = {"inputs": [entry], "parameters": {"binary_data_output": True}}
+        if outputs is not None:
+            document["outputs"] = outputs
+        header = json.dumps(document).encode()
+        extra = {"Inference-Header-Content-Length": str(len(header))} if binary_input else {}
+        return raw(url, "POST", "/v2/models/identity_fp32/infer",
+                   header + (numpy.float32(1.0).tobytes() if binary_input else b""), extra)
+
+    for binary_input in (False, True):  # the general path, and the native one's request
+        for outputs in ([{"name": "OUTPUT0", "parameters": {"binary_data": False}}], [{"name": "OUTPUT0"}],
+                        [{"name": "OUTPUT0", "parameters": {}}]):
+            status, headers, payload = infer(outputs, binary_input)
+            assert status == 200 and headers["content-type"] == "application/json", (outputs, headers)
+            assert json.loads(payload)["outputs"] == [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1],
+                                                       "data": [1.0]}]
+        for outputs in (None, [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]):
+            status, headers, payload = infer(outputs, binary_input)
+            assert status == 200 and "inference-header-content-length" in headers, (outputs, headers)
+            assert payload.endswith(numpy.float32(1.0).tobytes())
 
 
 @pytest.mark.parametrize("restricted", [["model-repository:admin-key=s3cret"],
@@ -794,6 +880,17 @@ SAME_STATUS = [
     pytest.param("POST", "/v2/models/streaming/generate_stream", json.dumps({"COUNT": 2}).encode(), {},
                  marks=pytest.mark.python_stub),
     ("POST", "/v2/models/no_such_model/generate", b"{}", {}),
+    pytest.param("POST", "/v2/models/parameters/generate",
+                 json.dumps({"INPUT0": [1.0], "parameters": {"stream": False, "temperature": 0}}).encode(), {},
+                 marks=pytest.mark.python_stub),
+    pytest.param("POST", "/v2/models/parameters/generate_stream",
+                 json.dumps({"INPUT0": [1.0], "parameters": {"a": {"b": 1}}}).encode(), {},
+                 marks=pytest.mark.python_stub),
+    pytest.param("POST", "/v2/models/raise_error/generate", json.dumps({"INPUT0": [1.0]}).encode(), {},
+                 marks=pytest.mark.python_stub),
+    pytest.param("POST", "/v2/models/echo_all_types/infer", json.dumps({"inputs": []}).encode(), {},
+                 marks=pytest.mark.python_stub),
+    ("POST", "/v2/models/identity_fp32/infer", json.dumps({"inputs": []}).encode(), {}),
     ("GET", "/v2/systemsharedmemory/status", None, {}),
     ("GET", "/v2/systemsharedmemory/region/nope/status", None, {}),
     ("POST", "/v2/systemsharedmemory/region/nope/register", json.dumps({"byte_size": 4}).encode(), {}),
@@ -821,6 +918,8 @@ SAME_STATUS = [
 DIFFERENT_STATUS = [
     # a body that does not parse: the binary's 500, a 400 naming the cause here
     ("POST", "/v2/models/identity_fp32/infer", b"{nope", 500, 400),
+    # generate's "parameters" not an object: likewise
+    ("POST", "/v2/models/identity_fp32/generate", json.dumps({"INPUT0": [1.0], "parameters": 5}).encode(), 500, 400),
     # no tracing here
     ("GET", "/v2/trace/setting", None, 200, 501),
 ]
@@ -847,6 +946,29 @@ def test_the_binary_and_kserve_http_answer_with_the_same_status(binary_url, url,
     assert ours[0] == theirs[0], (ours, theirs)
     if theirs[0] >= 400:
         assert json.loads(ours[2])["error"]  # the protocol's error body
+
+
+@pytest.mark.python_stub
+def test_generate_stream_answers_a_models_failure_as_the_binary(binary_url, url):
+    """400, server-sent events, the one error event."""
+    body = json.dumps({"INPUT0": [1.0]}).encode()
+    theirs = raw(binary_url, "POST", "/v2/models/raise_error/generate_stream", body)
+    ours = raw(url, "POST", "/v2/models/raise_error/generate_stream", body)
+    assert ours[0] == theirs[0] == 400
+    assert ours[1]["content-type"] == theirs[1]["content-type"]
+    assert json.loads(ours[2][len(b"data: "):]) == json.loads(theirs[2][len(b"data: "):])
+
+
+@pytest.mark.parametrize("outputs", [[{"name": "OUTPUT0", "parameters": {"binary_data": False}}],
+                                     [{"name": "OUTPUT0"}]], ids=["binary_data-false", "no-binary_data"])
+def test_an_outputs_own_binary_data_wins_as_with_the_binary(binary_url, url, outputs):
+    body = json.dumps({"inputs": [_FP32_ONE], "outputs": outputs,
+                       "parameters": {"binary_data_output": True}}).encode()
+    theirs = raw(binary_url, "POST", "/v2/models/identity_fp32/infer", body)
+    ours = raw(url, "POST", "/v2/models/identity_fp32/infer", body)
+    assert ours[0] == theirs[0] == 200
+    assert ours[1]["content-type"] == theirs[1]["content-type"] == "application/json"
+    assert json.loads(ours[2]) == json.loads(theirs[2])
 
 
 @pytest.mark.parametrize("case", DIFFERENT_STATUS, ids=[f"{c[0]} {c[1]} {c[2]!r:.30}" for c in DIFFERENT_STATUS])

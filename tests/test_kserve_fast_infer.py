@@ -154,6 +154,21 @@ def test_binary_data_output_bytes_bf16_and_an_id_match_the_python_path(loop, rou
     assert reply.body.endswith(bits.tobytes())
 
 
+def test_a_named_outputs_own_binary_data_wins_over_binary_data_output(loop, routes, count_fast):
+    """Named without binary_data (or with it false), an output is JSON even
+    under binary_data_output (as the binary): the fast path leaves it to
+    the Python path; named with it, or not named, it is binary data."""
+    for outputs, fast in (([{"name": "OUTPUT0", "parameters": {"binary_data": False}}], False),
+                          ([{"name": "OUTPUT0"}], False),
+                          ([{"name": "OUTPUT0", "parameters": {"binary_data": True}}], True),
+                          (None, True)):
+        body, headers = _request(_header(_fp32(), outputs=outputs, parameters={"binary_data_output": True}), FOUR)
+        reply = both(loop, routes, "identity_fp32", body, headers, count_fast, fast)
+        assert reply.status == 200 and (HEADER_LENGTH in reply.headers) == fast, (outputs, reply)
+        if not fast:
+            assert json.loads(reply.body)["outputs"][0]["data"] == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_route_response_parameters_are_merged_as_the_python_path_does(loop, server, count_fast):
     routes = KServeRoutes(server, response_parameters={"replica": "n\u00f6de-\U0001f600", "weight": 0.1,
                                                        "big": 2**40, "ok": True, "nan": float("nan")})
@@ -539,6 +554,10 @@ AGAINST_THE_BINARY = [
     ("wrong-rank-for-model", "identity_fp32", _request(_header(_fp32(shape=[2, 2])), FOUR)),
     ("unknown-output", "identity_fp32",
      _request(_header(_fp32(), outputs=[{"name": "NOPE", "parameters": {"binary_data": True}}]), FOUR)),
+    # an output named without binary_data: JSON, whatever binary_data_output says (declined)
+    ("named-output-json-under-binary_data_output", "identity_fp32",
+     _request(_header(_fp32(), outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": False}}],
+                      parameters={"binary_data_output": True}), FOUR)),
 ]
 
 
@@ -552,7 +571,7 @@ def _post(url: str, path: str, body: bytes, headers: dict[str, str]) -> tuple[in
     try:
         with urllib.request.urlopen(request, timeout=30) as answer:
             data = answer.read()
-            length = int(answer.headers[HEADER_LENGTH])
+            length = int(answer.headers.get(HEADER_LENGTH, len(data)))  # none: a JSON reply
             return answer.status, (json.loads(data[:length]), data[length:])
     except urllib.error.HTTPError as error:
         return error.code, error.read()

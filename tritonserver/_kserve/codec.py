@@ -78,7 +78,12 @@ class DecodedRequest:
     fields: dict[str, Any] = field(default_factory=dict)
 
     def wants_binary(self, name: str) -> bool:
-        return self.all_outputs_binary or name in self.binary_outputs
+        """An output asked for by name is binary data when it asks so
+        itself (its own 'binary_data', false by default); the others when
+        the request's 'binary_data_output' says so (as the binary)."""
+        if self.output_names and name in self.output_names:
+            return name in self.binary_outputs
+        return self.all_outputs_binary
 
 
 # -- requests ----------------------------------------------------------------
@@ -118,8 +123,8 @@ def decode_request(body: bytes, header_length: Optional[int] = None,
     fields = _request_fields(parameters)
 
     entries = document.get("inputs")
-    if not isinstance(entries, list) or not entries:
-        raise bad_request("'inputs' must be a non-empty list")
+    if not isinstance(entries, list):  # an empty one is the core's to judge (all inputs may be optional)
+        raise bad_request("'inputs' must be a list of the request's input tensors (JSON objects)")
     inputs: dict[str, Any] = {}
     offset = 0
     for entry in entries:
@@ -603,7 +608,9 @@ def decode_generate(model_name: str, body: bytes, metadata: dict[str, Any]) -> G
     """A generate body: one JSON object whose keys are the model's inputs
     (a value or a list of values, shaped to the input's shape, its one
     variable dimension taking the count, as Triton's binary does), "id",
-    and request parameters (strings, numbers, booleans)."""
+    and request parameters (strings, numbers, booleans), given as keys of
+    their own or as the members of a "parameters" object (as the binary
+    takes them)."""
     try:
         document = json.loads(body) if body else {}
     except (ValueError, UnicodeDecodeError) as error:
@@ -622,16 +629,26 @@ def decode_generate(model_name: str, body: bytes, metadata: dict[str, Any]) -> G
     parameters: dict[str, ParameterValue] = {}
     for key, value in document.items():
         spec = specs.get(key)
+        if spec is None and key == "parameters":
+            if not isinstance(value, dict):
+                raise bad_request(
+                    f"generate: 'parameters' of the request to model '{model_name}' must be a JSON object of "
+                    f"request parameters, not {type(value).__name__} (or give each parameter as a key of its own)")
+            for name, item in value.items():
+                if type(item) not in (str, int, float, bool):
+                    raise bad_request(
+                        f"generate: parameter '{name}' in 'parameters' of the request to model '{model_name}' has "
+                        f"invalid type {type(item).__name__}: a request parameter must be a string, number or "
+                        "boolean")
+                parameters[name] = _generate_parameter(name, item)
+            continue
         if spec is None:
-            core_text("parameter name", key)
             if type(value) not in (str, int, float, bool):
                 raise bad_request(
                     f"generate: key '{key}' is not an input of model '{model_name}' (its inputs: "
                     f"{', '.join(specs) or 'none'}), and as a request parameter it must be a string, number or "
                     f"boolean, not {type(value).__name__}")
-            if isinstance(value, str):
-                core_text(f"parameter '{key}'", value)
-            parameters[key] = _checked_parameter(key, value)
+            parameters[key] = _generate_parameter(key, value)
             continue
         datatype = spec["datatype"]
         flat = _flatten(value)
@@ -643,7 +660,13 @@ def decode_generate(model_name: str, body: bytes, metadata: dict[str, Any]) -> G
     return GenerateRequest(inputs, parameters, request_id)
 
 
-def _checked_parameter(key: str, value: ParameterValue) -> ParameterValue:
+def _generate_parameter(key: str, value: ParameterValue) -> ParameterValue:
+    """A generate request parameter (a string, number or boolean), checked
+    for the core: its name and a string value as C strings, an integer as
+    64 bits."""
+    core_text("parameter name", key)
+    if isinstance(value, str):
+        core_text(f"parameter '{key}'", value)
     if type(value) is int and not -(2**63) <= value < 2**63:
         raise bad_request(f"parameter '{key}': {value} does not fit a 64-bit integer")
     return value

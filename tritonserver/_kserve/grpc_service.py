@@ -633,6 +633,10 @@ class GrpcInferenceService:
         raw_index = 0
         raw_contents = request.raw_input_contents
         for io in request.inputs:
+            if io.name in inputs:  # the binary's refusal, not one of them silently
+                raise InvalidArgumentError(
+                    f"input '{io.name}' already exists in request for model '{request.model_name}': give each "
+                    "input once")
             shape = io.shape[:]
             if any(d < 0 for d in shape):
                 raise InvalidArgumentError(

@@ -61,6 +61,9 @@ from .shared_memory import SystemSharedMemory
 
 HEADER_LENGTH = "inference-header-content-length"
 
+# generate_stream's reply headers: server-sent events.
+_EVENT_STREAM = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
+
 # The largest request body, after decompression: Triton's own HTTP
 # endpoint's default (--http-max-input-size, 64 MiB).
 DEFAULT_MAX_BODY_BYTES = 64 * 2**20
@@ -340,8 +343,8 @@ class KServeRoutes:
             documents: list[dict[str, Any]] = []
             try:
                 async for response in responses:
-                    if response.error is not None:
-                        raise response.error
+                    if response.error is not None:  # the model's failure: 400, as the binary's generate
+                        return Reply.error(400, str(response.error))
                     if response.outputs or not response.final or not decoupled:
                         documents.append(encode_generate(model.name, response.model_version, request.request_id,
                                                          response.outputs, response.parameters))
@@ -352,8 +355,9 @@ class KServeRoutes:
                     f"generate expects model to produce exactly 1 response, use generate stream for model that "
                     f"generates various number of responses (model '{model.name}' sent {len(documents)})")
             return Reply.json(documents[0])
-        # The first response decides the status, as in the binary: an error
-        # before anything was streamed is the reply's.
+        # The first response decides the status, as in the binary: the
+        # model's failure before anything was streamed is a 400 whose body
+        # is that one error event.
         try:
             first = await responses.__anext__()
         except StopAsyncIteration:
@@ -363,8 +367,8 @@ class KServeRoutes:
             raise
         if first is not None and first.error is not None:
             responses.cancel()
-            raise first.error
-        return Reply(200, b"", {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"},
+            return Reply(400, _error_event(str(first.error)), dict(_EVENT_STREAM))
+        return Reply(200, b"", dict(_EVENT_STREAM),
                      stream=_events(model, request.request_id, first, responses, decoupled))
 
     # -- system and CUDA shared memory ---------------------------------------
@@ -488,7 +492,7 @@ async def _events(model: Model, request_id: Optional[str], first: Any, responses
     try:
         async for response in each():
             if response.error is not None:
-                yield b"data: " + error_body(str(response.error)) + b"\n\n"
+                yield _error_event(str(response.error))
                 return
             if decoupled and response.final and not response.outputs:
                 continue  # the flag-only final response
@@ -496,11 +500,16 @@ async def _events(model: Model, request_id: Optional[str], first: Any, responses
                 document = encode_generate(model.name, response.model_version, request_id, response.outputs,
                                            response.parameters)
             except (ProtocolError, TritonError) as error:
-                yield b"data: " + error_body(str(error)) + b"\n\n"
+                yield _error_event(str(error))
                 return
             yield b"data: " + json.dumps(document, separators=(",", ":")).encode("utf-8") + b"\n\n"
     finally:
         responses.cancel()
+
+
+def _error_event(message: str) -> bytes:
+    """generate_stream's error: one server-sent event {"error": ...}."""
+    return b"data: " + error_body(message) + b"\n\n"
 
 
 def _trace_refused() -> UnsupportedError:
