@@ -52,6 +52,27 @@ def test_other_paths_and_methods_answer_as_the_binary(server):
     assert status == 405 and b"Method Not Allowed" in body
 
 
+@pytest.fixture(scope="module")
+def binary_metrics_url():
+    import common
+
+    with common.server_process(common.reference_command(), common.MODELS, ["--model-control-mode=explicit"]) as binary:
+        yield binary.metrics_url
+
+
+# The binary serves its metrics where the whole path matches "/metrics/?"
+# (a query aside); elsewhere 200 with an empty body.
+@pytest.mark.parametrize("path", ["/metrics", "/metrics/", "/metrics?name=x", "/metrics/?name=x", "/metricsx",
+                                  "/metrics/x", "/METRICS", "/"])
+def test_each_path_is_served_as_by_the_binary(server, binary_metrics_url, path):
+    theirs = get(f"http://{binary_metrics_url}{path}")
+    with Metrics(server, Metrics.Options(address="127.0.0.1", port=0)) as metrics:
+        ours = get(f"http://127.0.0.1:{metrics.port}{path}")
+    assert ours[:2] == theirs[:2] == (200, "text/plain; charset=utf-8")
+    assert (b"# TYPE nv_" in ours[2]) == (b"# TYPE nv_" in theirs[2]), (path, ours[2][:200], theirs[2][:200])
+    assert (ours[2] == b"") == (theirs[2] == b"")
+
+
 def test_a_port_in_use_is_an_error_naming_it(server):
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))

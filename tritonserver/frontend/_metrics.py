@@ -1,7 +1,8 @@
 """`Metrics`: the server's Prometheus metrics over HTTP, as NVIDIA's binary
-serves them on --metrics-port: ``GET /metrics`` gives the core's metrics and
-the python models' custom ones in Prometheus text; as in the binary, another
-path gives 200 with an empty body and another method 405."""
+serves them on --metrics-port: ``GET /metrics`` (or ``/metrics/``; a query
+is ignored) gives the core's metrics and the python models' custom ones in
+Prometheus text; as in the binary, another path gives 200 with an empty body
+and another method 405."""
 
 from __future__ import annotations
 
@@ -56,6 +57,11 @@ class Metrics(Frontend):
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
+# The binary's metrics paths (its regular expression "/metrics/?", matched
+# against the whole path).
+_METRICS_PATHS = ("/metrics", "/metrics/")
+
+
 def _metrics_app(server: Server) -> Callable[..., Awaitable[None]]:
     async def app(scope: dict[str, Any], receive: Any, send: Send) -> None:
         if scope["type"] != "http":
@@ -65,7 +71,7 @@ def _metrics_app(server: Server) -> Callable[..., Awaitable[None]]:
                          (b"content-type", b"application/json"))
             return
         body = b""
-        if scope["path"] == "/metrics":
+        if scope["path"] in _METRICS_PATHS:
             try:
                 body = (await asyncio.get_running_loop().run_in_executor(None, server.metrics)).encode("utf-8")
             except TritonError as error:
