@@ -580,6 +580,13 @@ def reference_command() -> list[str]:
     return [str(reference_binary())]
 
 
+def run_reference(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+    """Runs NVIDIA's binary with `args` to its exit (skips when it cannot
+    run): its exit status and output, as text."""
+    return subprocess.run([*reference_command(), *args], env=_reference_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
 def package_serve_command() -> list[str]:
     """The argv prefix that runs this package's server with the binary's
     flag names."""

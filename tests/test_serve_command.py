@@ -13,7 +13,7 @@ import pytest
 import tritonserver
 from tritonserver._serve_flags import settings
 
-from common import MODELS, ROOT, copy_model, package_serve_command, server_process, wait_for
+from common import MODELS, ROOT, copy_model, package_serve_command, run_reference, server_process, wait_for
 
 
 def run_serve(*args: str) -> subprocess.CompletedProcess:
@@ -87,6 +87,17 @@ def test_a_model_that_fails_to_load_exits_1_naming_it(backend_directory, tmp_pat
                        "--allow-http=false", "--allow-grpc=false", "--metrics-port=0")
     assert result.returncode == 1, result.stderr
     assert "broken" in result.stderr and "no_such_backend" in result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_missing_load_model_exits_as_the_binary_without_a_traceback(backend_directory):
+    flags = ("--model-repository", str(MODELS), "--backend-directory", backend_directory,
+             "--model-control-mode=explicit", "--load-model=no_such_model", "--http-port=0", "--grpc-port=0",
+             "--metrics-port=0")
+    theirs = run_reference(*flags)
+    ours = run_serve(*flags)
+    assert ours.returncode == theirs.returncode == 1, (ours.stderr, theirs.stderr[-2000:])
+    assert "no_such_model" in ours.stderr and "Traceback" not in ours.stderr, ours.stderr
 
 
 def test_poll_mode_loads_a_model_added_to_the_repository(backend_directory, tmp_path):

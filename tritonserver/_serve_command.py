@@ -52,8 +52,9 @@ def serve(argv: list[str]) -> int:
     started: list[Any] = []
     try:
         try:
-            server = Server(**config.server)
-            server.start(wait_until_ready=True)
+            # Only a started server is kept for the stop below: a start that
+            # fails has stopped what it began.
+            server = Server(**config.server).start(wait_until_ready=True)
             for name, frontend in _frontends(server, config):
                 frontend.start()
                 started.append(frontend)
