@@ -324,8 +324,6 @@ class GrpcTransport : public SocketServer {
     hand(c, events);
   }
 
-  bool idle(SocketConnection&, std::chrono::steady_clock::time_point) override { return false; }
-
   // Under the mutex: nghttp2's output to `out` and the socket, until the
   // socket is full or nghttp2 has nothing more.
   void flush(SocketConnection& base) override {

@@ -34,9 +34,8 @@ constexpr size_t kReadChunk = 64 * 1024;
 // client that pipelines without reading), or while its output backs up
 // (SocketServer's limit): its socket's buffers then hold it back.
 constexpr size_t kMaxPending = 64;
-// A keep-alive connection idle this long between requests is closed (as
-// uvicorn's default timeout_keep_alive); swept about once a second.
-constexpr auto kKeepAliveIdle = std::chrono::seconds(5);
+// A keep-alive connection idle between requests stays open until the
+// client closes it, as with NVIDIA's binary (libevhtp without timeouts).
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 // A request's line and headers (their bytes as sent, without the line
 // ends), at most: past it the request is refused (400) and the connection
@@ -52,6 +51,7 @@ struct Outgoing {
   std::string bytes;
   bool done = false;
   bool close = false;
+  bool keep_alive_1_0 = false;  // an HTTP/1.0 request that asked to keep the connection
   bool head = false;  // the answer to HEAD: no body
   std::function<void()> cancel;  // a native infer request's, until answered
 };
@@ -91,6 +91,14 @@ const char* reason_phrase(int status) {
     case 503: return "Service Unavailable";
     default: return status < 400 ? "OK" : "Error";
   }
+}
+
+// A reply's Connection field: "close" when the connection closes after it;
+// "keep-alive" to an HTTP/1.0 request that asked for it (HTTP/1.0 closes
+// otherwise), as the binary answers; none for HTTP/1.1's default.
+const char* connection_field(const Outgoing& entry) {
+  if (entry.close) return "connection: close\r\n";
+  return entry.keep_alive_1_0 ? "connection: keep-alive\r\n" : "";
 }
 
 std::string lower(std::string text) {
@@ -163,7 +171,9 @@ class HttpTransport : public SocketServer {
       entry.bytes += head;
       entry.bytes += "content-length: ";
       entry.bytes += std::to_string(size);
-      entry.bytes += entry.close ? "\r\nconnection: close\r\n\r\n" : "\r\n\r\n";
+      entry.bytes += "\r\n";
+      entry.bytes += connection_field(entry);
+      entry.bytes += "\r\n";
       if (!entry.head) entry.bytes.append(data, size);
       entry.done = true;
     });
@@ -174,8 +184,9 @@ class HttpTransport : public SocketServer {
     GilRelease release;
     append(connection, seq, [&](Outgoing& entry) {
       entry.bytes += head;
-      entry.bytes += entry.close ? "transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
-                                 : "transfer-encoding: chunked\r\n\r\n";
+      entry.bytes += "transfer-encoding: chunked\r\n";
+      entry.bytes += connection_field(entry);
+      entry.bytes += "\r\n";
     });
   }
 
@@ -261,11 +272,12 @@ class HttpTransport : public SocketServer {
   }
 
   // Numbers the next reply of `connection` (its slot in the ordered output).
-  uint64_t open_entry(Connection& connection, bool close, bool head = false) {
+  uint64_t open_entry(Connection& connection, bool close, bool head = false, bool keep_alive_1_0 = false) {
     std::lock_guard<std::mutex> lock(connection.mutex);
     const uint64_t seq = connection.next_seq++;
     Outgoing& entry = connection.pending[seq];
     entry.close = close;
+    entry.keep_alive_1_0 = keep_alive_1_0;
     entry.head = head;
     opened_call(connection);
     return seq;
@@ -332,12 +344,6 @@ class HttpTransport : public SocketServer {
     Connection& c = static_cast<Connection&>(connection);
     std::lock_guard<std::mutex> lock(c.mutex);
     return c.refused && c.unanswered != 0;
-  }
-
-  // Between requests, nothing unanswered or unwritten, past kKeepAliveIdle.
-  bool idle(SocketConnection& connection, std::chrono::steady_clock::time_point now) override {
-    Connection& c = static_cast<Connection&>(connection);
-    return !c.in_message && c.unanswered == 0 && c.out.empty() && now - c.last_active > kKeepAliveIdle;
   }
 
   bool backlogged(const SocketConnection& connection) const override {
@@ -437,7 +443,8 @@ class HttpTransport : public SocketServer {
     Connection& c = of(parser);
     HttpTransport& t = *c.transport;
     const bool keep_alive = llhttp_should_keep_alive(parser) != 0;
-    const uint64_t seq = t.open_entry(c, !keep_alive, parser->method == HTTP_HEAD);
+    const bool http_1_0 = parser->http_major == 1 && parser->http_minor == 0;
+    const uint64_t seq = t.open_entry(c, !keep_alive, parser->method == HTTP_HEAD, http_1_0 && keep_alive);
     c.in_message = false;
     if (!keep_alive) c.reading_stopped = true;
     // The native infer route first, without the GIL; anything else (and

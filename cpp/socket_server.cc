@@ -63,7 +63,6 @@ void SocketServer::serve_io(int index) {
   std::vector<char> buffer(kReadChunk);
   while (!stopping_.load(std::memory_order_acquire)) {
     const int ready = epoll_wait(loop.epoll_fd, events.data(), static_cast<int>(events.size()), 1000);
-    close_idle(loop);
     if (ready < 0) {
       if (errno == EINTR) continue;
       break;
@@ -129,27 +128,6 @@ bool SocketServer::backlogged(const SocketConnection& connection) const {
   return connection.out.size() - connection.out_at >= kMaxBacklogBytes;
 }
 
-void SocketServer::close_idle(Loop& loop) {
-  const auto now = std::chrono::steady_clock::now();
-  if (now - loop.last_sweep < std::chrono::seconds(1)) return;
-  loop.last_sweep = now;
-  std::vector<std::shared_ptr<SocketConnection>> mine;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [id, connection] : connections_) {
-      if (connection->epoll_fd == loop.epoll_fd) mine.push_back(connection);
-    }
-  }
-  for (const std::shared_ptr<SocketConnection>& connection : mine) {
-    bool is_idle;
-    {
-      std::lock_guard<std::mutex> lock(connection->mutex);
-      is_idle = !connection->closed && idle(*connection, now);
-    }
-    if (is_idle) close_connection(*connection);
-  }
-}
-
 void SocketServer::accept_all(Loop& loop) {
   while (true) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -196,10 +174,6 @@ void SocketServer::on_ready(SocketConnection& connection, uint32_t events, std::
     while (true) {
       const ssize_t n = ::recv(connection.fd, buffer.data(), buffer.size(), 0);
       if (n > 0) {
-        {
-          std::lock_guard<std::mutex> lock(connection.mutex);
-          connection.last_active = std::chrono::steady_clock::now();
-        }
         on_input(connection, buffer.data(), static_cast<size_t>(n));
         if (static_cast<size_t>(n) < buffer.size()) break;
         continue;
@@ -268,7 +242,6 @@ void SocketServer::opened_call(SocketConnection& connection) {
 
 void SocketServer::answered_call(SocketConnection& connection) {
   --connection.unanswered;
-  connection.last_active = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> all(mutex_);
   if (--unanswered_ == 0) drained_.notify_all();
 }

@@ -4,8 +4,7 @@
 // non-blocking connections in a registry by id, each with its unwritten
 // output (written by whichever thread has it while the socket takes it,
 // else by the connection's I/O thread on EPOLLOUT), reading paused while a
-// connection's output backs up, idle connections swept, and a graceful
-// stop (no new connections, the calls handed on answered or the grace
+// connection's output backs up, and a graceful stop (no new connections, the calls handed on answered or the grace
 // over, then every connection closed). The protocol is a subclass's: it is
 // given each connection's input and says what its connections owe.
 #pragma once
@@ -41,7 +40,6 @@ struct SocketConnection {
   bool peer_eof = false;            // not read any more (the client ended its side)
   bool paused = false;              // not read until its output shrinks
   size_t unanswered = 0;            // calls handed on, not answered yet
-  std::chrono::steady_clock::time_point last_active = std::chrono::steady_clock::now();
 };
 
 class SocketServer {
@@ -73,8 +71,6 @@ class SocketServer {
   // The client ended its side: true keeps the connection (it still owes a
   // reply), false closes it. No lock held.
   virtual bool on_peer_eof(SocketConnection&) { return false; }
-  // Under the connection's mutex: whether it is to be closed as idle at `now`.
-  virtual bool idle(SocketConnection&, std::chrono::steady_clock::time_point) { return false; }
   // Under the connection's mutex: whether its output backs up (not read then).
   virtual bool backlogged(const SocketConnection& connection) const;
   // Under the connection's mutex: moves what the protocol has ready to
@@ -103,12 +99,10 @@ class SocketServer {
   struct Loop {
     int epoll_fd = -1;
     int wake_fd = -1;
-    std::chrono::steady_clock::time_point last_sweep;
   };
   static void close_loop(Loop* loop);
   void accept_all(Loop& loop);
   void on_ready(SocketConnection& connection, uint32_t events, std::vector<char>& buffer);
-  void close_idle(Loop& loop);
 
   int listen_fd_;
   std::vector<Loop> loops_;

@@ -7,6 +7,7 @@ request."""
 from __future__ import annotations
 
 import asyncio
+import math
 import socket
 from typing import Any, Optional
 
@@ -15,6 +16,10 @@ from ._loop_thread import LoopThread
 
 # How long stop() lets requests in flight finish before closing their connections.
 GRACEFUL_STOP_SECONDS = 30.0
+# A keep-alive connection idle between requests stays open until the client
+# closes it, as with NVIDIA's binary (libevhtp without timeouts): uvicorn's
+# default closes it after 5 s (asyncio and uvloop take an infinite delay).
+KEEP_ALIVE_IDLE_SECONDS = math.inf
 
 
 def _uvicorn() -> Any:
@@ -79,7 +84,7 @@ class AsgiServer:
         config = uvicorn.Config(
             self._app, loop="none", http="httptools", ws="none", lifespan="off", access_log=False,
             log_level="warning", timeout_graceful_shutdown=GRACEFUL_STOP_SECONDS, server_header=False,
-            date_header=False,
+            date_header=False, timeout_keep_alive=KEEP_ALIVE_IDLE_SECONDS,
         )
         server = uvicorn.Server(config)
         self._thread.start()
