@@ -134,8 +134,8 @@ def parser() -> argparse.ArgumentParser:
     add("--http-thread-count", type=_uint, default=8)
     add("--http-restricted-api", type=_key_value(":", "<api>[,<api>...]:<key>=<value>"), action="append",
         default=[])
-    add("--http-max-input-size", type=_uint, default=64 * 2**20,
-        help="the largest request body in bytes (this package's; default 64 MiB)")
+    add("--http-max-input-size", type=_uint, default=None,
+        help="the largest request body in bytes (this package's; default: no limit, as the binary)")
     add("--http-transport", choices=("uvicorn", "native"), default=None,
         help="the HTTP transport (this package's): the extension's own (native, the default where the build "
              "has it) or uvicorn")

@@ -64,8 +64,9 @@ HEADER_LENGTH = "inference-header-content-length"
 # generate_stream's reply headers: server-sent events.
 _EVENT_STREAM = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
 
-# The largest request body, after decompression: Triton's own HTTP
-# endpoint's default (--http-max-input-size, 64 MiB).
+# The largest request body, after decompression, by default: later Triton
+# releases' --http-max-input-size (64 MiB; Ray deployments use it).
+# KServeHttp has no limit by default, as NVIDIA's 2.51 binary.
 DEFAULT_MAX_BODY_BYTES = 64 * 2**20
 
 # The protocol extensions these routes always serve, of those the core

@@ -19,7 +19,7 @@ from .._api._errors import InvalidArgumentError
 from .._api._server import Server
 from .._kserve import fast_infer
 from .._kserve.restricted import parse_restrictions
-from .._kserve.routes import DEFAULT_MAX_BODY_BYTES, KServeRoutes, Reply
+from .._kserve.routes import KServeRoutes, Reply
 from .._kserve.shared_memory import system_shared_memory
 from . import _native_http as native_http
 from ._asgi_server import AsgiServer
@@ -27,6 +27,11 @@ from ._frontend import Frontend
 from ._option_checks import check_address, check_bool, check_int, check_port, check_str
 
 _logger = logging.getLogger("tritonserver.frontend")
+
+# Options.max_input_size=None: bodies of any size, as NVIDIA's 2.51 binary
+# takes them (libevhtp's max_body_size is left at 0, no limit), for the
+# transports that count in a size_t.
+NO_BODY_LIMIT = 2**62
 
 
 class KServeHttp(Frontend):
@@ -52,8 +57,9 @@ class KServeHttp(Frontend):
           "shared-memory", "model-config", "model-repository", "statistics",
           "trace", "logging"): a request of a restricted group without
           header `key` set to `value` is answered 403.
-        - max_input_size: the largest request body in bytes, as received
-          and once decompressed (the binary's --http-max-input-size, 64 MiB).
+        - max_input_size (this package's): the largest request body in
+          bytes, as received and once decompressed; None (the default):
+          no limit, as NVIDIA's 2.51 binary (which has no such flag).
         - transport (this package's): "native" (the default where the
           extension has it: its own HTTP/1.1 server, llhttp on epoll, with
           `thread_count` I/O threads) or "uvicorn" (the routes as an ASGI
@@ -67,7 +73,7 @@ class KServeHttp(Frontend):
         thread_count: int = 8
         header_forward_pattern: str = ""
         restricted_apis: list[Any] = field(default_factory=list)
-        max_input_size: int = DEFAULT_MAX_BODY_BYTES
+        max_input_size: Optional[int] = None
         transport: str = field(default_factory=lambda: native_http.DEFAULT_TRANSPORT)
 
         def __post_init__(self) -> None:
@@ -75,7 +81,8 @@ class KServeHttp(Frontend):
             check_port(self)
             check_bool(self, "reuse_port")
             check_int(self, "thread_count", 1)
-            check_int(self, "max_input_size", 1)
+            if self.max_input_size is not None:
+                check_int(self, "max_input_size", 1)
             check_str(self, "header_forward_pattern")
             try:
                 re.compile(self.header_forward_pattern)
@@ -115,8 +122,9 @@ class KServeHttp(Frontend):
             raise InvalidArgumentError("KServeHttp.start(): the server is not running: start it first "
                                        "(Server.start()), then its frontends")
         options = self.options
+        limit = options.max_input_size if options.max_input_size is not None else NO_BODY_LIMIT
         routes = KServeRoutes(
-            self._server, max_body_bytes=options.max_input_size, shared_memory=system_shared_memory(self._server),
+            self._server, max_body_bytes=limit, shared_memory=system_shared_memory(self._server),
             model_repository=True, logging=True, generate=True, trace=True,
             restricted_apis=parse_restrictions(options.restricted_apis, "KServeHttp.Options.restricted_apis"),
             header_forward_pattern=options.header_forward_pattern)
@@ -126,9 +134,9 @@ class KServeHttp(Frontend):
                             and "inference" not in restrictions else None)
             self._http = native_http.NativeHttpServer(
                 "KServeHttp", routes, options.address, options.port, options.reuse_port, options.thread_count,
-                options.max_input_size, _too_large, native_infer)
+                limit, _too_large, native_infer)
         else:
-            self._http = AsgiServer("KServeHttp", _AsgiApp(routes, options.max_input_size), options.address,
+            self._http = AsgiServer("KServeHttp", _AsgiApp(routes, limit), options.address,
                                     options.port, options.reuse_port)
         self._http.start()
 
