@@ -542,12 +542,12 @@ class ReplySink final : public AnswerOnceSink {
       } else {
         header = response_json_header(model_name_, request_id_, route_, data);
       }
-      if (data.outputs.empty()) {
+      size_t total = header.size();
+      for (const OutputTensor& t : data.outputs) total += t.byte_size;
+      if (total == header.size()) {  // no binary data follows (empty outputs): JSON, as the binary
         write_(200, std::move(header), -1);
         return;
       }
-      size_t total = header.size();
-      for (const OutputTensor& t : data.outputs) total += t.byte_size;
       std::string body(total, '\0');
       fill_body(body.data(), header, data);
       const int64_t header_length = static_cast<int64_t>(header.size());

@@ -340,6 +340,7 @@ NB_MODULE(_native, m) {
            "shape"_a, "data_ptr"_a, "byte_size"_a, "memory_type"_a,
            "memory_type_id"_a, "owner"_a)
       .def("add_host_array", &Request::add_host_array, "name"_a, "array"_a)
+      .def("add_raw_input", &Request::add_raw_input, "name"_a, "data_ptr"_a, "byte_size"_a, "owner"_a)
       .def("add_requested_output", &Request::add_requested_output)
       .def("set_output_memory", &Request::set_output_memory)
       .def("set_dispatch_token", &Request::set_dispatch_token)

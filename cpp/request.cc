@@ -174,7 +174,26 @@ void Request::add_input_dims(const std::string& name, int datatype,
   check_input(api.InferenceRequestAddInput(
       h, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype), shape,
       ndim));
+  append_input_data(h, name, data_ptr, byte_size, memory_type, memory_type_id, std::move(owner));
+}
+
+void Request::add_raw_input(const std::string& name, uintptr_t data_ptr, size_t byte_size,
+                            nb::object owner) {
+  std::lock_guard<std::mutex> build(state_->build_mutex);
+  TRITONSERVER_InferenceRequest* h = live_handle();
+  TRITONSERVER_Error* err = triton().InferenceRequestAddRawInput(h, name.c_str());
+  if (err != nullptr) check(err, ("raw input '" + name + "'").c_str());
+  append_input_data(h, name, data_ptr, byte_size, TRITONSERVER_MEMORY_CPU, 0, std::move(owner));
+}
+
+void Request::append_input_data(TRITONSERVER_InferenceRequest* h, const std::string& name,
+                                uintptr_t data_ptr, size_t byte_size, int memory_type,
+                                int64_t memory_type_id, nb::object owner) {
   if (byte_size == 0) return;
+  const TritonApi& api = triton();
+  auto check_input = [&name](TRITONSERVER_Error* err) {
+    if (err != nullptr) check(err, ("input '" + name + "'").c_str());
+  };
   const bool host = memory_type == TRITONSERVER_MEMORY_CPU ||
                     memory_type == TRITONSERVER_MEMORY_CPU_PINNED;
   if (host && byte_size <= kCopiedInputMaxBytes) {

@@ -107,6 +107,13 @@ class Request {
                       const int64_t* shape, size_t ndim, uintptr_t data_ptr,
                       size_t byte_size, int memory_type,
                       int64_t memory_type_id, nanobind::object owner);
+  // A raw input (the core's TRITONSERVER_InferenceRequestAddRawInput): host
+  // bytes that the core gives the model's only input, its datatype and
+  // shape deduced from the model configuration and `byte_size` (KServe's
+  // raw binary request: Inference-Header-Content-Length 0). The data as in
+  // add_input.
+  void add_raw_input(const std::string& name, uintptr_t data_ptr, size_t byte_size,
+                     nanobind::object owner);
   // Fast path for C-contiguous host arrays (NumPy): pointer, shape and size
   // come from the buffer protocol; `array` itself is kept as the owner.
   // Returns false, adding nothing, when `array` exports no C-contiguous
@@ -164,6 +171,10 @@ class Request {
  private:
   // The core request, to be built on: call with state_->build_mutex held.
   TRITONSERVER_InferenceRequest* live_handle();
+  // Appends input `name`'s data to `h` (copied or kept with `owner`, as
+  // add_input says), build_mutex held.
+  void append_input_data(TRITONSERVER_InferenceRequest* h, const std::string& name, uintptr_t data_ptr,
+                         size_t byte_size, int memory_type, int64_t memory_type_id, nanobind::object owner);
   // Applies a core setter to the live request, build_mutex held.
   template <typename... Args, typename... Values>
   void set(TRITONSERVER_Error* (*setter)(TRITONSERVER_InferenceRequest*,

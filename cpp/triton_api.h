@@ -173,6 +173,8 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
   X(InferenceRequestAddInput, TRITONSERVER_Error*,                            \
     (TRITONSERVER_InferenceRequest*, const char*, TRITONSERVER_DataType,      \
      const int64_t*, uint64_t))                                               \
+  X(InferenceRequestAddRawInput, TRITONSERVER_Error*,                         \
+    (TRITONSERVER_InferenceRequest*, const char*))                            \
   X(InferenceRequestAppendInputData, TRITONSERVER_Error*,                     \
     (TRITONSERVER_InferenceRequest*, const char*, const void*, size_t,        \
      TRITONSERVER_MemoryType, int64_t))                                       \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
@@ -25,6 +26,18 @@ _PARAMETER_SETTERS = {
     float: "set_double_parameter",
     bool: "set_bool_parameter",
 }
+
+
+@dataclass(frozen=True)
+class RawInput:
+    """An input value (internal): host bytes that the core gives the
+    model's only input, whose datatype and shape it deduces from the model
+    configuration and the byte size (the core's raw input, as KServe HTTP's
+    raw binary request: Inference-Header-Content-Length 0). The core
+    refuses it for a model of several inputs, or a BYTES input not of
+    shape [1]."""
+
+    data: bytes
 
 
 class InferenceRequestKwargs(TypedDict, total=False):
@@ -120,6 +133,9 @@ class InferenceRequest:
                 # is declined and takes the general path.
                 if type(item) is ndarray and request.add_host_array(name, item):
                     continue
+                if type(item) is RawInput:
+                    _add_raw_input(request, name, item.data)
+                    continue
                 tensor = Tensor._from_object(item)
                 _check_extent(name, tensor)
                 request.add_input(
@@ -165,6 +181,13 @@ class InferenceRequest:
 
 # numpy.ndarray once NumPy is imported (no array of it exists before).
 _ndarray: Optional[type] = None
+
+
+def _add_raw_input(request: "_native.Request", name: str, data: bytes) -> None:
+    if type(data) is not bytes:
+        raise TypeError(f"RawInput.data must be bytes, not {type(data).__name__}")
+    pointer = ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
+    request.add_raw_input(name, pointer, len(data), data)
 
 
 def _find_ndarray() -> Optional[type]:

@@ -27,6 +27,7 @@ from .._api._datautils import ELEMENT_TYPES, deserialize_bytes
 from .._api._enums import DataType, MemoryType, RequestFlag
 from .._api._errors import InternalError, TritonError, UnsupportedError
 from .._api._memorybuffer import MemoryBuffer
+from .._api._request import RawInput
 from .._api._checks import text as _text
 from .._api._tensor import Tensor
 
@@ -45,6 +46,10 @@ _NAMES = {data_type: name for name, (data_type, _) in DATATYPES.items()}
 # Request parameters that set fields of the request (as Triton's own HTTP
 # endpoint does) rather than reach the model.
 _SEQUENCE_FLAGS = {"sequence_start": RequestFlag.SEQUENCE_START, "sequence_end": RequestFlag.SEQUENCE_END}
+
+# The raw binary request's one input until the core gives it the model's
+# input name (the binary's name for it, seen in the core's errors).
+RAW_INPUT_NAME = "raw_input"
 
 # The most dimensions a shape may have: NumPy 1's limit (NumPy 2 allows 64).
 MAX_DIMS = 32
@@ -92,13 +97,20 @@ def decode_request(body: bytes, header_length: Optional[int] = None,
                    shared_memory: Optional[Any] = None) -> DecodedRequest:
     """Parse an infer request body; raises ProtocolError (400) when it is
     not a valid request. `shared_memory`: the registry that inputs and
-    outputs in shared memory use (None: refused)."""
+    outputs in shared memory use (None: refused).
+
+    A JSON header of length 0 (Inference-Header-Content-Length: 0, or an
+    empty body without that header) makes the raw binary request, as in
+    the binary: the whole body is the data of the model's only input, its
+    datatype and shape deduced by the core, and every output is binary."""
     if header_length is None:
         header_length = len(body)
     if not 0 <= header_length <= len(body):
         raise bad_request(
             f"Inference-Header-Content-Length {header_length} is outside the body of {len(body)} bytes"
         )
+    if header_length == 0:
+        return DecodedRequest({RAW_INPUT_NAME: RawInput(bytes(body))}, all_outputs_binary=True)
     try:
         document = json.loads(body[:header_length])
     except (ValueError, UnicodeDecodeError) as error:
@@ -524,7 +536,8 @@ def encode_response(
         elif request.wants_binary(name):
             raw = _raw_bytes(tensor)
             entry["parameters"] = {"binary_data_size": len(raw)}
-            chunks.append(raw)
+            if raw:  # an empty one adds no data: with only such, the reply is JSON (as the binary's)
+                chunks.append(raw)
         else:
             entry["data"] = _json_data(name, datatype, tensor)
         entries.append(entry)
