@@ -11,6 +11,7 @@ import functools
 import gzip
 import json
 import os
+import select
 import socket
 import threading
 import urllib.error
@@ -35,7 +36,7 @@ from tritonserver.frontend import KServeHttp  # noqa: E402
 
 from common import dedicated_server, wait_for  # noqa: E402
 
-MODELS = ["identity_fp32", "add_sub", "streaming", "parameters", "echo_all_types", "raise_error"]
+MODELS = ["identity_fp32", "identity_bytes", "add_sub", "streaming", "parameters", "echo_all_types", "raise_error"]
 
 
 @pytest.fixture(scope="module")
@@ -617,12 +618,13 @@ def test_hostile_requests_get_4xx_naming_the_cause(url, case):
     assert_serving(url)
 
 
-def test_a_huge_content_length_is_refused_before_the_body(frontend, url):
-    reply = send_raw(frontend.port, b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+def test_a_huge_content_length_is_refused_before_the_body_under_a_limit(server, http_options):
+    with KServeHttp(server, http_options(address="127.0.0.1", port=0, max_input_size=64 * 2**20)) as http:
+        reply = send_raw(http.port, b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
                                     b"Content-Length: 1000000000000\r\n\r\n{")
-    assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
-    assert b"larger than the limit of 67108864 bytes" in reply
-    assert_serving(url)
+        assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
+        assert b"larger than the limit of 67108864 bytes" in reply
+        assert_serving(f"127.0.0.1:{http.port}")
 
 
 def test_stalled_clients_do_not_block_others(frontend, url):
@@ -742,16 +744,6 @@ def test_a_malformed_request_gets_400_and_http_1_0_closes(frontend, url):
     first, _, rest = reply.partition(b"\r\n\r\n")
     assert first.startswith(b"HTTP/1.1 ") and rest.startswith(b"HTTP/1.1 200"), reply[:300]
     assert_serving(url)
-
-
-def test_an_idle_keep_alive_connection_is_closed(frontend):
-    """As uvicorn's default: 5 s without a request."""
-    with socket.create_connection(("127.0.0.1", frontend.port), timeout=30) as sock:
-        sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-        reply = b""
-        while chunk := sock.recv(65536):  # the reply, then the end once the server closes
-            reply += chunk
-    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
 
 
 def test_a_body_over_max_input_size_is_refused(server, http_options):
@@ -976,3 +968,133 @@ def test_the_documented_differences_from_the_binary(binary_url, url, case):
     method, path, body, binary_status, our_status = case
     assert raw(binary_url, method, path, body)[0] == binary_status
     assert raw(url, method, path, body)[0] == our_status
+
+
+# The raw binary request (the binary's src/http_server.cc: a JSON header of
+# length 0 hands the whole body to the core as its raw input, which gives
+# it the model's only input, and every output is binary data):
+# (model, body, headers)
+_RAW_FP32 = numpy.array([1.5, 2.5], dtype=numpy.float32).tobytes()
+RAW_REQUESTS = {
+    "fp32": ("identity_fp32", _RAW_FP32,
+             {"Inference-Header-Content-Length": "0", "Content-Type": "application/octet-stream"}),
+    "fp32-no-content-type": ("identity_fp32", _RAW_FP32, {"Inference-Header-Content-Length": "0"}),
+    "fp32-gzip": ("identity_fp32", gzip.compress(_RAW_FP32),
+                  {"Inference-Header-Content-Length": "0", "Content-Encoding": "gzip"}),
+    "empty-body-no-header": ("identity_fp32", b"", {}),
+    "empty-body": ("identity_fp32", b"", {"Inference-Header-Content-Length": "0"}),
+    "size-not-of-the-type": ("identity_fp32", b"abc", {"Inference-Header-Content-Length": "0"}),
+    "several-inputs": ("add_sub", _RAW_FP32, {"Inference-Header-Content-Length": "0"}),
+    "bytes-not-of-shape-1": ("identity_bytes", b"\x03\x00\x00\x00abc", {"Inference-Header-Content-Length": "0"}),
+    "unknown-model": ("no_such_model", _RAW_FP32, {"Inference-Header-Content-Length": "0"}),
+}
+
+
+@pytest.mark.parametrize("case", list(RAW_REQUESTS))
+def test_a_raw_binary_request_is_answered_as_by_the_binary(binary_url, url, case):
+    model, body, headers = RAW_REQUESTS[case]
+    path = f"/v2/models/{model}/infer"
+    theirs, ours = raw(binary_url, "POST", path, body, headers), raw(url, "POST", path, body, headers)
+    assert ours[0] == theirs[0], (ours, theirs)
+    if theirs[0] != 200:  # the core's message (the binary prefixes "[request id: <id_unknown>] ")
+        assert json.loads(theirs[2])["error"].endswith(json.loads(ours[2])["error"]), (ours, theirs)
+        return
+    for name in ("content-type", "inference-header-content-length"):
+        assert ours[1].get(name) == theirs[1].get(name), (name, ours[1], theirs[1])
+    split = int(theirs[1].get("inference-header-content-length", len(theirs[2])))
+    assert json.loads(ours[2][:split]) == json.loads(theirs[2][:split])
+    assert ours[2][split:] == theirs[2][split:]
+
+
+@pytest.mark.parametrize("binary_output", [True, False])
+def test_empty_binary_outputs_make_a_json_reply_as_with_the_binary(binary_url, url, binary_output):
+    """No binary data follows the JSON: application/json without
+    Inference-Header-Content-Length, as the binary answers."""
+    header = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [0],
+                                     "parameters": {"binary_data_size": 0}}],
+                         "parameters": {"binary_data_output": binary_output}}).encode()
+    headers = {"Inference-Header-Content-Length": str(len(header))}
+    theirs = raw(binary_url, "POST", "/v2/models/identity_fp32/infer", header, headers)
+    ours = raw(url, "POST", "/v2/models/identity_fp32/infer", header, headers)
+    assert ours[0] == theirs[0] == 200, (ours, theirs)
+    assert ours[1]["content-type"] == theirs[1]["content-type"] == "application/json"
+    assert "inference-header-content-length" not in ours[1]
+    assert json.loads(ours[2]) == json.loads(theirs[2])
+
+
+def test_the_raw_binary_requests_output_is_its_input(url):
+    status, headers, body = raw(url, "POST", "/v2/models/identity_fp32/infer", _RAW_FP32,
+                                {"Inference-Header-Content-Length": "0"})
+    assert status == 200, body
+    split = int(headers["inference-header-content-length"])
+    output = json.loads(body[:split])["outputs"][0]
+    assert (output["datatype"], output["shape"]) == ("FP32", [2])
+    assert numpy.frombuffer(body[split:], numpy.float32).tolist() == [1.5, 2.5]
+
+
+def _request_reply(sock: socket.socket, request: bytes) -> bytes:
+    """Sends `request` and reads one reply: its head, then its Content-Length
+    body (none without one: the binary's HTTP/1.0 health reply has none)."""
+    sock.sendall(request)
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        chunk = sock.recv(65536)
+        assert chunk, f"the server closed the connection: {reply!r}"
+        reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection within a reply"
+        body += chunk
+    return head
+
+
+_LIVE_1_1 = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+_LIVE_1_0_KEEP_ALIVE = b"GET /v2/health/live HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+
+
+@pytest.mark.parametrize("request_bytes", [_LIVE_1_1, _LIVE_1_0_KEEP_ALIVE], ids=["HTTP/1.1", "HTTP/1.0-keep-alive"])
+def test_an_idle_keep_alive_connection_stays_open_as_with_the_binary(binary_url, url, transport, request_bytes):
+    """libevhtp, as the binary sets it up, has no idle timeout: a connection
+    kept alive stays open until the client closes it (uvicorn's own default
+    closed it after 5 s). uvicorn answers HTTP/1.0 with connection: close
+    whatever the request asks (docs/serving.md)."""
+    http_1_0 = request_bytes == _LIVE_1_0_KEEP_ALIVE
+    closes = http_1_0 and transport == "uvicorn"
+    theirs, ours = (socket.create_connection((u.split(":")[0], int(u.split(":")[1])), timeout=30)
+                    for u in (binary_url, url))
+    with theirs, ours:
+        heads = {where: _request_reply(sock, request_bytes).lower() for where, sock in (("theirs", theirs),
+                                                                                        ("ours", ours))}
+        if http_1_0:
+            assert b"connection: keep-alive" in heads["theirs"], heads
+            assert (b"connection: close" if closes else b"connection: keep-alive") in heads["ours"], heads
+        else:
+            assert b"connection:" not in heads["theirs"] and b"connection:" not in heads["ours"], heads
+        if closes:
+            return
+        # Neither side says anything (a close would make its socket readable) for 6 s.
+        readable, _, _ = select.select([theirs, ours], [], [], 6.0)
+        assert readable == [], [sock.recv(100) for sock in readable]
+        for sock in (theirs, ours):
+            assert _request_reply(sock, request_bytes).startswith(b"HTTP/1."), sock
+
+
+def test_a_body_over_64_mib_is_served_by_default_as_the_binary_would(url):
+    """The 2.51 binary has no body limit (libevhtp's max_body_size left at
+    0): neither has KServeHttp by default (Options.max_input_size None).
+    The binary itself is not sent this body: it answered 200 to
+    http.client, but died of SIGSEGV on the same body from urllib (the
+    shared binary of these tests with it)."""
+    assert KServeHttp.Options().max_input_size is None
+    count = 16 * 2**20 + 1  # 64 MiB and 4 bytes of FP32
+    header = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [count],
+                                     "parameters": {"binary_data_size": 4 * count}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    body = header + numpy.ones(count, dtype=numpy.float32).tobytes()
+    status, headers, reply = raw(url, "POST", "/v2/models/identity_fp32/infer", body,
+                                 {"Inference-Header-Content-Length": str(len(header))})
+    assert status == 200, reply[:300]
+    assert len(reply) - int(headers["inference-header-content-length"]) == 4 * count
