@@ -609,9 +609,8 @@ def test_a_stream_submits_its_messages_in_order(served):
     """A stream's messages reach the core in the order sent, whichever path
     serves each (messages the native path takes, plain ones, alternate with
     ones it leaves to the servicer, with a request parameter), and their
-    answers are written in the order the model finished them (the servicer
-    takes them through asyncio); the model has one instance, so the
-    answers' ids come in the order sent, as from NVIDIA's binary."""
+    answers are written in the order sent, as from NVIDIA's binary (the
+    model is not decoupled)."""
     one, count = numpy.ones(4, numpy.float32), 300
 
     def requests():
@@ -687,6 +686,72 @@ def test_sequences_over_one_stream_answer_each_step_in_order(served, client):
         client.unload_model("accumulator")
     sums = [sum(range(step + 1)) for step in range(steps)]
     assert got == {"1001": sums, "1002": [2 * total for total in sums]}
+
+
+class Gate:
+    """A bound model that is not decoupled and answers each request only
+    once the test opens it (`opened`), so that it is a stream's earlier
+    request still in the core while later ones are answered."""
+
+    def __init__(self, server, name):
+        self.opened = threading.Event()
+        self.name = name
+        server.bind(name, self, inputs=[TensorSpec("X", numpy.float32, (-1,))],
+                    outputs=[TensorSpec("Y", numpy.float32, (-1,))])
+
+    def __call__(self, X):
+        self.opened.wait(60)
+        return {"Y": X}
+
+
+def _inference_count(server, model):
+    return server.model(model).statistics()["model_stats"][0]["inference_count"]
+
+
+def _tagged(request):
+    """`request` with a request parameter: the native transport leaves it
+    (and the stream's later messages) to the servicer."""
+    request.parameters["tag"].string_param = "servicer"
+    return request
+
+
+@pytest.mark.parametrize("route", ["plain", "servicer", "mixed"])
+def test_a_stream_answers_a_model_that_is_not_decoupled_in_request_order(served, route):
+    """As the binary (src/grpc/stream_infer_handler.cc queues a request of
+    a model that is not decoupled as it reads it and writes the queue's
+    head only): an earlier request still in the core holds back the answer
+    of a later one already done, and a decoupled model's responses are
+    written as they come. Each route: plain messages (on the native
+    transport, served by it), every message with a request parameter (by
+    the servicer), or the held request plain and the later ones by the
+    servicer (whose answer waits behind the native transport's own)."""
+    server, frontend, url = served
+    gate = Gate(server, f"gated_{route}")
+    one = numpy.ones(2, numpy.float32)
+    held = _raw_request(gate.name, "held", X=one)
+    decoupled = _raw_request("streaming", "d", COUNT=numpy.array([2], numpy.int32))
+    later = _raw_request("identity_fp32", "a", INPUT0=one)
+    if route == "servicer":
+        held = _tagged(held)
+    if route in ("servicer", "mixed"):
+        decoupled, later = _tagged(decoupled), _tagged(later)
+    answered = _inference_count(server, "identity_fp32")
+    native_before = _native_stream_infers(frontend)
+    try:
+        with grpc.insecure_channel(url) as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            answers = stub.ModelStreamInfer(iter([held, decoupled, later]), timeout=60)
+            first = [next(answers), next(answers)]  # the decoupled model's, the held request still in the core
+            assert wait_for(lambda: _inference_count(server, "identity_fp32") == answered + 1, 30)
+            gate.opened.set()
+            rest = list(answers)
+    finally:
+        gate.opened.set()
+    if native_before is not None:  # how many the native transport served itself
+        assert _native_stream_infers(frontend) - native_before == {"plain": 3, "servicer": 0, "mixed": 1}[route]
+    assert [(a.error_message, a.infer_response.id) for a in first + rest] == [
+        ("", "d"), ("", "d"), ("", "held"), ("", "a")]
+    assert numpy.frombuffer(rest[1].infer_response.raw_output_contents[0], numpy.float32).tolist() == [1, 1]
 
 
 def test_triton_grpc_error_header_ends_the_stream_at_the_first_error(served):
