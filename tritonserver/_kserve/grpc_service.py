@@ -775,8 +775,11 @@ class GrpcInferenceService:
         not decoupled is answered in the order of the requests, a decoupled
         model's every response as it comes (stream_flow.py), as the binary
         writes them. An error is a stream message with error_message and the
-        stream goes on; with the header triton_grpc_error: true, the first
-        error ends the stream with its status instead."""
+        stream goes on; with the header triton_grpc_error: true, the model's
+        first error (a response's) ends the stream with its status at once,
+        and a request refused before the model runs (decode, unknown model,
+        the core's checks at submission) is still an in-stream message, as
+        the binary does."""
         await self.check_restriction("inference", context)
         if self._compression is not None:
             context.set_compression(self._compression)
@@ -844,8 +847,12 @@ class GrpcInferenceService:
         its error's status code, or None, and the bytes of its outputs).
         Each is queued with the bytes of its outputs (what its message
         holds, less a little framing; protobuf's ByteSize() would cost a
-        serialization). An error's message is queued out of turn under
-        triton_grpc_error (it ends the stream at once)."""
+        serialization). The code of a response's error (the model's, or its
+        outputs') ends the stream under triton_grpc_error, and such a
+        message is queued out of turn, as the binary ends the stream at
+        once; a request refused before the model runs answers in its turn
+        with no code: an in-stream message whatever the header, as the
+        binary's stream_infer_handler.cc answers an error of issuing it."""
         iterator = None
         try:
             decoded = self._decode(request, metadata, held)
@@ -859,7 +866,7 @@ class GrpcInferenceService:
                 turn.end()  # the binary writes a decoupled model's refusal at once too
             message = self._pb.ModelStreamInferResponse(error_message=str(error))
             message.infer_response.id = request.id
-            return message, status_code(error), 0
+            return message, None, 0
         try:
             final = None
             async for response in iterator:
