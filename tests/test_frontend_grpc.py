@@ -832,8 +832,12 @@ def test_stream_order_and_triton_grpc_error_as_the_binary(served):
         ([slow, later], None),
         ([slow, decoupled, later], None),
         ([slow, _raw_request("no_such_model", "c", INPUT0=one), later], None),
-        ([mismatch, _raw_request("no_such_model", "c", INPUT0=one),
-          service_pb2.ModelInferRequest(model_name="streaming", id="x"), later], metadata),
+        # (a decoupled model's refusal is left out: the binary's answer to
+        # it varies from run to run, the message then the next answer and
+        # OK, or UNAVAILABLE, or the stream left open with the next answer
+        # unwritten; test_triton_grpc_error_ends_a_stream_at_a_models_error_only
+        # checks this server's)
+        ([mismatch, _raw_request("no_such_model", "c", INPUT0=one), later], metadata),
         ([_raw_request("raise_error", "r", INPUT0=one), later], metadata),
     ]
     flags = ["--model-control-mode", "explicit"] + [f"--load-model={name}" for name in
