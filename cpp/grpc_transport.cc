@@ -8,6 +8,7 @@
 #include <functional>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -96,8 +97,22 @@ struct Stream {
   uint64_t next_native = 0;
   std::unordered_map<uint64_t, std::function<void()>> native_requests;
   std::optional<std::pair<int, std::string>> deferred_status;
+  // Answers written in the order of their requests (a model that is not
+  // decoupled, as the binary's stream_infer_handler.cc writes them; a
+  // decoupled model's as they come): the native requests of such models in
+  // the order submitted, each with its message once answered, and behind
+  // them the servicer's messages sent in turn (its requests came after; it
+  // orders its own), written as the head is answered. Empty when nothing
+  // waits: a message then goes at once.
+  struct InOrder {
+    uint64_t key;  // a native request's (0 for the servicer's)
+    bool answered;
+    std::optional<std::string> message;  // its one message, if any
+  };
+  std::deque<InOrder> in_order;
+  size_t in_order_bytes = 0;  // of the messages waiting there
 
-  size_t unsent() const { return out.size() - out_at; }
+  size_t unsent() const { return out.size() - out_at + in_order_bytes; }
   size_t backlog() const { return untaken + unsent(); }
   int status = 0;
   std::string status_message;
@@ -227,14 +242,17 @@ class GrpcTransport : public SocketServer {
     respond(connection, stream, nullptr, 0, code, text);
   }
 
-  // A call's next message (framed here), its response headers first.
-  // True when the stream's output backs up (its client not reading): the
-  // servicer waits until backed_up() is false before it sends more.
-  bool send(uint64_t connection, int32_t stream, nb::bytes message) {
+  // A call's next message (framed here), its response headers first;
+  // `in_turn`: a ModelStreamInfer answer of a model that is not decoupled,
+  // written after the stream's native answers still awaited
+  // (Stream::in_order). True when the stream's output backs up (its client
+  // not reading): the servicer waits until backed_up() is false before it
+  // sends more.
+  bool send(uint64_t connection, int32_t stream, nb::bytes message, bool in_turn) {
     const char* data = message.c_str();
     const size_t size = message.size();
     GilRelease release;
-    return respond(connection, stream, data, size, std::nullopt, std::string_view());
+    return respond(connection, stream, data, size, std::nullopt, std::string_view(), in_turn);
   }
 
   // Whether a stream's output not yet taken by nghttp2 is kStreamBacklog
@@ -488,10 +506,11 @@ class GrpcTransport : public SocketServer {
   }
 
   // Queues a message (data != nullptr) and/or the status (code) of a call,
-  // from any thread, without the GIL. True when the stream's output backs
-  // up (kStreamBacklog) after.
+  // from any thread, without the GIL; a message `in_turn` waits behind the
+  // stream's native answers in order (Stream::in_order). True when the
+  // stream's output backs up (kStreamBacklog) after.
   bool respond(uint64_t id, int32_t stream_id, const char* data, size_t size, std::optional<int> code,
-               std::string_view message) {
+               std::string_view message, bool in_turn = false) {
     std::shared_ptr<Connection> c = std::static_pointer_cast<Connection>(find(id));
     if (!c) return false;  // closed meanwhile: nobody to answer
     std::lock_guard<std::mutex> lock(c->mutex);
@@ -501,6 +520,12 @@ class GrpcTransport : public SocketServer {
     if (data == nullptr && code && !stream->native_requests.empty()) {
       stream->deferred_status.emplace(*code, std::string(message));  // after its native requests' answers
       return false;
+    }
+    if (data != nullptr && in_turn && !stream->in_order.empty()) {  // behind the native answers awaited
+      stream->in_order.push_back({0, true, std::string(data, size)});
+      stream->in_order_bytes += size;
+      if (code) stream->deferred_status.emplace(*code, std::string(message));  // those answers end first
+      return stream->unsent() >= kStreamBacklog;
     }
     queue(*c, *stream, data, size, code, message);
     flush(*c);
@@ -802,6 +827,7 @@ class GrpcTransport : public SocketServer {
       }
       key = stream->next_native++;
       stream->native_requests.emplace(key, nullptr);  // in flight from here: the stream's status waits for it
+      if (!planned.decoupled) stream->in_order.push_back({key, false, std::nullopt});
     }
     std::function<void()> cancel;
     bool submitted = false;
@@ -847,9 +873,10 @@ class GrpcTransport : public SocketServer {
     return true;
   }
 
-  // A native stream request's message (if any) queued; with `last`, the
-  // request ended, and the stream's status is queued once the last one
-  // ended after the servicer gave it.
+  // A native stream request's message (if any) queued, in its request's
+  // turn for a model that is not decoupled (Stream::in_order); with
+  // `last`, the request ended, and the stream's status is queued once the
+  // last one ended after the servicer gave it.
   void stream_answered(uint64_t connection, int32_t stream_id, uint64_t key, const std::string* message,
                        bool last = true) {
     std::shared_ptr<Connection> c = std::static_pointer_cast<Connection>(find(connection));
@@ -859,7 +886,30 @@ class GrpcTransport : public SocketServer {
     if (c->closed || stream == nullptr) return;
     if (last) stream->native_requests.erase(key);
     if (stream->finished) return;
-    if (message != nullptr) queue(*c, *stream, message->data(), message->size(), std::nullopt, std::string_view());
+    auto turn = std::find_if(stream->in_order.begin(), stream->in_order.end(),
+                             [key](const Stream::InOrder& entry) { return !entry.answered && entry.key == key; });
+    if (turn == stream->in_order.end()) {
+      if (message != nullptr) queue(*c, *stream, message->data(), message->size(), std::nullopt, std::string_view());
+    } else if (turn != stream->in_order.begin()) {
+      if (message != nullptr) {  // waits for the answers before it (one message: it answers once)
+        turn->message = *message;
+        stream->in_order_bytes += message->size();
+      }
+      turn->answered = last;
+    } else {
+      if (message != nullptr) queue(*c, *stream, message->data(), message->size(), std::nullopt, std::string_view());
+      if (last) {  // the head answered: it and the answered ones after it go
+        stream->in_order.pop_front();
+        while (!stream->in_order.empty() && stream->in_order.front().answered) {
+          const std::optional<std::string>& next = stream->in_order.front().message;
+          if (next) {
+            stream->in_order_bytes -= next->size();
+            queue(*c, *stream, next->data(), next->size(), std::nullopt, std::string_view());
+          }
+          stream->in_order.pop_front();
+        }
+      }
+    }
     if (stream->native_requests.empty() && stream->deferred_status) {
       const auto [code, text] = std::move(*stream->deferred_status);
       stream->deferred_status.reset();
@@ -1081,7 +1131,7 @@ void bind_grpc_transport(nb::module_& m) {
       .def_prop_ro("io_threads", [](const GrpcTransport& t) { return t.io_threads(); })
       .def("serve_io", [](GrpcTransport& t, int index) { t.serve_io(index); }, "index"_a,
            nb::call_guard<GilRelease>())
-      .def("send", &GrpcTransport::send, "connection"_a, "stream"_a, "message"_a)
+      .def("send", &GrpcTransport::send, "connection"_a, "stream"_a, "message"_a, "in_turn"_a = false)
       .def("backed_up", &GrpcTransport::backed_up, "connection"_a, "stream"_a, nb::call_guard<GilRelease>())
       .def("taken", &GrpcTransport::taken, "connection"_a, "stream"_a, "size"_a, nb::call_guard<GilRelease>())
       .def("finish", &GrpcTransport::finish, "connection"_a, "stream"_a, "code"_a, "message"_a)

@@ -37,7 +37,7 @@ from .._api._tensor import Tensor
 from .codec import DATATYPES, _raw_bytes
 from .log_settings import LogSettings
 from .shared_memory import system_shared_memory
-from .stream_flow import StreamFlow
+from .stream_flow import StreamFlow, Turn
 
 INSTALL_HINT = 'pip install "tritonserver-binding[serve]"'
 
@@ -771,11 +771,15 @@ class GrpcInferenceService:
         return message
 
     async def ModelStreamInfer(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
-        """Each request of the stream runs as it arrives; its responses are
-        written as they come (a decoupled model's every one). An error is a
-        stream message with error_message and the stream goes on; with the
-        header triton_grpc_error: true, the first error ends the stream with
-        its status instead, as the binary does."""
+        """Each request of the stream runs as it arrives; a model that is
+        not decoupled is answered in the order of the requests, a decoupled
+        model's every response as it comes (stream_flow.py), as the binary
+        writes them. An error is a stream message with error_message and the
+        stream goes on; with the header triton_grpc_error: true, the model's
+        first error (a response's) ends the stream with its status at once,
+        and a request refused before the model runs (decode, unknown model,
+        the core's checks at submission) is still an in-stream message, as
+        the binary does."""
         await self.check_restriction("inference", context)
         if self._compression is not None:
             context.set_compression(self._compression)
@@ -789,7 +793,9 @@ class GrpcInferenceService:
             try:
                 async for request in request_iterator:
                     release = flow.started()
-                    task = asyncio.ensure_future(self._stream_one(request, metadata, flow, release))
+                    turn = flow.turn()
+                    task = asyncio.ensure_future(self._stream_one(request, metadata, flow, turn, release,
+                                                                  end_at_error))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
                     task.add_done_callback(release)
@@ -800,14 +806,19 @@ class GrpcInferenceService:
                 flow.put(done)
 
         reader = asyncio.ensure_future(read())
+        # the native transport's Context: whether the next message is in its
+        # request's turn (frontend/_native_grpc.py); grpc.aio's has none
+        in_turn = hasattr(context, "in_turn")
         try:
             while True:
-                item = await flow.get()
+                item, ordered = await flow.get()
                 if item is done:
                     break
                 message, code = item
                 if code is not None and end_at_error:
                     await context.abort(code, status_details(message.error_message))
+                if in_turn:
+                    context.in_turn = ordered
                 yield message
             reader.result()
         finally:
@@ -815,30 +826,48 @@ class GrpcInferenceService:
             for task in list(tasks):
                 task.cancel()
 
-    async def _stream_one(self, request: Any, metadata: Any, flow: StreamFlow, release: Callable[..., None]) -> None:
-        """Queues the responses of one request of a stream, the final one
-        once the core let go of its shared-memory inputs."""
+    async def _stream_one(self, request: Any, metadata: Any, flow: StreamFlow, turn: Turn,
+                          release: Callable[..., None], end_at_error: bool) -> None:
+        """Queues the responses of one request of a stream in its turn, the
+        final one once the core let go of its shared-memory inputs."""
         held = _HeldRegions()
-        final = await self._stream_responses(request, metadata, flow, held, release)
-        await held.released()
-        if final is not None:
-            message, code, size = final
-            flow.put((message, code), size)
+        try:
+            final = await self._stream_responses(request, metadata, flow, held, turn, release, end_at_error)
+            await held.released()
+            if final is not None:
+                message, code, size = final
+                flow.put((message, code), size, None if code is not None and end_at_error else turn)
+        finally:
+            turn.end()
 
     async def _stream_responses(self, request: Any, metadata: Any, flow: StreamFlow, held: _HeldRegions,
-                                release: Callable[..., None]) -> Optional[tuple[Any, Any, int]]:
+                                turn: Turn, release: Callable[..., None],
+                                end_at_error: bool) -> Optional[tuple[Any, Any, int]]:
         """Queues the responses but the final one, which it returns (with
         its error's status code, or None, and the bytes of its outputs).
         Each is queued with the bytes of its outputs (what its message
         holds, less a little framing; protobuf's ByteSize() would cost a
-        serialization)."""
+        serialization). The code of a response's error (the model's, or its
+        outputs') ends the stream under triton_grpc_error, and such a
+        message is queued out of turn, as the binary ends the stream at
+        once; a request refused before the model runs answers in its turn
+        with no code: an in-stream message whatever the header, as the
+        binary's stream_infer_handler.cc answers an error of issuing it."""
         iterator = None
         try:
             decoded = self._decode(request, metadata, held)
             decoupled = bool(decoded.model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED)
             if decoupled:
                 release()  # not counted: it may wait on the stream's later requests (stream_flow.py)
+                turn.end()  # its responses are written as they come
             iterator = decoded.model.async_infer(raise_on_error=False, **decoded.kwargs)
+        except (TritonError, ValueError) as error:
+            if self._decoupled(request):
+                turn.end()  # the binary writes a decoupled model's refusal at once too
+            message = self._pb.ModelStreamInferResponse(error_message=str(error))
+            message.infer_response.id = request.id
+            return message, None, 0
+        try:
             final = None
             async for response in iterator:
                 message = self._pb.ModelStreamInferResponse()
@@ -865,16 +894,25 @@ class GrpcInferenceService:
                 if response.final:
                     final = (message, code, size)
                 else:
-                    flow.put((message, code), size)
+                    flow.put((message, code), size, None if code is not None and end_at_error else turn)
             return final
         except asyncio.CancelledError:
-            if iterator is not None:
-                iterator.cancel()
+            iterator.cancel()
             raise
-        except (TritonError, ValueError) as error:
+        except (TritonError, ValueError) as error:  # while answering: the request's failure, as a response's
             message = self._pb.ModelStreamInferResponse(error_message=str(error))
-            message.infer_response.id = request.id
+            self._identify(message.infer_response, request)
+            message.infer_response.parameters["triton_final_response"].bool_param = True
             return message, status_code(error), 0
+
+    def _decoupled(self, request: Any) -> bool:
+        """Whether the model a request names is decoupled (False for one the
+        core does not know, or a version that does not parse)."""
+        try:
+            model = self._server.model(request.model_name, model_version(request.model_version))
+            return bool(model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED)
+        except (TritonError, ValueError):
+            return False
 
     @staticmethod
     def _identify(infer_response: Any, request: Any) -> None:

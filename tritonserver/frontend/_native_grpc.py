@@ -47,12 +47,17 @@ def _code_number(code: Any) -> int:
 
 
 class Context:
-    """What the servicer uses of grpc.aio's ServicerContext."""
+    """What the servicer uses of grpc.aio's ServicerContext, and `in_turn`:
+    the servicer says of each ModelStreamInfer message it yields whether
+    it answers in its request's turn (a model that is not decoupled), so
+    that the transport writes it after the answers of the stream's earlier
+    requests that it serves itself (cpp/grpc_transport.cc)."""
 
-    __slots__ = ("_metadata",)
+    __slots__ = ("_metadata", "in_turn")
 
     def __init__(self, metadata: tuple[tuple[str, Any], ...]) -> None:
         self._metadata = metadata
+        self.in_turn = False
 
     def invocation_metadata(self) -> tuple[tuple[str, Any], ...]:
         return self._metadata
@@ -284,10 +289,11 @@ class NativeGrpcServer:
         assert call.queue is not None
         requests = self._requests(call.queue, call.method.request_type, functools.partial(transport.taken, connection,
                                                                                            stream))
-        responses = call.method.handler(requests, Context(call.metadata))
+        context = Context(call.metadata)
+        responses = call.method.handler(requests, context)
         try:
             async for response in responses:
-                if transport.send(connection, stream, response.SerializeToString()):
+                if transport.send(connection, stream, response.SerializeToString(), context.in_turn):
                     await _drained(transport, connection, stream)
         except asyncio.CancelledError:
             return
