@@ -369,7 +369,7 @@ void AsyncioWaiters::resolve(const std::vector<uint64_t>& tokens) {
         waiting_.erase(it);  // the awaiting task was cancelled
         continue;
       }
-      if (!it->second.queue->has_response()) continue;
+      if (!it->second.queue->has_response_now()) continue;
       nb::object future = std::move(it->second.future);
       waiting_.erase(it);
       // The awaiting NextResponse takes the response off the queue itself.

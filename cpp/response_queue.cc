@@ -59,24 +59,29 @@ void ResponseQueue::push(ResponsePtr response) noexcept {
     sink_->take(std::move(response));
     return;
   }
-  std::shared_ptr<LoopNotifier> notifier;
-  uint64_t token = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (empty_locked()) {
+    const bool was_empty = empty_locked();
+    if (was_empty) {
       first_ = std::move(response);
-      queued_.store(true, std::memory_order_release);
     } else {
       // Allocation failure here would end the process (noexcept), as any
       // allocation on this path would.
       if (!rest_) rest_ = std::make_unique<std::deque<ResponsePtr>>();
       rest_->push_back(std::move(response));
     }
-    notifier = notifier_;
-    token = token_;
+    // The loop's news before the response shows as queued (has_response):
+    // a task that sees it queued finds its news among the loop's, behind
+    // the news of responses that came before (AsyncioWaiters::resolve_before).
+    if (notifier_) notifier_->notify(token_);
+    if (was_empty) queued_.store(true, std::memory_order_release);
   }
   ready_.notify_one();
-  if (notifier) notifier->notify(token);
+}
+
+bool ResponseQueue::has_response_now() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !empty_locked();
 }
 
 ResponsePtr ResponseQueue::pop_locked() noexcept {
@@ -125,8 +130,8 @@ void ResponseQueue::set_notifier(std::shared_ptr<LoopNotifier> notifier) {
     notifier_ = notifier;
     token = token_ = tokens.fetch_add(1, std::memory_order_relaxed) + 1;
     pending = !empty_locked();
+    if (pending && notifier) notifier->notify(token);  // as push() tells it
   }
-  if (pending && notifier) notifier->notify(token);
 }
 
 void ResponseTarget::deliver(ResponsePtr data) noexcept {

@@ -111,10 +111,14 @@ class ResponseQueue {
   // A response just popped goes back, first in line (its taker could not
   // hand it on); no waiter is woken: the taker is the one that waits.
   void put_back(ResponsePtr response) noexcept;
-  // Whether a response is queued (takes nothing, never waits).
+  // Whether a response is queued (takes nothing, never waits). Once true,
+  // the loop's notifier has had its news (push() tells it first).
   bool has_response() const noexcept {
     return queued_.load(std::memory_order_acquire);
   }
+  // The same, after any push() under way: a push's news may reach the
+  // loop's notifier before has_response() turns true.
+  bool has_response_now();
   // asyncio wake-up: `notifier` is told token() on every push (null: none).
   void set_notifier(std::shared_ptr<LoopNotifier> notifier);
   // Responses go to `sink` instead of the queue (set before submission).

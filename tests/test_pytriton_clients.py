@@ -38,7 +38,7 @@ from tritonserver.pytriton.client import (  # noqa: E402
 )
 from tritonserver.pytriton.decorators import batch  # noqa: E402
 from tritonserver.pytriton.exceptions import PyTritonValidationError  # noqa: E402
-from tritonserver.pytriton.model_config import ModelConfig, Tensor  # noqa: E402
+from tritonserver.pytriton.model_config import DynamicBatcher, ModelConfig, Tensor  # noqa: E402
 from tritonserver.pytriton.triton import Triton  # noqa: E402
 
 FP32 = np.float32
@@ -90,6 +90,17 @@ def _no_batching(requests):
     return [{"y": r["x"] * 2} for r in requests]
 
 
+GATHERED = 4
+GATE = threading.Barrier(GATHERED)
+
+
+def _gate(requests):
+    # Answers once GATHERED calls are inside at once (on as many instances);
+    # a call left alone breaks the barrier and fails.
+    GATE.wait(30)
+    return [{"y": r["x"]} for r in requests]
+
+
 @pytest.fixture(scope="module")
 def triton():
     config = pytriton_config(id="pytriton-clients", allow_http=True, allow_grpc=True, http_port=0, grpc_port=0,
@@ -110,6 +121,8 @@ def triton():
            config=ModelConfig(batching=False, decoupled=True))
     t.bind("fails", _fails, inputs=[Tensor(name="x", **scalar)], outputs=[Tensor(name="y", **scalar)])
     t.bind("slow", _slow, inputs=[Tensor(name="x", **scalar)], outputs=[Tensor(name="y", **scalar)])
+    t.bind("gate", [_gate] * GATHERED, inputs=[Tensor(name="x", **scalar)], outputs=[Tensor(name="y", **scalar)],
+           config=ModelConfig(batching=False))
     t.bind("no_batching", _no_batching, inputs=[Tensor(name="x", **scalar)], outputs=[Tensor(name="y", **scalar)],
            config=ModelConfig(batching=False))
     with t:
@@ -135,6 +148,8 @@ protocols = pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_model_client_infers_by_position_and_by_name(triton, protocol):
     with ModelClient(_url(triton, protocol), "add_sub", lazy_init=False) as client:
         assert client.is_batching_supported and client.model_config.max_batch_size == 8
+        # The server's dynamic batcher, as PyTriton's client reads it from the config.
+        assert client.model_config.batcher == DynamicBatcher(preferred_batch_size=[8])
         by_position = client.infer_sample(A, B)
         assert by_position["add"].tolist() == [1.5, 2.5] and by_position["sub"].tolist() == [0.5, 1.5]
         batch_result = client.infer_batch(a=np.stack([A, B]), b=np.stack([B, A]))
@@ -184,6 +199,16 @@ def test_futures_client_returns_futures_from_several_workers(triton, protocol):
         assert client.infer_batch(a=A[None], b=B[None]).result()["sub"].tolist() == [[0.5, 1.5]]
     with pytest.raises(PyTritonClientClosedError):
         client.infer_sample(A, B)
+
+
+@protocols
+def test_futures_client_runs_a_burst_of_calls_at_once(triton, protocol):
+    # GATHERED calls submitted together run together (one worker each, as
+    # PyTriton's client runs them), not one after another behind one worker.
+    with FuturesModelClient(_url(triton, protocol), "gate", max_workers=8) as client:
+        for burst in range(2):  # the second burst finds the first's workers idle
+            futures = [client.infer_sample(x=np.array([float(i)], FP32)) for i in range(GATHERED)]
+            assert [f.result(60)["y"].tolist() for f in futures] == [[float(i)] for i in range(GATHERED)]
 
 
 @protocols
@@ -339,7 +364,7 @@ def test_a_model_that_is_not_there(triton, protocol):
     with ModelClient(_url(triton, protocol), "not_there", init_timeout_s=0.5,
                      access_token=triton.get_access_token()) as client:
         with pytest.raises(PyTritonClientTimeoutError, match="The server has no model 'not_there' \\(its models: "
-                           "add_sub, count_from, count_up, echo, fails, no_batching, slow, slow_stream\\)"):
+                           "add_sub, count_from, count_up, echo, fails, gate, no_batching, slow, slow_stream\\)"):
             client.infer_sample(x=np.array([1.0], FP32))
     with ModelClient(_url(triton, protocol), "not_there", init_timeout_s=0.5) as client:
         with pytest.raises(PyTritonClientTimeoutError, match="Waiting for model not_there/<latest> to be ready "

@@ -12,6 +12,7 @@ import numpy
 
 from ..._api._datautils import numpy_types
 from ..._api._enums import DataType
+from ..model_config.common import DynamicBatcher, QueuePolicy, TimeoutAction
 from ..model_config.triton_model_config import TensorSpec, TritonModelConfig
 from .exceptions import (PyTritonClientInferenceServerError, PyTritonClientModelDoesntSupportBatchingError,
                          PyTritonClientValueError)
@@ -115,5 +116,31 @@ def model_config_of(name: str, config: Dict[str, Any]) -> TritonModelConfig:
     max_batch_size = int(config.get("max_batch_size", 0))
     decoupled = bool(config.get("model_transaction_policy", {}).get("decoupled", False))
     return TritonModelConfig(model_name=name, max_batch_size=max_batch_size, batching=max_batch_size > 0,
-                             decoupled=decoupled, inputs=specs(config.get("input")),
-                             outputs=specs(config.get("output")))
+                             batcher=_batcher_of(config.get("dynamic_batching")), decoupled=decoupled,
+                             inputs=specs(config.get("input")), outputs=specs(config.get("output")))
+
+
+def _batcher_of(batching: Optional[Dict[str, Any]]) -> Optional[DynamicBatcher]:
+    """The DynamicBatcher of a config's "dynamic_batching" (JSON: 64-bit
+    integers as strings), None without one."""
+    if batching is None:
+        return None
+
+    def policy(entry: Optional[Dict[str, Any]]) -> Optional[QueuePolicy]:
+        if entry is None:
+            return None
+        return QueuePolicy(timeout_action=TimeoutAction(entry.get("timeout_action", "REJECT")),
+                           default_timeout_microseconds=int(entry.get("default_timeout_microseconds", 0)),
+                           allow_timeout_override=bool(entry.get("allow_timeout_override", False)),
+                           max_queue_size=int(entry.get("max_queue_size", 0)))
+
+    priorities = batching.get("priority_queue_policy")
+    return DynamicBatcher(
+        max_queue_delay_microseconds=int(batching.get("max_queue_delay_microseconds", 0)),
+        preferred_batch_size=[int(size) for size in batching.get("preferred_batch_size", [])] or None,
+        preserve_ordering=bool(batching.get("preserve_ordering", False)),
+        priority_levels=int(batching.get("priority_levels", 0)),
+        default_priority_level=int(batching.get("default_priority_level", 0)),
+        default_queue_policy=policy(batching.get("default_queue_policy")),
+        priority_queue_policy={int(level): policy(entry) for level, entry in priorities.items()}  # type: ignore[misc]
+        if priorities else None)

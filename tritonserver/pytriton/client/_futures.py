@@ -44,7 +44,8 @@ class FuturesModelClient:
         self._inference_timeout_s = inference_timeout_s
         self._queue: "queue.Queue[Work]" = queue.Queue(maxsize=max_queue_size or 0)
         self._threads: List[threading.Thread] = []
-        self._idle = 0
+        self._idle = 0  # workers waiting for work
+        self._queued = 0  # calls submitted that no worker has taken yet
         self._lock = threading.Lock()
         self._closed = False
         self._model_config: Optional[TritonModelConfig] = None
@@ -91,7 +92,10 @@ class FuturesModelClient:
         with self._lock:
             if self._closed:
                 raise PyTritonClientClosedError("FutureModelClient is already closed")
-            if self._idle == 0 and (self._max_workers is None or len(self._threads) < self._max_workers):
+            # A worker more while the calls waiting outnumber the idle workers
+            # (a burst of calls runs concurrently, up to max_workers).
+            self._queued += 1
+            if self._queued > self._idle and (self._max_workers is None or len(self._threads) < self._max_workers):
                 thread = threading.Thread(target=self._work, name=f"FuturesModelClient-{len(self._threads)}",
                                           daemon=True)
                 self._threads.append(thread)
@@ -103,6 +107,8 @@ class FuturesModelClient:
             else:
                 self._queue.put((future, None, name, request), timeout=self._inference_timeout_s)
         except queue.Full:
+            with self._lock:
+                self._queued -= 1
             raise PyTritonClientQueueFullError("Queue is full") from None
         return future
 
@@ -123,6 +129,7 @@ class FuturesModelClient:
                     return
                 with self._lock:
                     self._idle -= 1
+                    self._queued -= 1
                 try:
                     if future.set_running_or_notify_cancel():
                         if client is None:
