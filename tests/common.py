@@ -519,7 +519,11 @@ def _reference_env() -> dict[str, str]:
     libraries.append(sysconfig.get_config_var("LIBDIR") or "")
     if os.environ.get("LD_LIBRARY_PATH"):
         libraries.append(os.environ["LD_LIBRARY_PATH"])
-    return {**os.environ, "LD_LIBRARY_PATH": ":".join(libraries),
+    # Under tests/run_asan.sh: the sanitizers' settings are for this
+    # package's code; NVIDIA's binary and its stubs run as they ship (with
+    # libasan preloaded, the binary hangs at exit once a stub ran).
+    sanitizer = {"LD_PRELOAD", "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS", "BASH_ENV"}
+    return {**{k: v for k, v in os.environ.items() if k not in sanitizer}, "LD_LIBRARY_PATH": ":".join(libraries),
             "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
 
 
