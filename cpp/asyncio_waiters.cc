@@ -13,11 +13,10 @@ namespace nb = nanobind;
 namespace tsb {
 
 namespace {
+
 // poll_news checks the loop's epoll instance once every this many checks
 // of its own news (each check is about a microsecond apart).
 constexpr unsigned kPollsPerEpollCheck = 8;
-}  // namespace
-namespace {
 
 // Interned method names, made once (with the GIL) on first use.
 struct Names {

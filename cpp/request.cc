@@ -15,6 +15,12 @@ namespace nb = nanobind;
 namespace tsb {
 namespace {
 
+// Raises `err` (if any) as about `what` `name` ("input 'x'"); the context
+// is built only on failure (this runs per input of every request).
+void check_input(TRITONSERVER_Error* err, const char* what, const std::string& name) {
+  if (err != nullptr) check(err, (std::string(what) + " '" + name + "'").c_str());
+}
+
 void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t,
                 void* userp) noexcept {
   auto* state = static_cast<RequestState*>(userp);
@@ -166,14 +172,9 @@ void Request::add_input_dims(const std::string& name, int datatype,
                              nb::object owner) {
   std::lock_guard<std::mutex> build(state_->build_mutex);
   TRITONSERVER_InferenceRequest* h = live_handle();
-  const TritonApi& api = triton();
-  // The error context is built only on failure (this runs per request).
-  auto check_input = [&name](TRITONSERVER_Error* err) {
-    if (err != nullptr) check(err, ("input '" + name + "'").c_str());
-  };
-  check_input(api.InferenceRequestAddInput(
-      h, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype), shape,
-      ndim));
+  check_input(triton().InferenceRequestAddInput(
+                  h, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype), shape, ndim),
+              "input", name);
   append_input_data(h, name, data_ptr, byte_size, memory_type, memory_type_id, std::move(owner));
 }
 
@@ -181,8 +182,7 @@ void Request::add_raw_input(const std::string& name, uintptr_t data_ptr, size_t 
                             nb::object owner) {
   std::lock_guard<std::mutex> build(state_->build_mutex);
   TRITONSERVER_InferenceRequest* h = live_handle();
-  TRITONSERVER_Error* err = triton().InferenceRequestAddRawInput(h, name.c_str());
-  if (err != nullptr) check(err, ("raw input '" + name + "'").c_str());
+  check_input(triton().InferenceRequestAddRawInput(h, name.c_str()), "raw input", name);
   append_input_data(h, name, data_ptr, byte_size, TRITONSERVER_MEMORY_CPU, 0, std::move(owner));
 }
 
@@ -191,9 +191,6 @@ void Request::append_input_data(TRITONSERVER_InferenceRequest* h, const std::str
                                 int64_t memory_type_id, nb::object owner) {
   if (byte_size == 0) return;
   const TritonApi& api = triton();
-  auto check_input = [&name](TRITONSERVER_Error* err) {
-    if (err != nullptr) check(err, ("input '" + name + "'").c_str());
-  };
   const bool host = memory_type == TRITONSERVER_MEMORY_CPU ||
                     memory_type == TRITONSERVER_MEMORY_CPU_PINNED;
   if (host && byte_size <= kCopiedInputMaxBytes) {
@@ -201,13 +198,15 @@ void Request::append_input_data(TRITONSERVER_InferenceRequest* h, const std::str
     std::unique_ptr<char[]> copy(new char[byte_size]);
     std::memcpy(copy.get(), reinterpret_cast<const void*>(data_ptr), byte_size);
     check_input(api.InferenceRequestAppendInputData(
-        h, name.c_str(), copy.get(), byte_size, TRITONSERVER_MEMORY_CPU, 0));
+                    h, name.c_str(), copy.get(), byte_size, TRITONSERVER_MEMORY_CPU, 0),
+                "input", name);
     state_->input_copies.push_back(std::move(copy));
     return;
   }
   check_input(api.InferenceRequestAppendInputData(
-      h, name.c_str(), reinterpret_cast<const void*>(data_ptr), byte_size,
-      static_cast<TRITONSERVER_MemoryType>(memory_type), memory_type_id));
+                  h, name.c_str(), reinterpret_cast<const void*>(data_ptr), byte_size,
+                  static_cast<TRITONSERVER_MemoryType>(memory_type), memory_type_id),
+              "input", name);
   state_->owners.push_back(std::move(owner));
 }
 
