@@ -219,3 +219,7 @@ class Model:
         return ModelTxnPropertyFlag(
             self._server._started().model_transaction_properties(self.name, self.version)
         )
+
+    def _decoupled(self) -> bool:
+        """Whether the model is decoupled (any number of responses a request)."""
+        return bool(self.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED)

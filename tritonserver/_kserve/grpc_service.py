@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator, Callable, Optional
 
 import numpy
 
-from .._api._enums import DataType, MemoryType, ModelTxnPropertyFlag
+from .._api._enums import DataType, MemoryType
 from .._api._errors import (
     InternalError,
     InvalidArgumentError,
@@ -756,7 +756,7 @@ class GrpcInferenceService:
 
     async def _infer(self, request: Any, metadata: Any, held: _HeldRegions) -> Any:
         decoded = self._decode(request, metadata, held)
-        if decoded.model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED:
+        if decoded.model._decoupled():
             raise UnsupportedError("ModelInfer RPC doesn't support models with decoupled transaction policy")
         iterator = decoded.model.async_infer(**decoded.kwargs)
         message = self._pb.ModelInferResponse()
@@ -856,13 +856,13 @@ class GrpcInferenceService:
         iterator = None
         try:
             decoded = self._decode(request, metadata, held)
-            decoupled = bool(decoded.model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED)
+            decoupled = decoded.model._decoupled()
             if decoupled:
                 release()  # not counted: it may wait on the stream's later requests (stream_flow.py)
                 turn.end()  # its responses are written as they come
             iterator = decoded.model.async_infer(raise_on_error=False, **decoded.kwargs)
         except (TritonError, ValueError) as error:
-            if self._decoupled(request):
+            if self._names_decoupled(request):
                 turn.end()  # the binary writes a decoupled model's refusal at once too
             message = self._pb.ModelStreamInferResponse(error_message=str(error))
             message.infer_response.id = request.id
@@ -905,12 +905,11 @@ class GrpcInferenceService:
             message.infer_response.parameters["triton_final_response"].bool_param = True
             return message, status_code(error), 0
 
-    def _decoupled(self, request: Any) -> bool:
+    def _names_decoupled(self, request: Any) -> bool:
         """Whether the model a request names is decoupled (False for one the
         core does not know, or a version that does not parse)."""
         try:
-            model = self._server.model(request.model_name, model_version(request.model_version))
-            return bool(model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED)
+            return self._server.model(request.model_name, model_version(request.model_version))._decoupled()
         except (TritonError, ValueError):
             return False
 

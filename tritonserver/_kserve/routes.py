@@ -33,7 +33,6 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Collection, Mapping, Optional
 
-from .._api._enums import ModelTxnPropertyFlag
 from .._api._errors import (
     InternalError,
     InvalidArgumentError,
@@ -286,7 +285,7 @@ class KServeRoutes:
         if fast is not None:
             return _compressed(_infer_reply(*fast), headers.get("accept-encoding"))
         # The model first (an unknown one is a 404 whatever the body), then the body.
-        decoupled = model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED
+        decoupled = model._decoupled()
         body = _decompress(headers.get("content-encoding"), body, self._max_body_bytes)
         request = decode_request(body, parse_header_length(headers.get(HEADER_LENGTH)), self._shm)
         if decoupled:
@@ -335,7 +334,7 @@ class KServeRoutes:
         if len(body) > self._max_body_bytes:
             raise _too_large(self._max_body_bytes, "")
         request = decode_generate(model.name, body, model.metadata())
-        decoupled = bool(model.transaction_properties() & ModelTxnPropertyFlag.DECOUPLED)
+        decoupled = model._decoupled()
         responses = model.async_infer(inputs=request.inputs, parameters={**request.parameters,
                                                                          **self._forwarded(headers)},
                                       request_id=request.request_id, output_memory_type="cpu",

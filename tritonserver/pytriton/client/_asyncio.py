@@ -210,10 +210,7 @@ class AsyncioModelClient(ClientSettings):
         config, arrays = await self._prepared(inputs)
         transport = self._in_process_transport()
         if transport is not None:
-            last: Dict[str, Array] = {}
-            async for answered in transport.async_responses(arrays, parameters, headers):
-                last = answered
-            return last
+            return await transport.async_result(arrays, parameters, headers)
         self._clients()
         wrapped, outputs = request_tensors(self._lib, arrays, output_names(config))
         kwargs: Dict[str, Any] = {"client_timeout": self._inference_timeout_s} if self._grpc else {}

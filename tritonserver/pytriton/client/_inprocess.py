@@ -8,7 +8,6 @@ endpoint forwards them."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Tuple
@@ -135,10 +134,30 @@ class InProcessTransport:
                         headers: Optional[Dict[str, Value]]) -> AsyncIterator[Dict[str, Array]]:
         """responses() for a coroutine of the running event loop: the
         request is submitted now, its responses come on this loop. The
-        inference timeout cancels it (a timer of the loop); so does a
-        caller that stops reading before its last response (its task
-        cancelled, or the iterator closed)."""
+        inference timeout cancels it (as responses()); so does a caller
+        that stops reading before its last response (its task cancelled,
+        or the iterator closed)."""
         return self._async_outputs(self._submitted(True, inputs, parameters, headers))
+
+    async def async_result(self, inputs: Dict[str, Array], parameters: Optional[Dict[str, Value]],
+                           headers: Optional[Dict[str, Value]]) -> Dict[str, Array]:
+        """The outputs of a request's last response with outputs, awaited on
+        the running event loop (AsyncioModelClient: a model that is not
+        decoupled answers once): async_responses() without an asynchronous
+        generator between, which was 14 % of the rate at 16 in flight."""
+        iterator = self._submitted(True, inputs, parameters, headers)
+        watch = DEADLINES.watch(iterator, self._inference_timeout_s)
+        final = False
+        last: Dict[str, Array] = {}
+        try:
+            async for response in iterator:
+                final = response.final
+                last = self._checked(response, watch.expired) or last
+            return last
+        finally:
+            DEADLINES.finish(watch)
+            if not final:
+                iterator.cancel()  # the caller's task was cancelled
 
     def _submitted(self, asynchronous: bool, inputs: Dict[str, Array], parameters: Optional[Dict[str, Value]],
                    headers: Optional[Dict[str, Value]]) -> Any:
@@ -166,23 +185,16 @@ class InProcessTransport:
                 iterator.cancel()  # the caller left before the last response (nothing to do after it)
 
     async def _async_outputs(self, iterator: Any) -> AsyncIterator[Dict[str, Array]]:
-        expired = False
-
-        def expire() -> None:
-            nonlocal expired
-            expired = True
-            iterator.cancel()
-
-        timer = asyncio.get_running_loop().call_later(self._inference_timeout_s, expire)
+        watch = DEADLINES.watch(iterator, self._inference_timeout_s)
         final = False
         try:
             async for response in iterator:
                 final = response.final
-                outputs = self._checked(response, expired)
+                outputs = self._checked(response, watch.expired)
                 if outputs:
                     yield outputs
         finally:
-            timer.cancel()
+            DEADLINES.finish(watch)
             if not final:
                 iterator.cancel()  # the caller left before the last response (nothing to do after it)
 
