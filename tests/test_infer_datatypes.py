@@ -135,6 +135,27 @@ def test_strings_round_trip_as_utf8(model, model_name, input_name, output_name):
     assert as_text.tolist() == strings
 
 
+@pytest.mark.parametrize("value", [[b"ab\x00", b"c"], ["ab\x00", "c"], (b"\x00",), b"tail\x00"],
+                         ids=["bytes_list", "str_list", "tuple", "scalar"])
+def test_trailing_nul_bytes_of_lists_and_scalars_are_sent_whole(model, value):
+    """A list, tuple or scalar of bytes/str is sent as given: NumPy's
+    fixed-width types (what numpy.asarray makes of them) would drop
+    trailing NULs without a word."""
+    def encoded(v):
+        return [encoded(x) for x in v] if isinstance(v, (list, tuple)) else (v.encode() if isinstance(v, str) else v)
+
+    expected = numpy.array(encoded(value), dtype=numpy.object_)
+    out = Tensor.from_bytes_array(value)
+    assert out.to_bytes_array().tolist() == expected.tolist()
+    if expected.ndim == 1:  # the model takes [-1]
+        for given in (value, out):
+            out = single(model("identity_bytes").infer(inputs={"INPUT0": given})).outputs["OUTPUT0"]
+            assert out.to_bytes_array().tolist() == expected.tolist()
+    if any(b.endswith(b"\x00") for b in expected.reshape(-1)):
+        with pytest.raises(ValueError, match="ends with a NUL character.*to_bytes_array"):
+            out.to_string_array()
+
+
 def test_bytes_tensor_from_string_array(model):
     tensor = Tensor.from_string_array(numpy.array(["a", "bé", ""], dtype=numpy.str_))
     assert tensor.data_type == DataType.BYTES

@@ -215,6 +215,10 @@ class Tensor:
 
             try:
                 array = np.asarray(value)
+                if array.dtype.kind in "SU" and not isinstance(value, np.generic):
+                    # NumPy's fixed-width strings drop trailing NULs:
+                    # the given bytes and str objects themselves instead
+                    array = np.array(value, dtype=np.object_)
             except ValueError as e:
                 raise InvalidArgumentError(
                     f"Conversion from {value!r} to tensor not supported: {e}"
@@ -273,6 +277,11 @@ class Tensor:
         shape = self._dims("cannot read this BYTES Tensor")
         if not decoded:
             return numpy.empty(shape, dtype=numpy.str_)
+        for index, text in enumerate(decoded):
+            if text.endswith("\0"):
+                raise ValueError(
+                    f"element {index} of this BYTES Tensor ends with a NUL character, which a NumPy str array "
+                    "drops: read it with to_bytes_array() (bytes objects, kept whole) and decode those")
         return numpy.array(decoded, dtype=numpy.str_).reshape(shape)
 
     # -- moving between devices --------------------------------------------
