@@ -451,6 +451,13 @@ typedef void (*TRITONSERVER_LogMessageFn_t)(
   X(ResponseSend, TRITONSERVER_Error*,                                        \
     (TRITONBACKEND_Response*, uint32_t, TRITONSERVER_Error*))
 
+// Backend API functions that a model reads through when the core has them,
+// with a fallback when it has not (python models still load): X(short
+// name, return, (args)).
+#define TRITON_BACKEND_OPTIONAL_FUNCTIONS(X)                                  \
+  X(InferenceRequestTimeoutMicroseconds, TRITONSERVER_Error*,                 \
+    (TRITONBACKEND_Request*, uint64_t*))
+
 // The oldest C API this package is built and tested against (Triton 2.39's
 // 1.25, the core of nvidia-pytriton 0.4.2): every required function above is
 // in it. Newer minor versions only add functions; major 2 would break them.
@@ -465,5 +472,6 @@ struct TritonApi {
 #define TRITON_DECLARE_BACKEND_MEMBER(name, ret, args) \
   ret(*TRITONBACKEND_##name) args = nullptr;
   TRITON_BACKEND_FUNCTIONS(TRITON_DECLARE_BACKEND_MEMBER)
+  TRITON_BACKEND_OPTIONAL_FUNCTIONS(TRITON_DECLARE_BACKEND_MEMBER)
 #undef TRITON_DECLARE_BACKEND_MEMBER
 };

@@ -56,6 +56,7 @@ std::vector<std::string> resolve(void* handle, TritonApi* api) {
   api->TRITONBACKEND_##name = reinterpret_cast<ret(*) args>( \
       dlsym(handle, "TRITONBACKEND_" #name));
   TRITON_BACKEND_FUNCTIONS(TRITON_RESOLVE_BACKEND)
+  TRITON_BACKEND_OPTIONAL_FUNCTIONS(TRITON_RESOLVE_BACKEND)
 #undef TRITON_RESOLVE_BACKEND
 #undef TRITON_RESOLVE_REQUIRED
 #undef TRITON_RESOLVE_OPTIONAL

@@ -4,6 +4,8 @@ correctly (numpy<2: `make test`'s environment)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy
 import pytest
 
@@ -102,3 +104,57 @@ def test_exception_in_initialize_fails_the_load_both_ways(servers):
             server.load("init_raises")
         assert "init_raises model: cannot start init_raises_0" in str(failed.value), mode
         del failed
+
+
+OBSERVER = '''
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            seen = {"timeout": request.timeout(), "requested": type(request.requested_output_names()).__name__}
+            seen["bytes_name"] = pb_utils.Tensor(b"Y", np.ones(1, np.float32)).name()
+            fortran = np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+            seen["c_order"] = bool(pb_utils.Tensor("F", fortran).as_numpy().flags.c_contiguous)
+            try:
+                pb_utils.Tensor("S", np.array(["text"]))
+                seen["str_array"] = "taken"
+            except pb_utils.TritonModelException as e:
+                seen["str_array"] = str(e).split(" (")[0]
+            bls = pb_utils.InferenceRequest(
+                model_name="add_sub", requested_output_names=["OUTPUT0"],
+                inputs=[pb_utils.Tensor("INPUT0", np.ones(2, np.float32)),
+                        pb_utils.Tensor("INPUT1", np.ones(2, np.float32))]).exec()
+            total = pb_utils.get_output_tensor_by_name(bls, "OUTPUT0").as_numpy()
+            total += 10  # a BLS output post-processed in place
+            seen["bls"] = total.tolist()
+            text = np.array([json.dumps(seen, sort_keys=True).encode()], dtype=np.object_)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OBSERVED", text)]))
+        return responses
+'''
+
+
+def test_what_a_model_observes_of_requests_tensors_and_bls_outputs_is_the_stubs(servers):
+    """request.timeout(), requested_output_names() (a set), a tensor named
+    by bytes, a Fortran-order array's as_numpy() (C order), a str array
+    (refused, the stub's words), a BLS output written in place: the stub's
+    observations in-process too."""
+    config = {"name": "observer", "backend": "python", "max_batch_size": 0,
+              "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+              "output": [{"name": "OBSERVED", "data_type": "TYPE_STRING", "dims": [1]}]}
+    seen = {}
+    for mode, server in servers.items():
+        if not server.model("add_sub").ready():
+            server.load("add_sub")
+        server.load("observer", {"config": json.dumps(config), "file:1/model.py": OBSERVER.encode()})
+        response = outcome(server, "observer", {"INPUT0": numpy.zeros(1, numpy.float32)}, timeout=7_000_000,
+                           output_names=["OBSERVED"])
+        assert response[-1][1] is None, (mode, response)
+        seen[mode] = json.loads(response[-1][2]["OBSERVED"][0])
+    assert seen["in-process"] == seen["stub"]
+    assert seen["stub"] == {"timeout": 7_000_000, "requested": "set", "bytes_name": "Y", "c_order": True,
+                            "str_array": "NumPy dtype is not supported.", "bls": [12.0, 12.0]}

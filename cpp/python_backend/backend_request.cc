@@ -258,6 +258,16 @@ uint32_t BackendRequest::flags() const {
   return flags;
 }
 
+uint64_t BackendRequest::timeout_us() const {
+  const TritonApi& api = triton();
+  uint64_t timeout = 0;
+  if (api.TRITONBACKEND_InferenceRequestTimeoutMicroseconds != nullptr) {
+    check(api.TRITONBACKEND_InferenceRequestTimeoutMicroseconds(live(),
+                                                                &timeout));
+  }
+  return timeout;
+}
+
 nb::dict BackendRequest::parameters() const {
   const TritonApi& api = triton();
   uint32_t count = 0;

@@ -77,6 +77,9 @@ class BackendRequest {
   std::string id() const;
   nanobind::object correlation_id() const;  // int, or str for a string id
   uint32_t flags() const;
+  // The request's timeout in microseconds (0: none, or a core without
+  // TRITONBACKEND_InferenceRequestTimeoutMicroseconds).
+  uint64_t timeout_us() const;
   nanobind::dict parameters() const;
   bool is_cancelled() const;
 

@@ -63,6 +63,7 @@ void bind_python_backend(nb::module_& m, LiveRequests live_requests) {
       .def("correlation_id", &BackendRequest::correlation_id,
            nb::sig("def correlation_id(self) -> int | str"))
       .def("flags", &BackendRequest::flags)
+      .def("timeout_us", &BackendRequest::timeout_us)
       .def("parameters", &BackendRequest::parameters,
            nb::sig("def parameters(self) -> dict[str, str | int | bool | float]"))
       .def("is_cancelled", &BackendRequest::is_cancelled)

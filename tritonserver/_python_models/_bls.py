@@ -6,6 +6,7 @@ outputs: they are DLPack views of the response buffers)."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import re
 import threading
@@ -14,6 +15,7 @@ from typing import Any, Iterator, Optional, Union
 import numpy as np
 
 from .._api import _errors, _server
+from .._api._datautils import numpy_types
 from .._api._enums import DataType, MemoryType
 from . import pb_utils
 from ._device_array import DeviceArray
@@ -22,6 +24,7 @@ from ._device_array import DeviceArray
 # on this thread (set by _runtime around auto_complete_config, initialize,
 # execute and finalize, with enter()).
 current = threading.local()
+_NUMPY_TYPES = numpy_types()
 
 
 def enter(server_address: Optional[int], model_dir: Optional[str], instance: str) -> None:
@@ -154,10 +157,23 @@ def _response_of(response: Any) -> pb_utils.InferenceResponse:
         elif tensor.memory_type == MemoryType.GPU:
             array = DeviceArray.of_dlpack(tensor, f"output '{name}'")
         else:
-            array = np.from_dlpack(tensor)
+            array = _writable_view(tensor)
         outputs.append(pb_utils.Tensor(name, array))
     error = None if response.error is None else _error_of(response.error)
     return pb_utils.InferenceResponse(output_tensors=outputs, error=error, parameters=dict(response.parameters or {}))
+
+
+def _writable_view(tensor: Any) -> Any:
+    """A host output of a BLS response as a writable NumPy view, as the
+    stub's are (a model post-processes them in place): the response is the
+    calling model's alone. NumPy 1's from_dlpack() makes read-only arrays."""
+    dtype = _NUMPY_TYPES.get(tensor.data_type)
+    buffer = tensor.memory_buffer
+    if dtype is None or buffer.size == 0:
+        return np.from_dlpack(tensor)  # (BF16: NumPy has no such type, and says so)
+    memory = (ctypes.c_char * buffer.size).from_address(buffer.data_ptr)
+    memory.owner = buffer.owner  # keeps the response's buffer alive as long as the array
+    return np.frombuffer(memory, dtype).reshape(tensor.shape)
 
 
 def execute(request: pb_utils.InferenceRequest,

@@ -231,11 +231,13 @@ class Tensor:
         the python backend's Tensor(name, array) refuses a third argument: a
         data type other than the array's would send its bytes as another
         type."""
-        if type(data) is np.ndarray and dtype is None and type(name) is str:  # the common case: no checks to do
-            known = _TRITON_BY_NUMPY.get(data.dtype)
+        if type(data) is np.ndarray and dtype is None and type(name) is str and data.flags.c_contiguous:
+            known = _TRITON_BY_NUMPY.get(data.dtype)  # the common case: no checks to do
             if known is not None:
                 self._name, self._array, self._triton_dtype = name, data, known
                 return
+        if isinstance(name, bytes):  # the stub takes UTF-8 bytes as the name's text
+            name = _text(name, "Tensor name")
         if not isinstance(name, str):
             raise TritonModelException(f"Tensor name must be a str, not {type(name).__name__}")
         if dtype is not None:
@@ -250,12 +252,13 @@ class Tensor:
         array = data if isinstance(data, np.ndarray) else np.asarray(data)
         # An array's own dtype first: no call.
         triton_dtype = _TRITON_BY_NUMPY.get(array.dtype) or numpy_to_triton_type(array.dtype)
-        if triton_dtype is None:
+        if triton_dtype is None or array.dtype.kind == "U":
             raise TritonModelException(
-                f"Tensor '{name}': NumPy dtype {array.dtype} has no Triton data type "
-                "(use bool, (u)int8-64, float16/32/64, or object/bytes arrays for BYTES)")
+                f"NumPy dtype is not supported. (Tensor '{name}': {array.dtype} has no Triton data type; use bool, "
+                "(u)int8-64, float16/32/64, or object or bytes arrays for BYTES, e.g. numpy.char.encode(array))")
         self._name = name
-        self._array = array
+        # C order, as the stub's tensors are (it copies them into shared memory)
+        self._array = array if array.flags.c_contiguous else np.ascontiguousarray(array)
         self._triton_dtype = int(triton_dtype)
 
     def name(self) -> str:
@@ -544,9 +547,9 @@ class InferenceRequest:
             return list(self._inputs)
         return [t for t in (get_input_tensor_by_name(self, n) for n in self._native.input_names()) if t is not None]
 
-    def requested_output_names(self) -> list[str]:
-        """The outputs the client asked for (empty: all)."""
-        return self._native.requested_output_names() if self._native is not None else list(self._requested)
+    def requested_output_names(self) -> set[str]:
+        """The outputs the client asked for (empty: all), a set as the stub's."""
+        return set(self._native.requested_output_names() if self._native is not None else self._requested)
 
     def request_id(self) -> str:
         """The request's id ("" when none)."""
@@ -578,7 +581,7 @@ class InferenceRequest:
 
     def timeout(self) -> int:
         """The timeout in microseconds (0: none)."""
-        return self._timeout if self._native is None else 0
+        return self._timeout if self._native is None else self._native.timeout_us()
 
     def model_name(self) -> str:
         """The model this request is for."""
