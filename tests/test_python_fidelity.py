@@ -158,3 +158,41 @@ def test_what_a_model_observes_of_requests_tensors_and_bls_outputs_is_the_stubs(
     assert seen["in-process"] == seen["stub"]
     assert seen["stub"] == {"timeout": 7_000_000, "requested": "set", "bytes_name": "Y", "c_order": True,
                             "str_array": "NumPy dtype is not supported.", "bls": [12.0, 12.0]}
+
+
+def _loaded_or_error(server: tritonserver.Server, name: str, source: str) -> str:
+    """'' when the model loads, else the load error's message."""
+    config = {"name": name, "backend": "python", "max_batch_size": 0,
+              "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+              "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}
+    try:
+        server.load(name, {"config": json.dumps(config), "file:1/model.py": source.encode()})
+        return ""
+    except tritonserver.TritonError as e:
+        return str(e)
+
+
+def test_errors_of_model_code_are_worded_as_the_stubs(servers):
+    """What a failing model.py's author reads: an exception's class name
+    (TritonModelException's too), "<EMPTY MESSAGE>" for an empty one, a
+    SyntaxError without importlib's frames or an auto_complete_config
+    prefix, sys.exit() in initialize() as SystemExit."""
+    raising = ("import triton_python_backend_utils as pb_utils\n\n\nclass TritonPythonModel:\n"
+               "    def execute(self, requests):\n"
+               "        if pb_utils.get_input_tensor_by_name(requests[0], 'INPUT0').as_numpy()[0] == 0:\n"
+               "            raise pb_utils.TritonModelException('bad input')\n"
+               "        raise RuntimeError()\n")
+    exiting = "import sys\n\n\nclass TritonPythonModel:\n    def initialize(self, args):\n        sys.exit(4)\n"
+    seen = {}
+    for mode, server in servers.items():
+        assert _loaded_or_error(server, "raising", raising) == ""
+        texts = []
+        for value in (0.0, 1.0):
+            texts.append(outcome(server, "raising", {"INPUT0": numpy.full(1, value, numpy.float32)})[-1][2])
+        texts.append(_loaded_or_error(server, "broken_syntax", "class TritonPythonModel\n    pass\n"))
+        texts.append(_loaded_or_error(server, "exiting", exiting))
+        seen[mode] = [text.split("\n\nAt:")[0].replace("_0_0", "_0") for text in texts]
+    assert seen["in-process"] == seen["stub"]
+    tme, empty, syntax, exited = seen["stub"]
+    assert tme.endswith("message: TritonModelException: bad input") and empty.endswith("RuntimeError: <EMPTY MESSAGE>")
+    assert "Internal: SyntaxError: expected ':' (model.py, line 1);" in syntax and "Internal: SystemExit: 4" in exited

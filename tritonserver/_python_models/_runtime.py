@@ -57,7 +57,7 @@ def load_instance(args: dict[str, str], server_address: int) -> tuple[Optional["
         return Instance(args, server_address), None
     except LoadError as e:
         return None, (e.code, str(e))
-    except Exception as e:  # the model's own import or initialize(), worded as the stub does
+    except (Exception, SystemExit) as e:  # the model's own import or initialize(), worded as the stub does
         return None, (_INTERNAL, _describe(e))
 
 
@@ -72,8 +72,13 @@ def auto_complete(args: dict[str, str]) -> tuple[Optional[str], Optional[Failure
         path, folder = _model_file(name, config, args)
         _bls.enter(None, folder, name)
         sys.modules["triton_python_backend_utils"] = pb_utils
-        imports, module = _import_model(name, path, f"{name}_{args['model_version']}_auto_complete",
-                                        folder, args["model_repository"])
+        try:
+            imports, module = _import_model(name, path, f"{name}_{args['model_version']}_auto_complete",
+                                            folder, args["model_repository"])
+        except LoadError:
+            raise
+        except (Exception, SystemExit) as e:  # model.py's import: its error alone, as the stub words it
+            return None, (_INTERNAL, _describe(e))
         try:
             model_class = getattr(module, "TritonPythonModel", None)
             complete = getattr(model_class, "auto_complete_config", None)
@@ -89,7 +94,7 @@ def auto_complete(args: dict[str, str]) -> tuple[Optional[str], Optional[Failure
             imports.close()
     except LoadError as e:
         return None, (e.code, str(e))
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         return None, (_INTERNAL, f"model '{name}': auto_complete_config(): {_describe(e)}")
 
 
@@ -116,10 +121,10 @@ def _describe(error: BaseException) -> str:
     """A model's exception as a response or load error message, as the stub
     words it: "Type: message", then where it was raised ("At:", innermost
     frame first, the runtime's own frames left out)."""
-    if isinstance(error, (pb_utils.TritonModelException, pb_utils.TritonError)):
+    if isinstance(error, pb_utils.TritonError):  # (on the stub not an exception: raising it is a TypeError there)
         text = str(error)
     else:
-        text = f"{type(error).__name__}: {error}"
+        text = f"{type(error).__name__}: {str(error) or '<EMPTY MESSAGE>'}"
     if isinstance(error, (ValueError, RuntimeError)) and "only works in main thread" in str(error):
         # signal.signal(), signal.set_wakeup_fd(), loop.add_signal_handler():
         # fine on the stub's main thread, never on the core's threads.
@@ -127,7 +132,8 @@ def _describe(error: BaseException) -> str:
                  "initialize() and execute() alike), and only the main thread may install signal handlers: "
                  "install the handler in the host program, or run the model with the stub: "
                  "Options(python_models=\"stub\")")
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename not in _OWN_FILES]
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if f.filename not in _OWN_FILES and not f.filename.startswith("<frozen ")]
     if not frames:
         return text
     return text + "\n\nAt:\n" + "".join(f"  {f.filename}({f.lineno}): {f.name}\n" for f in reversed(frames))
