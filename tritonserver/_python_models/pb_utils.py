@@ -776,54 +776,109 @@ class Logger:
         Logger._logger.log(level, "%s", message, stacklevel=3)
 
 
+def _metric_refused(what: str, message: str) -> TritonModelException:
+    """The stub's TritonModelException for a metric call its parent process
+    refused: `what`, the model instance and the core's `message`."""
+    from . import _bls
+
+    return TritonModelException(f"{what}: Failed to process the request for model '{_bls.context()[2]}', "
+                                f"message: {message}")
+
+
+def _metric_call(what: str, call: Any, context: str = "") -> Any:
+    """call(); a tritonserver error it raises (its `context` prefix, which
+    the package's metrics API adds, taken off) as _metric_refused(what)."""
+    try:
+        return call()
+    except _errors.TritonError as e:
+        raise _metric_refused(what, str(e).removeprefix(context)) from None
+
+
 class MetricFamily:
     """A family of custom metrics a model reports with Triton's own
     (``Server.metrics()``): ``MetricFamily(name, description, kind)``, then
-    ``family.Metric(labels={...})``."""
+    ``family.Metric(labels={...})``. As on the stub, the core's refusals
+    are TritonModelException, and deleting a family clears its metrics."""
 
     COUNTER = 0
     GAUGE = 1
 
     def __init__(self, name: str, description: str, kind: int) -> None:
+        import weakref
+
         from .._api._enums import MetricKind
         from .._api._metrics import MetricFamily as ApiMetricFamily
 
         if kind not in (MetricFamily.COUNTER, MetricFamily.GAUGE):
             raise TritonModelException(f"MetricFamily '{name}': kind must be MetricFamily.COUNTER or GAUGE, "
                                        f"not {kind!r}")
-        self._family = ApiMetricFamily(MetricKind(kind), name, description)
+        self._metrics: "weakref.WeakSet[Metric]" = weakref.WeakSet()
+        self._family = _metric_call("Error when creating MetricFamily",
+                                    lambda: ApiMetricFamily(MetricKind(kind), name, description),
+                                    f"MetricFamily '{name}': ")
 
-    def Metric(self, labels: Optional[dict[str, str]] = None) -> "Metric":  # noqa: N802 (the model API's name)
-        """The metric of this family with these labels."""
-        return Metric(self, labels)
+    def Metric(self, labels: Optional[dict[str, str]] = None,  # noqa: N802 (the model API's name)
+               buckets: Optional[list[float]] = None) -> "Metric":
+        """The metric of this family with these labels (a dict of str
+        values; `buckets` are for histograms, which this family is not)."""
+        return Metric(self, labels, buckets)
+
+    def __del__(self) -> None:
+        for metric in list(getattr(self, "_metrics", ())):
+            metric._metric = None
 
 
 class Metric:
-    """One labelled metric of a MetricFamily."""
+    """One labelled metric of a MetricFamily; once the family is deleted,
+    its calls raise the stub's TritonModelException."""
 
-    def __init__(self, family: MetricFamily, labels: Optional[dict[str, str]] = None) -> None:
+    def __init__(self, family: MetricFamily, labels: Optional[dict[str, str]] = None,
+                 buckets: Optional[list[float]] = None) -> None:
         from .._api._metrics import Metric as ApiMetric
 
-        self._metric = ApiMetric(family._family, labels)
+        if labels is not None and not isinstance(labels, dict):
+            raise TritonModelException("Failed to create metric. Labels must be a dictionary.")
+        # The labels as the stub passes them on, through JSON: keys become
+        # str, what JSON cannot say raises its TypeError; the values must be str.
+        sent = json.loads(json.dumps(labels)) or {}
+        if buckets is not None:
+            raise TritonModelException("Failed to create metric. Buckets must be a list." if not isinstance(
+                buckets, list) else "Failed to create metric. Unexpected buckets found.")
+        if not all(isinstance(value, str) for value in sent.values()):
+            raise _metric_refused("Error when creating Metric", "attempt to access JSON non-string as string")
+        self._metric: Any = _metric_call("Error when creating Metric", lambda: ApiMetric(family._family, sent),
+                                         "Metric: ")
+        family._metrics.add(self)
+
+    def _call(self, what: str, call: Any) -> Any:
+        """_metric_call(what, call), refused as the stub refuses it once the
+        family is deleted."""
+        if self._metric is None:
+            raise TritonModelException(
+                f"{what}: Invalid metric operation as the corresponding 'MetricFamily' has been deleted. The "
+                "'MetricFamily' object should be deleted AFTER its corresponding 'Metric' objects have been deleted.")
+        return _metric_call(what, call)
 
     def increment(self, value: float) -> None:
         """Add `value` (a counter's must not be negative)."""
-        self._metric.increment(value)
+        self._call("Failed to increment metric value", lambda: self._metric.increment(value))
 
     def set(self, value: float) -> None:
         """Set a gauge's value."""
-        self._metric.set_value(value)
+        self._call("Failed to set metric value", lambda: self._metric.set_value(value))
 
     def value(self) -> float:
         """The current value."""
-        return self._metric.value
+        return self._call("Failed to get metric value", lambda: self._metric.value)
 
 
 class ModelConfig:
     """The model configuration a model's ``auto_complete_config(config)``
     completes: inputs, outputs, max batch size, dynamic batching and the
     transaction policy. Each change is checked against what the config file
-    says already (ValueError naming the model and the property)."""
+    says already, as the stub checks it: the same ValueError texts, and the
+    same TypeError/KeyError where an argument is not what the stub indexes
+    (e.g. an input given as a list)."""
 
     def __init__(self, model_config: Union[dict[str, Any], str]) -> None:
         config = json.loads(model_config) if isinstance(model_config, str) else model_config
@@ -832,8 +887,9 @@ class ModelConfig:
         self._model_config.setdefault("output", [])
         self._model_config.setdefault("max_batch_size", 0)
 
-    def _fail(self, what: str) -> ValueError:
-        return ValueError(f"{what} in auto-complete-config function for model '{self._model_config.get('name')}'")
+    def _model(self) -> str:
+        """"model '<name>'", as the stub's messages name the model."""
+        return "model '" + self._model_config["name"] + "'"
 
     def as_dict(self) -> dict[str, Any]:
         """The configuration as a dict (the JSON form of the protobuf)."""
@@ -842,41 +898,58 @@ class ModelConfig:
     def set_max_batch_size(self, max_batch_size: int) -> None:
         """Set max_batch_size (not below the config file's own)."""
         if self._model_config["max_batch_size"] > max_batch_size:
-            raise self._fail(f"configuration specified max_batch_size {self._model_config['max_batch_size']}, "
-                             f"but {max_batch_size} was set")
+            raise ValueError(f"configuration specified max_batch_size {self._model_config['max_batch_size']}, but "
+                             f"in auto-complete-config function for {self._model()} specified max_batch_size "
+                             f"{max_batch_size}")
         self._model_config["max_batch_size"] = max_batch_size
 
     def set_dynamic_batching(self) -> None:
         """Turn on dynamic batching (no other scheduler may be set)."""
         for other in ("sequence_batching", "ensemble_scheduling"):
             if other in self._model_config:
-                raise self._fail(f"configuration specified scheduling_choice as '{other}', but "
-                                 "dynamic_batching was set")
+                raise ValueError(f"Configuration specified scheduling_choice as '{other}', but auto-complete-config "
+                                 f"function for {self._model()} tries to set scheduling_choice as 'dynamic_batching'")
         self._model_config.setdefault("dynamic_batching", {})
 
-    def _add(self, section: str, entry: dict[str, Any], valid: tuple[str, ...]) -> None:
-        kind = section  # "input" or "output"
+    def _add(self, kind: str, entry: dict[str, Any], valid: tuple[str, ...]) -> None:
+        """Add input or output `entry` to the config's `kind` list, or, when
+        an entry of its name is there, set that one's data_type, dims (and
+        optional) where they do not contradict it. The checks, their order
+        and their texts are the stub's (names joined to the texts with +,
+        so a name that is not a str fails as there)."""
+        where = " in auto-complete-config function for " + self._model()
         for key in entry:
             if key not in valid:
-                raise self._fail(f"unable to add {kind} '{entry.get('name')}': invalid property '{key}'")
+                listed = ", ".join(f"'{k}'" for k in valid[:-1]) + f" and '{valid[-1]}'"
+                raise ValueError(kind + " '" + entry["name"] + "'" + where + " contains property other than "
+                                 + listed + ".")
         for key in ("name", "data_type", "dims"):
             if key not in entry:
-                raise self._fail(f"{kind} '{entry.get('name', '')}' has no '{key}'")
-        for current in self._model_config[section]:
-            if current.get("name") != entry["name"]:
+                named = kind if key == "name" else kind + " '" + entry["name"] + "'"
+                raise ValueError(named + where + f" is missing '{key}' property.")
+        for current in self._model_config[kind]:
+            if entry["name"] != current["name"]:
                 continue
-            if current.get("data_type", "TYPE_INVALID") not in ("TYPE_INVALID", entry["data_type"]):
-                raise self._fail(f"{kind} '{entry['name']}' has data_type {current['data_type']} in the "
-                                 f"configuration, but {entry['data_type']} was set")
-            if current.get("dims") and [int(d) for d in current["dims"]] != [int(d) for d in entry["dims"]]:
-                raise self._fail(f"{kind} '{entry['name']}' has dims {current['dims']} in the configuration, "
-                                 f"but {entry['dims']} was set")
-            if "optional" in entry and "optional" in current and current["optional"] != entry["optional"]:
-                raise self._fail(f"{kind} '{entry['name']}' has optional {current['optional']} in the "
-                                 f"configuration, but {entry['optional']} was set")
-            current.update(entry)
+            if current["data_type"] != "TYPE_INVALID" and current["data_type"] != entry["data_type"]:
+                raise ValueError("unable to load " + self._model() + ", configuration expects datatype "
+                                 + current["data_type"] + " for " + kind + " '" + entry["name"]
+                                 + "', model provides " + entry["data_type"])
+            if current["dims"] and current["dims"] != entry["dims"]:
+                raise self._expects("dims", entry, current)
+            if "optional" in valid and "optional" in current and "optional" in entry \
+                    and current["optional"] != entry["optional"]:
+                raise self._expects("optional", entry, current)
+            for key in valid[1:]:
+                if key in entry:
+                    current[key] = entry[key]
             return
-        self._model_config[section].append(dict(entry))
+        self._model_config[kind].append(entry)
+
+    def _expects(self, key: str, entry: dict[str, Any], current: dict[str, Any]) -> ValueError:
+        """The stub's error for an entry whose `key` (dims, optional) is
+        not the config's."""
+        return ValueError(self._model() + ", tensor '" + entry["name"] + f"': the model expects {key} {entry[key]} "
+                          f"but the model configuration specifies {key} {current[key]}")
 
     def add_input(self, input: dict[str, Any]) -> None:  # noqa: A002 (the model API's name)
         """Add an input (name, data_type, dims, optional)."""
@@ -887,13 +960,15 @@ class ModelConfig:
         self._add("output", output, ("name", "data_type", "dims"))
 
     def set_model_transaction_policy(self, transaction_policy_dict: dict[str, Any]) -> None:
-        """Set the transaction policy ({"decoupled": bool})."""
-        for key in transaction_policy_dict:
+        """Set the transaction policy ({"decoupled": bool}); a decoupled
+        value the config already has may not change."""
+        for key in transaction_policy_dict.keys():
             if key != "decoupled":
-                raise self._fail(f"unable to set model_transaction_policy: invalid property '{key}'")
-        current = self._model_config.get("model_transaction_policy")
-        decoupled = bool(transaction_policy_dict.get("decoupled", False))
-        if current is not None and bool(current.get("decoupled", False)) != decoupled:
-            raise self._fail(f"configuration specified model_transaction_policy decoupled "
-                             f"{current.get('decoupled', False)}, but {decoupled} was set")
-        self._model_config["model_transaction_policy"] = {"decoupled": decoupled}
+                raise ValueError(f"model transaction property in auto-complete-config function for {self._model()} "
+                                 "contains property other than 'decoupled'.")
+        policy = self._model_config.setdefault("model_transaction_policy", {})
+        if "decoupled" in transaction_policy_dict:
+            if "decoupled" in policy and policy["decoupled"] != transaction_policy_dict["decoupled"]:
+                raise ValueError(f"trying to change decoupled property in auto-complete-config for {self._model()}, "
+                                 f"which is already set to '{policy['decoupled']}'.")
+            policy["decoupled"] = transaction_policy_dict["decoupled"]
