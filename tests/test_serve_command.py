@@ -13,7 +13,8 @@ import pytest
 import tritonserver
 from tritonserver._serve_flags import settings
 
-from common import MODELS, ROOT, copy_model, package_serve_command, run_reference, server_process, wait_for
+from common import (MODELS, ROOT, copy_model, package_serve_command, reference_command, run_reference,
+                    server_process, wait_for)
 
 
 def run_serve(*args: str) -> subprocess.CompletedProcess:
@@ -121,3 +122,24 @@ def test_every_flag_is_documented():
              for option in action.option_strings if option.startswith("--") and option != "--help"]
     assert len(flags) > 60
     assert [flag for flag in flags if f"`{flag}`" not in documented] == []
+
+
+@pytest.mark.parametrize("side", ["binary", "package"])
+def test_exit_on_error_false_serves_the_models_that_loaded(backend_directory, tmp_path, side):
+    """--exit-on-error=false: a model that fails to load leaves the server
+    running, live but not ready (strict readiness), serving the others, as
+    NVIDIA's binary does (the package exited 1)."""
+    grpcclient = pytest.importorskip("tritonclient.grpc")
+    command = reference_command() if side == "binary" else package_serve_command()
+    repository = tmp_path / "models"
+    copy_model("identity_fp32", repository)
+    (repository / "broken" / "1").mkdir(parents=True)
+    (repository / "broken" / "config.pbtxt").write_text('backend: "no_such_backend"\n')
+    flags = ["--exit-on-error=false", "--allow-http=false"]
+    with server_process(command, repository, flags, backend_directory=None if side == "binary" else backend_directory,
+                        log_dir=tmp_path) as served:
+        client = grpcclient.InferenceServerClient(served.grpc_url)
+        assert client.is_server_live() and not client.is_server_ready()
+        assert client.is_model_ready("identity_fp32") and not client.is_model_ready("broken")
+        client.close()
+    assert served.process.returncode == 0, served.log()

@@ -54,7 +54,11 @@ def serve(argv: list[str]) -> int:
         try:
             # Only a started server is kept for the stop below: a start that
             # fails has stopped what it began.
-            server = Server(**config.server).start(wait_until_ready=True)
+            # With --exit-on-error=false the server serves what loaded, as
+            # the binary does (not ready under strict readiness while a
+            # model failed; such a model loads again through the
+            # repository API once fixed).
+            server = Server(**config.server).start(wait_until_ready=config.server["exit_on_error"])
             for name, frontend in _frontends(server, config):
                 frontend.start()
                 started.append(frontend)
