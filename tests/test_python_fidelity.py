@@ -196,3 +196,50 @@ def test_errors_of_model_code_are_worded_as_the_stubs(servers):
     tme, empty, syntax, exited = seen["stub"]
     assert tme.endswith("message: TritonModelException: bad input") and empty.endswith("RuntimeError: <EMPTY MESSAGE>")
     assert "Internal: SyntaxError: expected ':' (model.py, line 1);" in syntax and "Internal: SystemExit: 4" in exited
+
+
+BLS_CALLER = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        x = [pb_utils.Tensor("INPUT0", np.ones(2, np.float32)), pb_utils.Tensor("INPUT1", np.ones(2, np.float32))]
+        cases = {"unknown_model": ("no_such_model", x, ["OUTPUT0"]),
+                 "unknown_output": ("add_sub", x, ["NOPE"]),
+                 "wrong_type": ("add_sub", [pb_utils.Tensor("INPUT0", np.ones(2, np.int32)), x[1]], ["OUTPUT0"]),
+                 "decoupled_without_flag": ("streaming", [pb_utils.Tensor("COUNT", np.array([2], np.int32))], [])}
+        seen = []
+        for case, (model, inputs, outputs) in sorted(cases.items()):
+            response = pb_utils.InferenceRequest(model_name=model, inputs=inputs,
+                                                 requested_output_names=outputs).exec()
+            error = response.error()
+            seen.append(f"{case}: {int(getattr(error.code(), 'value', error.code()))} {error.message()}")
+        text = np.array([s.encode() for s in seen], dtype=np.object_)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", text)]) for _ in requests]
+'''
+
+
+def test_bls_requests_the_core_refuses_are_answered_as_the_stubs(servers):
+    """A BLS request to an unknown model, naming an unknown output, with an
+    input of the wrong type, or without decoupled=True to a decoupled
+    model: the stub's error response (code INTERNAL, "Model <name> - Error
+    when running inference: ..."), not the in-process API's host advice.
+    (The stub's core texts keep a "[request id: <id_unknown>] " prefix
+    that this package leaves out of every core message.)"""
+    config = {"name": "bls_refused", "backend": "python", "max_batch_size": 0,
+              "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+              "output": [{"name": "OUTPUT0", "data_type": "TYPE_STRING", "dims": [-1]}]}
+    seen = {}
+    for mode, server in servers.items():
+        for name in ("add_sub", "streaming"):
+            if not server.model(name).ready():
+                server.load(name)
+        server.load("bls_refused", {"config": json.dumps(config), "file:1/model.py": BLS_CALLER.encode()})
+        result = outcome(server, "bls_refused", {"INPUT0": numpy.zeros(1, numpy.float32)})
+        assert result[-1][1] is None, (mode, result)
+        seen[mode] = [line.decode().replace("[request id: <id_unknown>] ", "") for line in result[-1][2]["OUTPUT0"]]
+    assert seen["in-process"] == seen["stub"]
+    assert seen["stub"][1] == ("unknown_model: 1 Model no_such_model - Error when running inference: Failed for "
+                               "execute the inference request. Model 'no_such_model' is not ready.")

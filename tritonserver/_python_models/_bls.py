@@ -196,20 +196,33 @@ def execute(request: pb_utils.InferenceRequest,
         kwargs["parameters"] = parameters
     if request._requested:
         kwargs["output_names"] = list(request._requested)
+    name = request._model_name
     try:
-        model = server.model(request._model_name, request._model_version)
+        model = server.model(name, request._model_version)
+        if not decoupled and model._decoupled():  # checked before sending, as the stub does
+            return _refusal(name, f"Model {name} is using the decoupled. The current BLS request call doesn't support "
+                                  "models using the decoupled transaction policy. Please use 'decoupled=True' argument "
+                                  "to the 'exec' or 'async_exec' calls for decoupled models.'")
         inputs: dict[str, Any] = {t.name(): t._array if not t.is_cpu() else t.as_numpy() for t in request._inputs}
         sent = model.create_request(inputs=inputs, **kwargs)
         sent._from_model_code = True  # a stop past its exit timeout cancels it
         responses = model.infer(sent, raise_on_error=False)
         if decoupled:
             return (_response_of(r) for r in responses)
-        results = [_response_of(r) for r in responses]
+        (result,) = [_response_of(r) for r in responses]  # a model that is not decoupled answers once
+        return result
     except _errors.TritonError as e:
-        failed = pb_utils.InferenceResponse(error=_error_of(e))
+        try:
+            ready = _server.model_is_ready(server, name, request._model_version)
+        except _errors.TritonError:
+            ready = False
+        failed = _refusal(name, str(e) if ready else
+                          f"Failed for execute the inference request. Model '{name}' is not ready.")
         return iter([failed]) if decoupled else failed
-    if len(results) != 1:
-        return pb_utils.InferenceResponse(error=pb_utils.TritonError(
-            f"BLS: model '{request._model_name}' gave {len(results)} responses to a request; use "
-            "exec(decoupled=True) for a decoupled model"))
-    return results[0]
+
+
+def _refusal(model_name: str, why: str) -> pb_utils.InferenceResponse:
+    """The response of a BLS request the core refused, as the stub words
+    it (code INTERNAL)."""
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(
+        f"Model {model_name} - Error when running inference: {why}"))
