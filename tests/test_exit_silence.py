@@ -39,6 +39,16 @@ IDENTITY_STATES = {
     "unconsumed_iterator": "iterator = model.infer(inputs={'INPUT0': data})",
     "request_object": "request = model.create_request(inputs={'INPUT0': data})",
     "running_server_only": "",
+    # a daemon thread sending requests in a loop while the program exits
+    # (its next request, after the exit's stop, printed a traceback)
+    "daemon_thread_still_sending": ("import threading\n"
+                                    "sent = threading.Event()\n"
+                                    "def send():\n"
+                                    "    while True:\n"
+                                    "        respond()\n"
+                                    "        sent.set()\n"
+                                    "threading.Thread(target=send, daemon=True).start()\n"
+                                    "assert sent.wait(60)"),
     "unconsumed_async_iterator": ("loop = asyncio.new_event_loop()\n"
                                   "async def start():\n"
                                   "    return model.async_infer(inputs={'INPUT0': data})\n"

@@ -12,7 +12,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, NoReturn, Optional, Union
 
 from .. import _native
 from . import _bind, _core_threads, _grpc_fork_support, _logging, _model_failures, _stopping, _triton_core
@@ -93,6 +93,8 @@ class Server:
         # server answers ready()/live() with False and a further stop() is a
         # no-op, while one never started raises "Server not started".
         self._stopped = False
+        # Set when the interpreter's exit stopped it (_stop_running_servers).
+        self._stopped_at_exit = False
         # Repositories added by register_model_repository() to the running
         # core server (named by load()'s "not found" error).
         self._registered_repositories: list[str] = []
@@ -296,6 +298,8 @@ class Server:
         """The native server; InvalidArgumentError when not started (or
         stopped)."""
         if self._server is None:
+            if self._stopped_at_exit:
+                _refuse_at_exit()
             if self._stopped:
                 raise InvalidArgumentError("Server not started (it was stopped: call start() to use it again)")
             raise InvalidArgumentError("Server not started")
@@ -748,6 +752,7 @@ def _stop_running_servers() -> None:
     interrupted = isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)
     try:
         for server in list(_running):
+            server._stopped_at_exit = True
             try:
                 server._stop(announced=True, interrupted=interrupted)
             except Exception:  # exit must go on; the core already logged it
@@ -763,6 +768,18 @@ def _stop_running_servers() -> None:
         _stop_releaser()  # no thread of ours may take the GIL at finalization
         # The core's log goes back to stderr; the reader of its log pipe stops.
         _logging.stop_core_log_pipe(_reset_core_log)
+
+
+def _refuse_at_exit() -> NoReturn:
+    """A call on a server that the interpreter's exit stopped: a daemon
+    thread still sending requests waits for the process to end, as Python
+    leaves its daemon threads at exit (its refusal would print a traceback
+    into a program's silent exit); another exit handler is told why."""
+    if threading.current_thread() is not threading.main_thread():
+        threading.Event().wait()
+    raise InvalidArgumentError("Server not started: the interpreter is exiting, and stopped it (servers still "
+                               "running at exit are stopped before other exit handlers that were registered "
+                               "earlier run)")
 
 
 def _reset_core_log() -> None:
