@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from common import ROOT, default_sigint, wait_for
+from common import ROOT, default_sigint, python_model_repository, wait_for
 
 SCRIPT = """
 import time, numpy, tritonserver
@@ -130,3 +130,71 @@ def test_sigint_while_a_stream_flows_loses_no_response_and_cancels(backend_direc
     assert lines[:2] == ["CANCELLED", "INTERRUPTED 2"], (lines, result.stderr)
     assert lines[2].startswith("VALUES True"), lines  # 0, 1, 2, ... without a gap
     assert int(lines[2].split()[-1]) < 100, lines
+
+
+LOAD_SCRIPT = """
+import pathlib, time, tritonserver
+from common import make_options
+marks = pathlib.Path({marks!r})
+server = tritonserver.Server(make_options({backend_directory!r}, server_id="interrupt-load", log_error=False,
+                                          model_repository={repository!r}, python_models="in-process"))
+server.start(wait_until_ready=True, timeout=60)
+start = time.monotonic()
+try:
+    server.load("slow_init")
+    print("NOT INTERRUPTED", flush=True)
+except KeyboardInterrupt:
+    print("INTERRUPTED after %.1f s" % (time.monotonic() - start), flush=True)
+(marks / "release").touch()  # the load, gone on in the background, ends
+deadline = time.monotonic() + 60
+while not server.model("slow_init").ready() and time.monotonic() < deadline:
+    time.sleep(0.01)
+print("READY", server.model("slow_init").ready(), flush=True)
+server.stop()
+print("STOPPED", flush=True)
+"""
+
+SLOW_INIT = """
+import pathlib, time
+MARKS = pathlib.Path({marks!r})
+class TritonPythonModel:
+    def initialize(self, args):
+        (MARKS / "initializing").touch()
+        deadline = time.monotonic() + 60
+        while not (MARKS / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    def execute(self, requests):
+        return []
+"""
+
+
+def test_sigint_interrupts_a_slow_load_which_goes_on(backend_directory, tmp_path):
+    """Ctrl-C while load() waits for a model's slow initialize() raises
+    KeyboardInterrupt at once (it came when the load ended); the load goes
+    on in the background, and the model becomes ready."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    repository = python_model_repository(tmp_path, "slow_init", SLOW_INIT.format(marks=str(marks)))
+    script = LOAD_SCRIPT.format(backend_directory=backend_directory, repository=str(repository), marks=str(marks))
+    out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT / "tests", stdout=out, stderr=err,
+                                   env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=default_sigint)
+    try:
+        assert wait_for(lambda: (marks / "initializing").exists() or process.poll() is not None, 120), \
+            err_path.read_text()
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        wait_for(lambda: "INTERRUPTED" in out_path.read_text() or process.poll() is not None, 90)
+        waited = time.monotonic() - sent
+        process.wait(timeout=120)
+    finally:
+        (marks / "release").touch()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    lines = out_path.read_text().splitlines()
+    assert lines and lines[0].startswith("INTERRUPTED"), (lines, err_path.read_text())
+    assert waited < INTERRUPT_BOUND_S, f"KeyboardInterrupt came {waited:.1f} s after SIGINT"
+    assert lines[1:] == ["READY True", "STOPPED"], (lines, err_path.read_text())
+    assert process.returncode == 0

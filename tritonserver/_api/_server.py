@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable, NoReturn, Optional, Union
 
 from .. import _native
-from . import _bind, _core_threads, _grpc_fork_support, _logging, _model_failures, _stopping, _triton_core
+from . import (_bind, _core_threads, _grpc_fork_support, _interruptible, _logging, _model_failures, _stopping,
+               _triton_core)
 from ._bind import TensorSpec
 from ._enums import MetricFormat, ModelControlMode, ModelIndexFlag
 from ._errors import (
@@ -382,28 +383,36 @@ class Server:
             if isinstance(value, str):
                 _text(f"load(): parameter {key!r}", value)
             params[key] = value
+        # A Ctrl-C raises KeyboardInterrupt at once; the load goes on (and
+        # keeps other loads and unloads waiting) until the core is done.
+        refusal, logged = _interruptible.call(lambda: self._load_serialized(model_name, params),
+                                              f"tritonserver-load-{model_name}")
+        failures = [f for f in _model_failures.from_log(logged)[0] if f.model == model_name]
+        self._load_failures = [f for f in self._load_failures if f.model != model_name] + failures
+        if refusal is not None:
+            try:
+                _triton_core.explain_model_load_error(refusal)
+                self._explain_missing_backend(refusal, model_name)
+                self._explain_model_control_error(refusal, "load", model_name)
+                self._explain_unknown_model_error(refusal, model_name, params)
+                self._explain_unreadable_model(refusal, model_name, failures)
+                raise refusal
+            finally:
+                refusal = None  # no cycle through this frame
+        self._refuse_unusable_python_models([model_name])
+        return self.model(model_name)
+
+    def _load_serialized(self, model_name: str, params: dict[str, Any]) -> tuple[Optional[TritonError], list[str]]:
+        """The core's load of a model, one load or unload at a time: its
+        refusal (or None) and the error lines the core logged meanwhile."""
         with self._model_control:
             self._wait_while_unloading(model_name)
-            refusal: Optional[TritonError] = None
             with _logging.core_errors() as logged:
                 try:
                     self._started().load_model(model_name, params)
                 except TritonError as e:
-                    refusal = e
-            failures = [f for f in _model_failures.from_log(logged)[0] if f.model == model_name]
-            self._load_failures = [f for f in self._load_failures if f.model != model_name] + failures
-            if refusal is not None:
-                try:
-                    _triton_core.explain_model_load_error(refusal)
-                    self._explain_missing_backend(refusal, model_name)
-                    self._explain_model_control_error(refusal, "load", model_name)
-                    self._explain_unknown_model_error(refusal, model_name, params)
-                    self._explain_unreadable_model(refusal, model_name, failures)
-                    raise refusal
-                finally:
-                    refusal = None  # no cycle through this frame
-        self._refuse_unusable_python_models([model_name])
-        return self.model(model_name)
+                    return e, logged
+            return None, logged
 
     def _wait_while_unloading(self, model_name: str) -> None:
         """Wait until no version of `model_name` is UNLOADING (its model
