@@ -183,6 +183,7 @@ def test_errors_of_model_code_are_worded_as_the_stubs(servers):
                "            raise pb_utils.TritonModelException('bad input')\n"
                "        raise RuntimeError()\n")
     exiting = "import sys\n\n\nclass TritonPythonModel:\n    def initialize(self, args):\n        sys.exit(4)\n"
+    no_execute = "class TritonPythonModel:\n    def initialize(self, args):\n        pass\n"
     seen = {}
     for mode, server in servers.items():
         assert _loaded_or_error(server, "raising", raising) == ""
@@ -191,9 +192,12 @@ def test_errors_of_model_code_are_worded_as_the_stubs(servers):
             texts.append(outcome(server, "raising", {"INPUT0": numpy.full(1, value, numpy.float32)})[-1][2])
         texts.append(_loaded_or_error(server, "broken_syntax", "class TritonPythonModel\n    pass\n"))
         texts.append(_loaded_or_error(server, "exiting", exiting))
-        seen[mode] = [text.split("\n\nAt:")[0].replace("_0_0", "_0") for text in texts]
+        assert _loaded_or_error(server, "no_execute", no_execute) == ""  # it loads: its requests fail
+        texts.append(outcome(server, "no_execute", {"INPUT0": numpy.zeros(1, numpy.float32)})[-1][2])
+        seen[mode] = [text.split("\n\nAt:")[0].replace("_0_0", "_0").split(" model /")[0] for text in texts]
     assert seen["in-process"] == seen["stub"]
-    tme, empty, syntax, exited = seen["stub"]
+    tme, empty, syntax, exited, no_execute = seen["stub"]
+    assert no_execute == "Failed to process the request(s) for model 'no_execute_0', message: Python"
     assert tme.endswith("message: TritonModelException: bad input") and empty.endswith("RuntimeError: <EMPTY MESSAGE>")
     assert "Internal: SyntaxError: expected ':' (model.py, line 1);" in syntax and "Internal: SystemExit: 4" in exited
 

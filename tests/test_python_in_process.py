@@ -357,6 +357,12 @@ def test_backend_library_links_neither_python_nor_the_core():
      False, r"': execute\(\) returned None, and this request got no final response through its response sender "
             r"\(the python backend's stub leaves such a request unanswered\): return a list of one InferenceResponse "
             r"per request, or send each request's response with the flag TRITONSERVER_RESPONSE_COMPLETE_FINAL"),
+    ("none_in_the_list",
+     "class TritonPythonModel:\n"
+     "    def execute(self, requests):\n"
+     "        return [None] * len(requests)\n",
+     False, r"': execute\(\) returned None in its list for this request, and this request got no final response "
+            r"through its response sender \(the python backend's stub leaves such a request unanswered\)[^\n]*$"),
     ("wrong_count",
      "class TritonPythonModel:\n"
      "    def execute(self, requests):\n"

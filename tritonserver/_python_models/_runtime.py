@@ -114,7 +114,9 @@ def _parameter(config: dict[str, Any], key: str, default: str) -> str:
     return str(value).strip().lower()
 
 
-_OWN_FILES = {__file__, _awaiting.__file__}
+# The package's own frames (the model API's, the runtime's): the stub's
+# come from C++ and show none. (A bound function's package is its own.)
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _describe(error: BaseException) -> str:
@@ -133,7 +135,7 @@ def _describe(error: BaseException) -> str:
                  "install the handler in the host program, or run the model with the stub: "
                  "Options(python_models=\"stub\")")
     frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if f.filename not in _OWN_FILES and not f.filename.startswith("<frozen ")]
+              if not f.filename.startswith((_PACKAGE_DIR, "<frozen "))]
     if not frames:
         return text
     return text + "\n\nAt:\n" + "".join(f"  {f.filename}({f.lineno}): {f.name}\n" for f in reversed(frames))
@@ -193,7 +195,10 @@ class Instance:
         except BaseException:
             self._imports.close()
             raise
-        self._execute = self.model.execute
+        # None: the model has no execute(), which the stub says to each batch
+        # (the model loads there).
+        self._execute = getattr(self.model, "execute", None)
+        self._model_file = path
         # The package's own bound-function models may take the native
         # requests directly (_bound.py); other models get each as a
         # pb_utils.InferenceRequest, which the backend makes (request_type).
@@ -260,6 +265,9 @@ class Instance:
                 code = e.code() if isinstance(e, pb_utils.TritonError) else _INTERNAL
                 self._fail_batch(natives, _describe(e), code)
             return
+        if self._execute is None:
+            self._fail_batch(natives, f"Python model {self._model_file} does not implement `execute` method.")
+            return
         try:
             result = self._execute(requests)
             if not isinstance(result, list) and inspect.isawaitable(result):
@@ -277,7 +285,7 @@ class Instance:
             if not self.decoupled:
                 for native in natives:
                     if not native.final_sent and not native.rescheduled:
-                        native.fail_if_unanswered(_INTERNAL, _UNANSWERED.format(self.name))
+                        native.fail_if_unanswered(_INTERNAL, _UNANSWERED.format(self.name, "returned None"))
             return
         wrong = _wrong_return(result, self.decoupled, self.instance_name, len(natives))
         if wrong is not None:
@@ -304,6 +312,10 @@ class Instance:
             return
         for index in left:
             native, response = natives[index], result[index]
+            if response is None:  # (the stub leaves such a request waiting)
+                native.fail_if_unanswered(_INTERNAL, _UNANSWERED.format(self.name, "returned None in its list for "
+                                                                        "this request"))
+                continue
             try:
                 pb_utils._send(native, response, _FINAL)
             except _errors.TritonError as e:  # the native send's own, naming the model
@@ -338,7 +350,7 @@ class Instance:
                 self._background = None
 
 
-_UNANSWERED = ("model '{}': execute() returned None, and this request got no final response through its response "
+_UNANSWERED = ("model '{}': execute() {}, and this request got no final response through its response "
                "sender (the python backend's stub leaves such a request unanswered): return a list of one "
                "InferenceResponse per request, or send each request's response with the flag "
                "TRITONSERVER_RESPONSE_COMPLETE_FINAL")
