@@ -1098,3 +1098,17 @@ def test_a_body_over_64_mib_is_served_by_default_as_the_binary_would(url):
                                  {"Inference-Header-Content-Length": str(len(header))})
     assert status == 200, reply[:300]
     assert len(reply) - int(headers["inference-header-content-length"]) == 4 * count
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("GET", "/v2/models/no_such_model", None),
+    ("GET", "/v2/models/no_such_model/config", None),
+    ("POST", "/v2/models/no_such_model/infer", json.dumps({"inputs": []}).encode()),
+], ids=["metadata", "config", "infer"])
+def test_an_unknown_model_is_answered_in_the_binarys_words(binary_url, url, method, path, body):
+    """The in-process API's advice (server.load(), server.models()) is for
+    Python callers; a network client gets the core's words, as from the
+    binary."""
+    theirs = raw(binary_url, method, path, body)
+    ours = raw(url, method, path, body)
+    assert ours[0] == theirs[0] and json.loads(ours[2]) == json.loads(theirs[2]), (ours, theirs)

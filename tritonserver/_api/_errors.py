@@ -79,3 +79,19 @@ def code_of(error: BaseException) -> Optional[int]:
         if cls in _BY_CODE:
             return _BY_CODE.index(cls)
     return None
+
+
+def advised(error_type: type[TritonError], message: str, core_error: BaseException) -> TritonError:
+    """An error whose `message` adds this package's advice, written for its
+    Python API (server.load(), Options), to the core's `core_error`: the
+    network frontends answer with the core's words (network_text), as
+    NVIDIA's binary does, since that advice is no fix for their clients."""
+    explained = error_type(message)
+    explained.core_text = network_text(core_error)  # type: ignore[attr-defined]
+    return explained
+
+
+def network_text(error: BaseException) -> str:
+    """An error's message for a network client: the core's own words where
+    the package advised its Python API's users (advised())."""
+    return getattr(error, "core_text", None) or str(error)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from ._enums import ModelControlMode
+from ._errors import advised
 
 if TYPE_CHECKING:
     from ._errors import TritonError
@@ -167,5 +168,5 @@ def unknown_model(error: "TritonError", name: str, version: int, mode: ModelCont
         cause = (f"no model named {name!r} is in the model repository{did_you_mean(name, index)}; to serve a "
                  "model of that name, "
                  f"{how_to_load(mode, name, in_repository=False)}")
-    return type(error)(f"{error}: {cause}; server.models() lists the repository's models, their versions and "
-                       "states")
+    return advised(type(error), f"{error}: {cause}; server.models() lists the repository's models, their versions "
+                   "and states", error)

@@ -26,6 +26,7 @@ from ._errors import (
     TritonError,
     UnavailableError,
     UnsupportedError,
+    advised,
     error_from_code,
 )
 from ._model import Model, _json_object
@@ -480,12 +481,12 @@ class Server:
             mode_name = ModelControlMode(mode).name
         except ValueError:
             mode_name = repr(mode)
-        raise UnavailableError(
+        raise advised(
+            UnavailableError,
             f"{operation}({name!r}) is refused: this server runs with model_control_mode={mode_name}, in which "
             "the core itself loads the repository's models (at start, and in POLL mode on "
             "poll_model_repository()); to load and unload models by name, create the server with "
-            f"model_control_mode=ModelControlMode.EXPLICIT (the core said: {error})"
-        ) from error
+            f"model_control_mode=ModelControlMode.EXPLICIT (the core said: {error})", error) from error
 
     def _explain_missing_backend(self, error: TritonError, name: str) -> None:
         """Raise the core's "unable to find backend library for backend 'X'"
@@ -543,12 +544,12 @@ class Server:
         repositories = [given] if isinstance(given, str) else list(given or [])
         repositories += self._registered_repositories
         guess = _model_failures.did_you_mean(name, json.loads(self._started().model_index(0)))
-        raise NotFoundError(
+        raise advised(
+            NotFoundError,
             f"load({name!r}): no model named {name!r} is in the model repository "
             f"({', '.join(repr(r) for r in repositories)}){guess}: check the name against server.models(), or add a "
             f"folder {name}/ (config.pbtxt and a version folder such as 1/) to a repository "
-            f"(the core said: {error})"
-        ) from error
+            f"(the core said: {error})", error) from error
 
     def bind(self, model_name: str, fn: Callable[..., Any], *, inputs: Sequence[TensorSpec],
              outputs: Sequence[TensorSpec], max_batch_size: int = 0, dynamic_batching: Optional[bool] = None,

@@ -29,6 +29,7 @@ from .._api._errors import (
     UnsupportedError,
     code_of,
     error_from_code,
+    network_text,
 )
 from .._api._memorybuffer import MemoryBuffer
 from .._api._model import Model
@@ -386,7 +387,7 @@ class GrpcInferenceService:
                     result = await result
                 return result
             except (TritonError, ValueError) as error:
-                await context.abort(status_code(error), status_details(str(error)))
+                await context.abort(status_code(error), status_details(network_text(error)))
 
         rpc.__name__ = method.__name__.lstrip("_")
         return rpc
@@ -726,7 +727,7 @@ class GrpcInferenceService:
             message = await self._infer(request, context.invocation_metadata(), held)
             code = None
         except (TritonError, ValueError) as error:
-            code, text = status_code(error), str(error)
+            code, text = status_code(error), network_text(error)
         # answered once the request's frames (holding its inputs) are gone
         # and the core let go of its shared-memory inputs
         await held.released()
@@ -746,7 +747,7 @@ class GrpcInferenceService:
         """(grpc status number, message) of a core error of a native-path
         request, as ModelInfer words the same error."""
         error = error_from_code(code, text)
-        return status_code(error).value[0], status_details(str(error))
+        return status_code(error).value[0], status_details(network_text(error))
 
     @staticmethod
     def native_stream_error(code: int, text: str) -> str:
@@ -864,7 +865,7 @@ class GrpcInferenceService:
         except (TritonError, ValueError) as error:
             if self._names_decoupled(request):
                 turn.end()  # the binary writes a decoupled model's refusal at once too
-            message = self._pb.ModelStreamInferResponse(error_message=str(error))
+            message = self._pb.ModelStreamInferResponse(error_message=network_text(error))
             message.infer_response.id = request.id
             return message, None, 0
         try:
@@ -886,7 +887,7 @@ class GrpcInferenceService:
                         self._encode(decoded, response, infer_response)
                         size = sum(tensor.size for tensor in response.outputs.values())
                     except TritonError as error:
-                        message = self._pb.ModelStreamInferResponse(error_message=str(error))
+                        message = self._pb.ModelStreamInferResponse(error_message=network_text(error))
                         code = status_code(error)
                         infer_response = message.infer_response
                         self._identify(infer_response, request)
@@ -900,7 +901,7 @@ class GrpcInferenceService:
             iterator.cancel()
             raise
         except (TritonError, ValueError) as error:  # while answering: the request's failure, as a response's
-            message = self._pb.ModelStreamInferResponse(error_message=str(error))
+            message = self._pb.ModelStreamInferResponse(error_message=network_text(error))
             self._identify(message.infer_response, request)
             message.infer_response.parameters["triton_final_response"].bool_param = True
             return message, status_code(error), 0

@@ -40,6 +40,7 @@ from .._api._errors import (
     TritonError,
     UnavailableError,
     UnsupportedError,
+    network_text,
 )
 from .._api._model import Model
 from .._api._server import Server
@@ -184,7 +185,7 @@ class KServeRoutes:
         except ProtocolError as error:
             return Reply.error(error.status, str(error))
         except TritonError as error:
-            return Reply.error(status_of(error), str(error))
+            return Reply.error(status_of(error), network_text(error))
 
     def _check(self, category: str, headers: Mapping[str, str], method: str, *allowed: str) -> None:
         """The binary's checks of every route, in its order: the API
