@@ -1,5 +1,6 @@
 #include "inflight_requests.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -77,7 +78,7 @@ void InflightRequests::cancel_model_code_requests() noexcept {
   }
 }
 
-bool InflightRequests::drain(const std::string& model, double timeout_s) {
+void InflightRequests::begin_drain(const std::string& model) {
   std::vector<std::shared_ptr<InflightEntry>> unsubmitted;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -93,7 +94,37 @@ bool InflightRequests::drain(const std::string& model, double timeout_s) {
   // request is then in flight, and waited for below.
   for (const auto& state : unsubmitted) state->discard();
   unsubmitted.clear();  // outside the lock: a last reference unlinks
-  return wait_submitted(&model, timeout_s);
+}
+
+bool InflightRequests::draining(const std::string& model) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::string& name : draining_) {
+    if (name == model) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> InflightRequests::draining_models() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> models;
+  for (const std::string& name : draining_) {
+    if (std::find(models.begin(), models.end(), name) == models.end()) {
+      models.push_back(name);
+    }
+  }
+  return models;
+}
+
+void InflightRequests::refuse_if_draining(const std::string& model,
+                                          int64_t version) {
+  if (!draining(model)) return;
+  if (version < 0) {
+    raise(TRITONSERVER_ERROR_NOT_FOUND, "Request for unknown model: '" + model +
+                                            "' has no available versions");
+  }
+  raise(TRITONSERVER_ERROR_UNAVAILABLE,
+        "Request for unknown model: '" + model + "' version " +
+            std::to_string(version) + " is not at ready state");
 }
 
 bool InflightRequests::wait_submitted(double timeout_s) {

@@ -1,7 +1,7 @@
 // The server-wide registry of live requests (InflightRequests), what it
 // reads of each request (InflightEntry, the base of request.h's
 // RequestState), and the drain of one model's requests before its unload
-// (ModelDrain).
+// (ModelDrain), during which the model reads as being unloaded.
 #pragma once
 
 #include <atomic>
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "errors.h"
 #include "response_queue.h"
 
 namespace tsb {
@@ -69,21 +70,35 @@ class InflightRequests {
   void fail_all(const std::string& message);
 
   // Before a model is unloaded: refuses its new requests (add() is false),
-  // discards those not submitted, and waits at most `timeout_s` for those
-  // in flight to finish; false when some were still in flight. The 2.51
-  // core can crash when a model is destroyed by the end of its last
-  // request (SIGSEGV in StopBackendThread, on its ModelDeleter thread);
-  // drained, the model is destroyed by the unload itself, idle. Call
-  // end_drain() afterwards (see ModelDrain).
-  bool drain(const std::string& model, double timeout_s);
+  // and discards those not submitted; wait_model() then waits for those in
+  // flight. The 2.51 core can crash when a model is destroyed by the end of
+  // its last request (SIGSEGV in StopBackendThread, on its ModelDeleter
+  // thread); drained, the model is destroyed by the unload itself, idle.
+  // Call end_drain() afterwards (see ModelDrain). A model may be drained by
+  // several unloads at once: it is drained until each has ended its drain.
+  void begin_drain(const std::string& model);
   void end_drain(const std::string& model) noexcept;
+  // Whether `model` is being drained: it reads as being unloaded.
+  bool draining(const std::string& model) noexcept;
+  // The models being drained, each named once.
+  std::vector<std::string> draining_models();
+  // Raises what the core (so NVIDIA's binary) answers for a model being
+  // unloaded when `model` is being drained: NOT_FOUND "...has no available
+  // versions" for no version (`version` < 0), UNAVAILABLE "...version N is
+  // not at ready state" for a version.
+  void refuse_if_draining(const std::string& model, int64_t version);
+  // Waits at most `timeout_s` for the submitted requests of `model` to
+  // finish; false when some were still in flight.
+  bool wait_model(const std::string& model, double timeout_s) {
+    return wait_submitted(&model, timeout_s);
+  }
 
   // Before the server stops (its handle closed: no request can be built or
   // submitted any more): waits at most `timeout_s` for the submitted
   // requests to finish; false when some were still in flight. The core's
   // own stop counts only queued requests as in flight, not those a backend
   // is executing, and unloads the models under them: the crash that
-  // drain() avoids for one model (seen as a SIGSEGV in the stop race test).
+  // begin_drain() avoids for one model (seen as a SIGSEGV in the stop race test).
   bool wait_submitted(double timeout_s);
 
   // The submitted requests not finished yet, counted per model, ordered by
@@ -108,21 +123,25 @@ class InflightRequests {
   std::vector<std::string> draining_;  // models being drained
 };
 
-// InflightRequests::drain() for the lifetime of this object.
+// A model drained (InflightRequests::begin_drain()) for the lifetime of
+// this object, which may end on another thread than the one that made it.
 class ModelDrain {
  public:
-  ModelDrain(InflightRequests& inflight, std::string model, double timeout_s)
-      : inflight_(inflight), model_(std::move(model)),
-        drained_(inflight.drain(model_, timeout_s)) {}
-  ~ModelDrain() { inflight_.end_drain(model_); }
+  ModelDrain(std::shared_ptr<InflightRequests> inflight, std::string model)
+      : inflight_(std::move(inflight)), model_(std::move(model)) {
+    inflight_->begin_drain(model_);
+  }
+  ~ModelDrain() { inflight_->end_drain(model_); }
   ModelDrain(const ModelDrain&) = delete;
   ModelDrain& operator=(const ModelDrain&) = delete;
-  bool drained() const noexcept { return drained_; }
+  // Waits at most `timeout_s` for the model's requests in flight; false
+  // when some were still in flight.
+  bool wait(double timeout_s) { return inflight_->wait_model(model_, timeout_s); }
+  const std::string& model() const noexcept { return model_; }
 
  private:
-  InflightRequests& inflight_;
+  std::shared_ptr<InflightRequests> inflight_;
   std::string model_;
-  bool drained_;
 };
 
 }  // namespace tsb

@@ -232,6 +232,10 @@ NB_MODULE(_native, m) {
            nb::call_guard<tsb::GilRelease>())
       .def("finish", &StopInProgress::finish_from_python)
       .def("leave_running", &StopInProgress::leave_running);
+  nb::class_<UnloadInProgress>(m, "UnloadInProgress")
+      .def("wait", &UnloadInProgress::wait, "timeout_s"_a,
+           nb::call_guard<tsb::GilRelease>())
+      .def("finish", &UnloadInProgress::finish);
   nb::class_<Server>(m, "Server")
       .def(nb::init<ServerOptions&>(), "options"_a,
            nb::call_guard<tsb::GilRelease>())
@@ -268,6 +272,9 @@ NB_MODULE(_native, m) {
       .def("load_model", &Server::load_model_from_python,
            nb::sig("def load_model(self, name: str, parameters: dict[str, object], /) -> None"))
       .def("unload_model", &Server::unload_model,
+           nb::call_guard<tsb::GilRelease>())
+      .def("begin_unload", &Server::begin_unload_from_python)
+      .def("draining_models", &Server::draining_models,
            nb::call_guard<tsb::GilRelease>())
       .def("register_model_repository", &Server::register_model_repository,
            nb::call_guard<tsb::GilRelease>())

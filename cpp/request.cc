@@ -104,8 +104,12 @@ Request::Request(std::shared_ptr<ServerHandle> server,
   state_->inflight = inflight_;
   state_->model_name = model_name;
   if (!inflight_->add(state_.get())) {
-    raise(TRITONSERVER_ERROR_UNAVAILABLE,
-          "model '" + model_name + "' is being unloaded");
+    // Refused as the core refuses a model being unloaded (what NVIDIA's
+    // binary answers meanwhile).
+    inflight_->refuse_if_draining(model_name, model_version);
+    raise(TRITONSERVER_ERROR_NOT_FOUND, "Request for unknown model: '" +
+                                            model_name +
+                                            "' has no available versions");
   }
 }
 

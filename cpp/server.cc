@@ -22,18 +22,6 @@
 #include "thread_state.h"
 
 namespace tsb {
-namespace {
-
-// A heuristic grace after the last request of a model ended: the backend
-// thread that released it may still be finishing that execution, and the
-// model must not be destroyed under it (the core's crash described in
-// InflightRequests::drain()).
-void let_backend_threads_finish() {
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-}
-
-}  // namespace
-
 // One TRITONSERVER_ServerStop, run to its end on a thread of ours.
 //
 // Why: the core's Stop() unloads the models only once no request is in
@@ -67,10 +55,7 @@ struct BackgroundStop {
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::seconds(exit_timeout_s);
     if (inflight->wait_submitted(exit_timeout_s)) {
-      try {
-        let_backend_threads_finish();
-      } catch (...) {
-      }
+      let_backend_threads_finish();
       unload_models_first(server, deadline);
     } else {
       // Past the exit timeout the requests of model code (BLS) still in
@@ -396,7 +381,7 @@ bool Server::model_is_ready(const std::string& name, int64_t version) {
   bool ready = false;
   check(triton().ServerModelIsReady(use().get(), name.c_str(), version,
                                     &ready));
-  return ready;
+  return ready && !inflight_->draining(name);
 }
 
 uint32_t Server::model_batch_properties(const std::string& name,
@@ -418,6 +403,7 @@ uint32_t Server::model_transaction_properties(const std::string& name,
 }
 
 std::string Server::model_metadata(const std::string& name, int64_t version) {
+  inflight_->refuse_if_draining(name, version);
   TRITONSERVER_Message* m = nullptr;
   check(triton().ServerModelMetadata(use().get(), name.c_str(), version, &m));
   return take_json(m);
@@ -432,6 +418,7 @@ std::string Server::model_statistics(const std::string& name,
 
 std::string Server::model_config(const std::string& name, int64_t version,
                                  uint32_t config_version) {
+  inflight_->refuse_if_draining(name, version);
   TRITONSERVER_Message* m = nullptr;
   check(triton().ServerModelConfig(use().get(), name.c_str(), version,
                                    config_version, &m));
@@ -486,17 +473,33 @@ void Server::load_model_from_python(const std::string& name,
   load_model(name, params);
 }
 
-void Server::unload_model(const std::string& name, bool unload_dependents) {
-  use();  // stopped: refused before anything else
-  // The model's requests end first (at most exit_timeout; past it, the
-  // unload goes on as the core does it): see InflightRequests::drain().
-  ModelDrain drain(*inflight_, name, exit_timeout_s_);
-  let_backend_threads_finish();
-  if (unload_dependents) {
-    check(triton().ServerUnloadModelAndDependents(use().get(), name.c_str()));
-  } else {
-    check(triton().ServerUnloadModel(use().get(), name.c_str()));
+UnloadInProgress Server::begin_unload(const std::string& name,
+                                      bool unload_dependents) {
+  use();  // stopped: refused before anything begins
+  return begin_model_unload(handle_, inflight_, name, unload_dependents,
+                            exit_timeout_s_);
+}
+
+UnloadInProgress Server::begin_unload_from_python(const std::string& name,
+                                                  bool unload_dependents) {
+  std::optional<UnloadInProgress> unloading;
+  {
+    GilRelease release;
+    unloading.emplace(begin_unload(name, unload_dependents));
   }
+  drain_deferred();  // the inputs of the requests the drain discarded
+  return std::move(*unloading);
+}
+
+void Server::unload_model(const std::string& name, bool unload_dependents) {
+  UnloadInProgress unloading = begin_unload(name, unload_dependents);
+  while (!unloading.wait(3600)) {
+  }
+  unloading.finish();
+}
+
+std::vector<std::string> Server::draining_models() {
+  return inflight_->draining_models();
 }
 
 void Server::register_model_repository(

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "model_unload.h"
 #include "server_handle.h"
 #include "triton_api.h"
 
@@ -147,9 +148,21 @@ class Server {
   // runs without the GIL.
   void load_model_from_python(const std::string& name,
                               nanobind::dict parameters);
-  // Drains the model's requests first (InflightRequests::drain(), at most
-  // the exit timeout), then unloads it.
+  // Begins the model's unload (model_unload.h): drained at once (it reads
+  // as being unloaded, new requests refused), its requests in flight then
+  // waited for (at most the exit timeout) and the core's unload called, on
+  // a thread of its own. UNAVAILABLE, nothing begun, when stopped.
+  UnloadInProgress begin_unload(const std::string& name,
+                                bool unload_dependents);
+  // The same from Python (call with the GIL): begins without the GIL, then
+  // drops the references the discarded requests parked.
+  UnloadInProgress begin_unload_from_python(const std::string& name,
+                                            bool unload_dependents);
+  // begin_unload() waited for to its end; raises the core's error.
   void unload_model(const std::string& name, bool unload_dependents);
+  // The models being drained by an unload (each named once): they read as
+  // being unloaded until the core's unload is asked for.
+  std::vector<std::string> draining_models();
   void register_model_repository(
       const std::string& path,
       const std::vector<std::pair<std::string, std::string>>& mapping);

@@ -308,6 +308,39 @@ def python_model_repository(tmp_path, name: str, source: str, decoupled: bool = 
     return repo
 
 
+GATE_MODEL = """
+import os, time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+STARTED, RELEASE = {started!r}, {release!r}
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        open(STARTED, "w").close()
+        while not os.path.exists(RELEASE):
+            time.sleep(0.01)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([1.0], np.float32))])
+                for _ in requests]
+"""
+
+
+def gate_model_repository(tmp_path, name: str = "gate"):
+    """A repository (tmp_path/<name>-repo) with one python model `name`
+    (input SECONDS, output OUT, FP32 [1], as `sleep`) whose execute() creates
+    the file `started` and then answers once the file `release` exists: a
+    request observably in flight for as long as a test needs. Returns
+    (repository, started, release)."""
+    repo = tmp_path / f"{name}-repo"
+    (repo / name / "1").mkdir(parents=True)
+    started, release = tmp_path / f"{name}-started", tmp_path / f"{name}-release"
+    config = (MODELS / "sleep" / "config.pbtxt").read_text().replace('"sleep"', f'"{name}"')
+    (repo / name / "config.pbtxt").write_text(config)
+    (repo / name / "1" / "model.py").write_text(GATE_MODEL.format(started=str(started), release=str(release)))
+    return repo, started, release
+
+
 def copy_model(name: str, destination, new_name: str | None = None):
     """Copy config.pbtxt and 1/ (model.py for python models) of a test model."""
     target = destination / (new_name or name)

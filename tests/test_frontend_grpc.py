@@ -1750,3 +1750,72 @@ def test_a_bytes_response_parameter_is_refused_as_the_binary_refuses_it():
     assert BYTES_PARAMETER_REFUSED in (ROOT / "cpp" / "infer_response_message.h").read_text()  # one wording
     _set_parameter(message.parameters["text"], "x")  # the other kinds as before
     assert message.parameters["text"].string_param == "x"
+
+
+def _unload_with_a_request_in_flight(command: list[str], tmp_path) -> dict:
+    """What a server (`command`: the binary or this package's serve) answers
+    over gRPC while `gate` is unloaded with one request of it in flight (held
+    until the test releases it). Each error is (code name, message)."""
+    import common
+
+    repo, started, release = common.gate_model_repository(tmp_path)
+    common.copy_model("identity_fp32", repo)
+    flags = ["--model-control-mode", "explicit", "--load-model=gate", "--exit-timeout-secs=90"]
+    seconds = [_input("SECONDS", numpy.array([0.0], dtype=numpy.float32))]
+
+    def answer(call):
+        try:
+            return call()
+        except InferenceServerException as error:
+            return (error.status(), _without_request_id(error.message()))
+
+    seen: dict = {}
+    with common.server_process(command, repo, flags) as served, \
+            grpcclient.InferenceServerClient(served.grpc_url) as client:
+        in_flight = threading.Thread(target=lambda: seen.setdefault(
+            "in-flight infer", answer(lambda: client.infer("gate", seconds, client_timeout=60).as_numpy("OUT").tolist())))
+        in_flight.start()
+        try:
+            assert wait_for(started.exists, 60)
+            seen["unload"] = answer(lambda: client.unload_model("gate", client_timeout=60))
+            seen["unload answered while the request runs"] = in_flight.is_alive()
+            seen["index"] = [(m.name, m.version, m.state) for m in client.get_model_repository_index().models
+                             if m.name == "gate"]
+            seen["model ready"] = client.is_model_ready("gate")
+            seen["server ready"] = client.is_server_ready()
+            seen["metadata"] = answer(lambda: client.get_model_metadata("gate"))
+            seen["config"] = answer(lambda: client.get_model_config("gate"))
+            seen["new infer"] = answer(lambda: client.infer("gate", seconds))
+            seen["new infer of version 1"] = answer(lambda: client.infer("gate", seconds, model_version="1"))
+            seen["load of another model"] = answer(lambda: client.load_model("identity_fp32", client_timeout=60))
+            seen["request still in flight"] = in_flight.is_alive()
+        finally:
+            release.touch()
+            in_flight.join(60)
+
+        def gone():
+            return [m.state for m in client.get_model_repository_index().models if m.name == "gate"] == ["UNAVAILABLE"]
+
+        seen["unloaded in the end"] = wait_for(gone, 60)
+    return seen
+
+
+@pytest.mark.python_stub
+def test_a_model_unloaded_with_a_request_in_flight_reads_as_the_binarys(tmp_path):
+    """RepositoryModelUnload answers at once, as the binary's; meanwhile the
+    model is UNLOADING, ModelReady and (strict readiness) ServerReady false,
+    metadata, config and a new ModelInfer NOT_FOUND, and another model loads.
+    It used to answer once the request ended (the package's drain), with
+    the model READY and new requests UNAVAILABLE meanwhile."""
+    import common
+
+    theirs = _unload_with_a_request_in_flight(common.reference_command(), tmp_path / "binary")
+    ours = _unload_with_a_request_in_flight(common.package_serve_command(), tmp_path / "package")
+    assert theirs["unload answered while the request runs"] and theirs["request still in flight"], theirs
+    assert theirs["index"] == [("gate", "1", "UNLOADING")], theirs
+    for key, value in theirs.items():
+        mine = ours[key]
+        if isinstance(value, tuple) and isinstance(mine, tuple) and len(value) == 2 and isinstance(value[1], str):
+            assert mine[0] == value[0] and mine[1].startswith(value[1]), (key, mine, value)
+        else:
+            assert mine == value, (key, mine, value)

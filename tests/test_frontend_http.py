@@ -1112,3 +1112,76 @@ def test_an_unknown_model_is_answered_in_the_binarys_words(binary_url, url, meth
     theirs = raw(binary_url, method, path, body)
     ours = raw(url, method, path, body)
     assert ours[0] == theirs[0] and json.loads(ours[2]) == json.loads(theirs[2]), (ours, theirs)
+
+
+def _unload_with_a_request_in_flight(command: list[str], tmp_path) -> dict:
+    """What a server (`command`: the binary or this package's serve) answers
+    over HTTP while `gate` is unloaded with one request of it in flight (held
+    until the test releases it): the unload's answer, and meanwhile the
+    index, readiness, metadata, config, a new request, a load of another
+    model. Each error is (status, message)."""
+    import common
+
+    repo, started, release = common.gate_model_repository(tmp_path)
+    common.copy_model("identity_fp32", repo)
+    flags = ["--model-control-mode", "explicit", "--load-model=gate", "--exit-timeout-secs=90"]
+    body = json.dumps({"inputs": [{"name": "SECONDS", "datatype": "FP32", "shape": [1], "data": [0.0]}]}).encode()
+
+    def answer(reply):
+        return (reply[0], json.loads(reply[2])["error"]) if reply[0] >= 400 and reply[2] else reply[0]
+
+    seen: dict = {}
+    with common.server_process(command, repo, flags) as served:
+        url = served.http_url
+        in_flight = threading.Thread(
+            target=lambda: seen.setdefault("in-flight infer", raw(url, "POST", "/v2/models/gate/infer", body)[0]))
+        in_flight.start()
+        try:
+            assert wait_for(started.exists, 60)
+            seen["unload"] = answer(raw(url, "POST", "/v2/repository/models/gate/unload", b""))
+            seen["unload answered while the request runs"] = in_flight.is_alive()
+            index = json.loads(raw(url, "POST", "/v2/repository/index", b"")[2])
+            seen["index"] = [entry for entry in index if entry["name"] == "gate"]
+            ready_index = json.loads(raw(url, "POST", "/v2/repository/index", b'{"ready": true}')[2])
+            seen["ready index"] = [entry for entry in ready_index if entry["name"] == "gate"]
+            seen["model ready"] = raw(url, "GET", "/v2/models/gate/ready")[0]
+            seen["server ready"] = raw(url, "GET", "/v2/health/ready")[0]
+            seen["metadata"] = answer(raw(url, "GET", "/v2/models/gate"))
+            seen["config"] = answer(raw(url, "GET", "/v2/models/gate/config"))
+            seen["new infer"] = answer(raw(url, "POST", "/v2/models/gate/infer", body))
+            seen["new infer of version 1"] = answer(raw(url, "POST", "/v2/models/gate/versions/1/infer", body))
+            seen["load of another model"] = answer(raw(url, "POST", "/v2/repository/models/identity_fp32/load", b""))
+            seen["request still in flight"] = in_flight.is_alive()
+        finally:
+            release.touch()
+            in_flight.join(60)
+
+        def gone():
+            index = json.loads(raw(url, "POST", "/v2/repository/index", b"")[2])
+            return [entry.get("state") for entry in index if entry["name"] == "gate"] == ["UNAVAILABLE"]
+
+        seen["unloaded in the end"] = wait_for(gone, 60)
+    return seen
+
+
+@pytest.mark.python_stub
+def test_a_model_unloaded_with_a_request_in_flight_reads_as_the_binarys(tmp_path):
+    """The binary answers the unload at once; while the request finishes the
+    model is UNLOADING, not ready (nor the server, strict readiness), unknown
+    to metadata, config and new requests, and other models load. The package
+    drains the model's requests before the core's unload (a 2.51 core crash,
+    cpp/model_unload.h): it answered the unload only once the request ended,
+    reading READY meanwhile and refusing new requests with 503, and held
+    other models' loads behind it."""
+    import common
+
+    theirs = _unload_with_a_request_in_flight(common.reference_command(), tmp_path / "binary")
+    ours = _unload_with_a_request_in_flight(common.package_serve_command(), tmp_path / "package")
+    assert theirs["unload answered while the request runs"] and theirs["request still in flight"], theirs
+    assert theirs["index"] == [{"name": "gate", "version": "1", "state": "UNLOADING"}], theirs
+    for key, value in theirs.items():
+        mine = ours[key]
+        if isinstance(value, tuple):  # the binary's status and words, then the package's cause
+            assert mine[0] == value[0] and mine[1].startswith(value[1]), (key, mine, value)
+        else:
+            assert mine == value, (key, mine, value)

@@ -198,3 +198,47 @@ def test_sigint_interrupts_a_slow_load_which_goes_on(backend_directory, tmp_path
     assert waited < INTERRUPT_BOUND_S, f"KeyboardInterrupt came {waited:.1f} s after SIGINT"
     assert lines[1:] == ["READY True", "STOPPED"], (lines, err_path.read_text())
     assert process.returncode == 0
+
+
+UNLOAD_SCRIPT = """
+import os, signal, threading, time, numpy, tritonserver
+from common import make_options, wait_for
+server = tritonserver.Server(make_options({backend_directory!r}, server_id="interrupt-unload", exit_timeout=30,
+                                          log_error=False))
+server.start(wait_until_ready=True, timeout=60)
+model = server.load("sleep")
+iterator = model.infer(inputs={{"SECONDS": numpy.array([60.0], dtype=numpy.float32)}}, raise_on_error=False)
+state = lambda: server.models()[("sleep", 1)].state
+
+def interrupt():  # Ctrl-C once the unload has begun (its drain waits for the request)
+    wait_for(lambda: state() == "UNLOADING", 60)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=interrupt, daemon=True).start()
+start = time.monotonic()
+try:
+    server.unload("sleep")
+    print("NOT INTERRUPTED", flush=True)
+except KeyboardInterrupt:
+    print("INTERRUPTED after %.1f s" % (time.monotonic() - start), flush=True)
+# The unload goes on in the background: the model drains until its request ends.
+print("STATE", state(), flush=True)
+iterator.cancel()
+list(iterator)
+print("UNLOADED", wait_for(lambda: state() == "UNAVAILABLE", 60), flush=True)
+server.stop()
+print("STOPPED", flush=True)
+"""
+
+
+def test_sigint_interrupts_an_unload_waiting_for_its_requests(backend_directory):
+    # unload() lets the model's requests in flight finish first (at most
+    # exit_timeout); its wait used to ignore SIGINT until they had.
+    script = UNLOAD_SCRIPT.format(backend_directory=backend_directory)
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT / "tests", capture_output=True, text=True,
+                            timeout=120, env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=default_sigint)
+    lines = result.stdout.splitlines()
+    assert lines and lines[0].startswith("INTERRUPTED"), (lines, result.stderr)
+    assert float(lines[0].split()[2]) < INTERRUPT_BOUND_S, lines
+    assert lines[1:] == ["STATE UNLOADING", "UNLOADED True", "STOPPED"], (lines, result.stderr)
+    assert result.returncode == 0, result.stderr

@@ -420,3 +420,51 @@ def test_a_missing_backend_is_named_with_where_backends_come_from(repo_server):
     assert "load('onnx_like'): the model's backend 'onnxruntime' is not in this server's backend folder" in message
     assert "Options.backend_directory" in message and "NGC container" in message
     assert repo_server.live()  # (not ready: strict readiness counts the failed model)
+
+
+def test_a_model_draining_for_its_unload_reads_as_being_unloaded(repo_server):
+    """unload() lets the model's requests in flight finish before the core
+    unloads it (a 2.51 core crash otherwise, cpp/model_unload.h); meanwhile
+    the model reads as the core (and NVIDIA's binary) says of a model being
+    unloaded: UNLOADING, not ready, nor the server (strict readiness),
+    unknown to metadata, config and new requests. It used to read READY,
+    refuse new requests with UnavailableError, and hold every other load
+    behind the unload's lock; a load of the same model waits for the unload
+    and then loads it."""
+    import threading
+
+    from common import fp32
+
+    sleep = repo_server.load("sleep")
+    in_flight = sleep.infer(inputs={"SECONDS": fp32(60.0)}, raise_on_error=False)  # submitted
+    unloading = threading.Thread(target=repo_server.unload, args=("sleep",))
+    reloaded: list = []
+    reloading = threading.Thread(target=lambda: reloaded.append(repo_server.load("sleep")))
+    unloading.start()
+    try:
+        assert wait_for(lambda: repo_server.models()[("sleep", 1)].state == "UNLOADING", 30)
+        assert not sleep.ready() and not repo_server.ready()
+        assert ("sleep", 1) not in repo_server.models(exclude_not_ready=True)
+        unknown = r"Request for unknown model: 'sleep' has no available versions: model 'sleep' is being unloaded"
+        with refused(tritonserver.NotFoundError, unknown):
+            sleep.metadata()
+        with refused(tritonserver.NotFoundError, unknown):
+            sleep.config()
+        with refused(tritonserver.NotFoundError, unknown):
+            list(sleep.infer(inputs={"SECONDS": fp32(0.0)}))
+        with refused(tritonserver.UnavailableError, r"'sleep' version 1 is not at ready state"):
+            repo_server.model("sleep", 1).metadata()
+        repo_server.load("identity_fp32")  # another model: at once, while the unload waits
+        assert unloading.is_alive()
+        reloading.start()  # the same model: after the unload
+        assert unloading.is_alive()
+    finally:
+        in_flight.cancel()
+    unloading.join(60)
+    assert not unloading.is_alive()
+    assert list(in_flight)[-1].final
+    if reloading.ident is not None:
+        reloading.join(60)
+    assert reloaded and reloaded[0].ready()  # unloaded first, then loaded again
+    repo_server.unload("sleep", wait_until_unloaded=True, timeout=30)
+    repo_server.unload("identity_fp32", wait_until_unloaded=True, timeout=30)

@@ -154,6 +154,11 @@ def unknown_model(error: "TritonError", name: str, version: int, mode: ModelCont
         if failed:
             cause = (f"{'; '.join(str(f) for f in failed)}: it failed to load; fix it, then "
                      f"{how_to_load(mode, name, in_repository=True)}")
+        elif any(e.get("state") == "UNLOADING" and (version == -1 or e.get("version") == str(version))
+                 for e in entries):
+            which = f"model {name!r}" if version == -1 else f"version {version} of model {name!r}"
+            cause = (f"{which} is being unloaded (new requests are refused while its requests in flight "
+                     f"finish); to serve it again, {how_to_load(mode, name, in_repository=True)}")
         elif version == -1:
             cause = f"model {name!r} is not loaded; {how_to_load(mode, name, in_repository=True)}"
         else:

@@ -323,7 +323,14 @@ class Server:
         InvalidArgumentError if never started)."""
         if self._server is None and self._stopped:
             return False
-        return self._started().is_ready()
+        server = self._started()
+        if not server.is_ready():
+            return False
+        # Under strict readiness a model being unloaded makes the server not
+        # ready (as NVIDIA's binary): the core's own check sees it so once
+        # its unload is asked for, and the package's drain comes first.
+        return not (self.options.strict_readiness and any(
+            entry.get("state") == "UNLOADING" for entry in self._index(0, draining_only=True)))
 
     def live(self) -> bool:
         """Whether the server is live (False once stopped;
@@ -344,12 +351,38 @@ class Server:
     def models(self, exclude_not_ready: bool = False) -> ModelDictionary:
         """The model repository index, keyed by (name, version)."""
         flags = int(ModelIndexFlag.READY) if exclude_not_ready else 0
-        entries = json.loads(self._started().model_index(flags))
+        entries = self._index(flags)
         models = []
         for entry in entries:
             version = int(entry["version"]) if entry.get("version") else -1
             models.append(Model(self, entry["name"], version, entry.get("state"), entry.get("reason")))
         return ModelDictionary(self, models)
+
+    def _index(self, flags: int, draining_only: bool = False) -> list[dict[str, Any]]:
+        """The core's model index, where a model being drained by an unload
+        (its requests in flight waited for before the core is asked to
+        unload it, cpp/model_unload.h) reads as the core says of it once
+        asked: "UNLOADING", and not among the ready ones. `draining_only`:
+        only the entries of those models (none, without reading the index,
+        when there are none)."""
+        server = self._started()
+        draining = set(server.draining_models())
+        if draining_only and not draining:
+            return []
+        entries = json.loads(server.model_index(flags))
+        if draining_only:
+            entries = [entry for entry in entries if entry.get("name") in draining]
+        if not draining:
+            return entries
+        shown = []
+        for entry in entries:
+            if entry.get("name") in draining and entry.get("state") == "READY":
+                if flags & int(ModelIndexFlag.READY):
+                    continue
+                entry = {key: value for key, value in entry.items() if key != "reason"}
+                entry["state"] = "UNLOADING"
+            shown.append(entry)
+        return shown
 
     def model(self, model_name: str, model_version: int = -1) -> Model:
         """A handle on a model (not checked for existence)."""
@@ -368,7 +401,8 @@ class Server:
         ``Options.exit_timeout`` seconds (UnavailableError past it): the
         Triton 2.51 core can crash when a model is loaded while the previous
         instance of the same model is being destroyed (see
-        docs/hostile_inputs.md).
+        docs/hostile_inputs.md). The loads and unloads of other models do
+        not wait meanwhile.
         """
         _text("load(): model_name", model_name)
         if parameters is not None and not isinstance(parameters, dict):
@@ -404,26 +438,31 @@ class Server:
         return self.model(model_name)
 
     def _load_serialized(self, model_name: str, params: dict[str, Any]) -> tuple[Optional[TritonError], list[str]]:
-        """The core's load of a model, one load or unload at a time: its
+        """The core's load of a model, holding _model_control (one load or
+        unload begins at a time), once the same model's unload is over: its
         refusal (or None) and the error lines the core logged meanwhile."""
-        with self._model_control:
+        while True:
+            # Waited for without the lock, so that other models' loads and
+            # unloads go on meanwhile; checked again under it, where no
+            # unload can begin.
             self._wait_while_unloading(model_name)
-            with _logging.core_errors() as logged:
-                try:
-                    self._started().load_model(model_name, params)
-                except TritonError as e:
-                    return e, logged
-            return None, logged
+            with self._model_control:
+                if self._unloading(model_name):
+                    continue
+                with _logging.core_errors() as logged:
+                    try:
+                        self._started().load_model(model_name, params)
+                    except TritonError as e:
+                        return e, logged
+                return None, logged
 
     def _wait_while_unloading(self, model_name: str) -> None:
         """Wait until no version of `model_name` is UNLOADING (its model
         object destroyed), at most Options.exit_timeout seconds."""
-        server = self._started()
         timeout = float(self.options.exit_timeout)
         deadline = time.monotonic() + timeout
         delay = 0.001
-        while any(entry.get("name") == model_name and entry.get("state") == "UNLOADING"
-                  for entry in json.loads(server.model_index(0))):
+        while self._unloading(model_name):
             if time.monotonic() >= deadline:
                 raise UnavailableError(
                     f"model '{model_name}' is still unloading after {timeout:g} s (Options.exit_timeout): its "
@@ -431,6 +470,12 @@ class Server:
                     "the previous instance is destroyed can crash the Triton core)")
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+
+    def _unloading(self, model_name: str) -> bool:
+        """Whether a version of `model_name` is UNLOADING: being drained, or
+        its model object not destroyed yet."""
+        return any(entry.get("name") == model_name and entry.get("state") == "UNLOADING"
+                   for entry in self._index(0))
 
     def unload(
         self,
@@ -440,27 +485,23 @@ class Server:
         polling_interval: float = 0.1,
         timeout: Optional[float] = None,
     ) -> None:
-        """Unload a model. With ``wait_until_unloaded`` it polls the index
-        until every version is unloaded, raising UnavailableError after
-        ``timeout`` seconds."""
-        server = self._started()
-        name = model.name if isinstance(model, Model) else model
-        if not isinstance(name, str):
-            raise TypeError(f"unload() takes a model name (str) or a Model, not {type(model).__name__}")
-        _text("unload(): model name", name)
-        # The core accepts any name silently: a misspelt one would look
-        # unloaded. Known: in the repository index, or loaded (a model
-        # loaded from in-memory files is not in the index).
-        if not any(key[0] == name for key in self.models()) and not self._is_ready(name):
-            raise NotFoundError(f"unload(): no model named {name!r} is in the model repository or loaded")
-        with self._model_control:
-            try:
-                server.unload_model(name, unload_dependents)
-            except TritonError as e:
-                self._explain_model_control_error(e, "unload", name)
-                raise
+        """Unload a model: its new requests are refused at once (it reads as
+        UNLOADING, not ready), its requests in flight are let finish (at most
+        ``Options.exit_timeout``), then the core unloads it; this returns
+        then. A Ctrl-C meanwhile raises KeyboardInterrupt and leaves the
+        unload to go on in the background (the drain is not cut short: the
+        Triton 2.51 core can crash when a model is destroyed by the end of
+        its last request). With ``wait_until_unloaded`` it then polls the
+        index until every version is unloaded, raising UnavailableError
+        after ``timeout`` seconds."""
+        unloading = self._begin_unload(model, unload_dependents)
+        if unloading is not None:
+            while not unloading.wait(_stopping.SLICE_S):  # a Ctrl-C comes between slices
+                pass
+            unloading.finish()
         if not wait_until_unloaded:
             return
+        name = model.name if isinstance(model, Model) else model
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             states = [m.state for key, m in self.models().items() if key[0] == name]
@@ -469,6 +510,37 @@ class Server:
             if deadline is not None and time.monotonic() >= deadline:
                 raise UnavailableError(f"Timeout before model '{name}' was unloaded")
             time.sleep(polling_interval)
+
+    def _begin_unload(self, model: Union[str, Model], unload_dependents: bool) -> Optional[_native.UnloadInProgress]:
+        """Begin unload(): the checks and refusals that come at once (a
+        name not known, a server not in EXPLICIT mode), then the drain
+        begun, the rest on a thread of its own (cpp/model_unload.h): what
+        the frontends' unload waits for, as NVIDIA's binary. None when
+        nothing is left to wait for."""
+        server = self._started()
+        name = model.name if isinstance(model, Model) else model
+        if not isinstance(name, str):
+            raise TypeError(f"unload() takes a model name (str) or a Model, not {type(model).__name__}")
+        _text("unload(): model name", name)
+        # The core accepts any name silently: a misspelt one would look
+        # unloaded. Known: in the repository index, or loaded (a model
+        # loaded from in-memory files is not in the index), or being
+        # unloaded.
+        if (not any(key[0] == name for key in self.models()) and not self._is_ready(name)
+                and name not in server.draining_models()):
+            raise NotFoundError(f"unload(): no model named {name!r} is in the model repository or loaded")
+        # Held only while the unload begins (its drain marked): a load of
+        # the same model then waits for it (load()), others go on.
+        with self._model_control:
+            try:
+                if self._control_mode != ModelControlMode.EXPLICIT:
+                    # The core refuses it at once (nothing to drain).
+                    server.unload_model(name, unload_dependents)
+                    return None
+                return server.begin_unload(name, unload_dependents)
+            except TritonError as e:
+                self._explain_model_control_error(e, "unload", name)
+                raise
 
     def _explain_model_control_error(self, error: TritonError, operation: str, name: str) -> None:
         """Raise a refusal of load()/unload() by a server not in EXPLICIT
@@ -523,7 +595,7 @@ class Server:
         `name`, with the cause and what brings the model in this server's
         mode (see _model_failures.unknown_model)."""
         try:
-            index = json.loads(self._started().model_index(0))
+            index = self._index(0)
         except TritonError:
             index = []
         bound = _bind.bound_folder(self)

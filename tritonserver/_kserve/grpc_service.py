@@ -509,7 +509,9 @@ class GrpcInferenceService:
             unload_dependents = value.bool_param
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(None, self._server.unload, request.model_name, unload_dependents)
+            # Answered once the unload has begun (its requests in flight then
+            # end in the background), as the binary answers.
+            await loop.run_in_executor(None, self._server._begin_unload, request.model_name, unload_dependents)
         except NotFoundError:
             pass  # a name that is neither in a repository nor loaded: the core (and the binary) accept it
         return self._pb.RepositoryModelUnloadResponse()

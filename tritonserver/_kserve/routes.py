@@ -444,7 +444,9 @@ class KServeRoutes:
             if not isinstance(dependents, bool):
                 raise bad_request("Unable to parse 'unload_dependents': it must be a boolean")
             try:
-                await asyncio.to_thread(self._server.unload, name, dependents)
+                # Answered once the unload has begun (its requests in flight
+                # then end in the background), as the binary answers.
+                await asyncio.to_thread(self._server._begin_unload, name, dependents)
             except NotFoundError:
                 pass  # a name neither in a repository nor loaded: the core (and the binary) accept it
         return Reply(200, b"", {"content-type": "application/json"})
