@@ -1,5 +1,7 @@
 #include "numpy_views.h"
 
+#include <nanobind/stl/string.h>
+
 #include <string>
 
 namespace nb = nanobind;
@@ -30,7 +32,7 @@ struct Api {
 
 // The table of the NumPy that is imported (2.x moved it to numpy._core),
 // fetched at its first use. Not a function-local static: its set-up runs
-// Python (the import; on NumPy 1.x a Python shim), which can let the GIL go,
+// Python (the imports), which can let the GIL go,
 // and a second thread waiting on a static's guard while holding the GIL
 // would then keep the first from ever taking it back (a deadlock seen on
 // the first concurrent requests). Set under the GIL: two threads may both
@@ -39,12 +41,15 @@ const Api* g_api = nullptr;
 
 const Api& api() {
   if (g_api != nullptr) return *g_api;
-  nb::object module;
-  try {
-    module = nb::module_::import_("numpy._core._multiarray_umath");
-  } catch (nb::python_error&) {
-    module = nb::module_::import_("numpy.core._multiarray_umath");
-  }
+  // The C module itself, which `import numpy` initialized: on NumPy 1.x
+  // numpy._core._multiarray_umath is a Python shim imported on first use,
+  // which a second thread could see half-made (no _ARRAY_API yet: a first
+  // request failed so, once in 50 processes of concurrent first requests).
+  nb::object numpy = nb::module_::import_("numpy");
+  const bool numpy1 =
+      nb::cast<std::string>(numpy.attr("__version__")).rfind("1.", 0) == 0;
+  nb::object module = nb::module_::import_(
+      numpy1 ? "numpy.core._multiarray_umath" : "numpy._core._multiarray_umath");
   nb::object capsule = module.attr("_ARRAY_API");
   void** slots =
       static_cast<void**>(PyCapsule_GetPointer(capsule.ptr(), nullptr));
