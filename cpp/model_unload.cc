@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "background_outcome.h"
 #include "errors.h"
 #include "fork.h"
 #include "triton_library.h"
@@ -20,7 +21,7 @@ void let_backend_threads_finish() noexcept {
   }
 }
 
-struct BackgroundUnload {
+struct BackgroundUnload : BackgroundOutcome {
   BackgroundUnload(std::shared_ptr<ServerHandle> h,
                    std::shared_ptr<InflightRequests> inflight,
                    const std::string& model, bool dependents, double timeout_s)
@@ -61,32 +62,13 @@ struct BackgroundUnload {
     // From here on the model reads as the core says (UNLOADING, then
     // UNAVAILABLE; READY again if the core refused).
     drain.reset();
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      failed = unload_failed;
-      code = err_code;
-      message = std::move(err_message);
-      done = true;
-    }
-    done_cv.notify_all();
-  }
-
-  bool wait(double timeout_s) {
-    std::unique_lock<std::mutex> lock(mutex);
-    return done_cv.wait_for(lock, std::chrono::duration<double>(timeout_s),
-                            [&] { return done; });
+    set(unload_failed, err_code, std::move(err_message));
   }
 
   const std::shared_ptr<ServerHandle> handle;
   std::unique_ptr<ModelDrain> drain;  // reset by run() only
   const bool unload_dependents;
   const double drain_timeout_s;
-  std::mutex mutex;
-  std::condition_variable done_cv;
-  bool done = false;
-  bool failed = false;
-  TRITONSERVER_Error_Code code = TRITONSERVER_ERROR_INTERNAL;
-  std::string message;
 };
 
 UnloadInProgress::UnloadInProgress(

@@ -12,6 +12,7 @@
 
 #include <nanobind/stl/string.h>
 
+#include "background_outcome.h"
 #include "deferred_release.h"
 #include "errors.h"
 #include "fork.h"
@@ -44,7 +45,7 @@ namespace tsb {
 // InflightRequests::wait_submitted()); then the models are unloaded and
 // waited for here, in milliseconds rather than the core's seconds
 // (unload_models_first()).
-struct BackgroundStop {
+struct BackgroundStop : BackgroundOutcome {
   BackgroundStop(TRITONSERVER_Server* s, std::shared_ptr<InflightRequests> r,
                  unsigned int exit_timeout_s)
       : server(s), inflight(std::move(r)), exit_timeout_s(exit_timeout_s) {}
@@ -90,33 +91,13 @@ struct BackgroundStop {
       inflight->fail_all("the server stopped before this request completed");
     } catch (...) {
     }
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      failed = stop_failed;
-      code = err_code;
-      message = std::move(err_message);
-      done = true;
-    }
-    done_cv.notify_all();
-  }
-
-  // Waits until run() is done or `timeout_s` passes; true when done.
-  bool wait(double timeout_s) {
-    std::unique_lock<std::mutex> lock(mutex);
-    return done_cv.wait_for(lock, std::chrono::duration<double>(timeout_s),
-                            [&] { return done; });
+    set(stop_failed, err_code, std::move(err_message));
   }
 
   TRITONSERVER_Server* const server;
   const std::shared_ptr<InflightRequests> inflight;
   const unsigned int exit_timeout_s;
-  std::mutex mutex;
-  std::condition_variable done_cv;
-  bool done = false;
-  bool failed = false;
-  TRITONSERVER_Error_Code code = TRITONSERVER_ERROR_INTERNAL;
-  std::string message;
-  bool left_running = false;  // listed for reap_stopped() (its mutex)
+  bool left_running = false;  // listed for reap_stopped() (under `mutex`)
 };
 
 namespace {
