@@ -16,22 +16,30 @@ import pytest
 
 from common import ROOT, default_sigint, python_model_repository, wait_for
 
-SCRIPT = """
-import time, numpy, tritonserver
-from common import make_options
-server = tritonserver.Server(make_options({backend_directory!r}, server_id="interrupt", exit_timeout=10,
+# A child's start: a server, and a request of the sleep model that would
+# take 60 s in flight.
+SLEEPING_REQUEST = """
+import os, signal, threading, time, numpy, tritonserver
+from common import make_options, wait_for
+server = tritonserver.Server(make_options({backend_directory!r}, server_id={server_id!r}, exit_timeout={exit_timeout},
                                           log_error=False))
 server.start(wait_until_ready=True, timeout=60)
 model = server.load("sleep")
 iterator = model.infer(inputs={{"SECONDS": numpy.array([60.0], dtype=numpy.float32)}}, raise_on_error=False)
+"""
+
+
+def interrupted(call: str) -> str:
+    """A child's lines that run `call`, printing "INTERRUPTED after <s> s"
+    when a KeyboardInterrupt ends it ("NOT INTERRUPTED" otherwise)."""
+    return ("start = time.monotonic()\ntry:\n    " + call + "\n    print(\"NOT INTERRUPTED\", flush=True)\n"
+            "except KeyboardInterrupt:\n    print(\"INTERRUPTED after %.1f s\" % (time.monotonic() - start), "
+            "flush=True)\n")
+
+
+SCRIPT = SLEEPING_REQUEST + """
 print("WAITING", flush=True)
-start = time.monotonic()
-try:
-    {wait}
-    print("NOT INTERRUPTED", flush=True)
-except KeyboardInterrupt:
-    print("INTERRUPTED after %.1f s" % (time.monotonic() - start), flush=True)
-# The request was cancelled: it ends at once, and the server still serves.
+""" + interrupted("{wait}") + """# The request was cancelled: it ends at once, and the server still serves.
 rest = list(iterator)
 print("REST", len(rest), rest[-1].final, type(rest[-1].error).__name__, flush=True)
 out = list(model.infer(inputs={{"SECONDS": numpy.array([0.0], dtype=numpy.float32)}}))
@@ -49,36 +57,47 @@ WAITS = {
 INTERRUPT_BOUND_S = 10.0
 
 
-@pytest.mark.parametrize("wait", sorted(WAITS))
-def test_sigint_interrupts_a_blocking_wait(backend_directory, tmp_path, wait):
-    script = SCRIPT.format(backend_directory=backend_directory, wait=WAITS[wait])
-    # Output goes to files, not pipes: the model's stub process inherits the
-    # child's stdout and could keep a pipe open after the child is gone.
+def sigint_child(script: str, tmp_path, ready, before_signal=None, cleanup=None):
+    """Runs `script` in a child, sends it SIGINT once `ready(its stdout so
+    far)`, and returns (its stdout lines, its stderr, the seconds from the
+    signal to its "INTERRUPTED" line, its exit status); `cleanup` runs
+    whatever happened. Output goes to files, not pipes: a model's stub
+    process inherits the child's stdout and could keep a pipe open after
+    the child is gone."""
     out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
     with open(out_path, "w") as out, open(err_path, "w") as err:
         process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT / "tests", stdout=out, stderr=err,
                                    env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=default_sigint)
     try:
-        assert wait_for(lambda: "WAITING" in out_path.read_text() or process.poll() is not None, 120)
-        assert "WAITING" in out_path.read_text(), err_path.read_text()
-        time.sleep(0.5)
+        assert wait_for(lambda: ready(out_path.read_text()) or process.poll() is not None, 120)
+        assert ready(out_path.read_text()), err_path.read_text()
+        if before_signal is not None:
+            before_signal()
         sent = time.monotonic()
         process.send_signal(signal.SIGINT)
         wait_for(lambda: "INTERRUPTED" in out_path.read_text() or process.poll() is not None, 90)
         waited = time.monotonic() - sent
         process.wait(timeout=120)
     finally:
+        if cleanup is not None:
+            cleanup()
         if process.poll() is None:
             process.kill()
             process.wait()
-    lines = out_path.read_text().splitlines()
-    err = err_path.read_text()
+    return out_path.read_text().splitlines(), err_path.read_text(), waited, process.returncode
+
+
+@pytest.mark.parametrize("wait", sorted(WAITS))
+def test_sigint_interrupts_a_blocking_wait(backend_directory, tmp_path, wait):
+    script = SCRIPT.format(backend_directory=backend_directory, server_id="interrupt", exit_timeout=10, wait=WAITS[wait])
+    lines, err, waited, returncode = sigint_child(script, tmp_path, lambda out: "WAITING" in out,
+                                                  before_signal=lambda: time.sleep(0.5))
     assert len(lines) > 1 and lines[1].startswith("INTERRUPTED"), (lines, err)
     assert waited < INTERRUPT_BOUND_S, f"KeyboardInterrupt came {waited:.1f} s after SIGINT"
     assert lines[2].startswith("REST 1 True"), lines  # the cancelled request's final response
     assert lines[2].split()[-1] in ("CancelledError", "UnknownError"), lines
     assert lines[3:] == ["AGAIN [0.0]", "STOPPED"], lines
-    assert process.returncode == 0, err
+    assert returncode == 0, err
 
 
 STREAM_SCRIPT = """
@@ -139,13 +158,7 @@ marks = pathlib.Path({marks!r})
 server = tritonserver.Server(make_options({backend_directory!r}, server_id="interrupt-load", log_error=False,
                                           model_repository={repository!r}, python_models="in-process"))
 server.start(wait_until_ready=True, timeout=60)
-start = time.monotonic()
-try:
-    server.load("slow_init")
-    print("NOT INTERRUPTED", flush=True)
-except KeyboardInterrupt:
-    print("INTERRUPTED after %.1f s" % (time.monotonic() - start), flush=True)
-(marks / "release").touch()  # the load, gone on in the background, ends
+""" + interrupted('server.load("slow_init")') + """(marks / "release").touch()  # the load, gone on in the background, ends
 deadline = time.monotonic() + 60
 while not server.model("slow_init").ready() and time.monotonic() < deadline:
     time.sleep(0.01)
@@ -176,38 +189,15 @@ def test_sigint_interrupts_a_slow_load_which_goes_on(backend_directory, tmp_path
     marks.mkdir()
     repository = python_model_repository(tmp_path, "slow_init", SLOW_INIT.format(marks=str(marks)))
     script = LOAD_SCRIPT.format(backend_directory=backend_directory, repository=str(repository), marks=str(marks))
-    out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
-    with open(out_path, "w") as out, open(err_path, "w") as err:
-        process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT / "tests", stdout=out, stderr=err,
-                                   env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=default_sigint)
-    try:
-        assert wait_for(lambda: (marks / "initializing").exists() or process.poll() is not None, 120), \
-            err_path.read_text()
-        sent = time.monotonic()
-        process.send_signal(signal.SIGINT)
-        wait_for(lambda: "INTERRUPTED" in out_path.read_text() or process.poll() is not None, 90)
-        waited = time.monotonic() - sent
-        process.wait(timeout=120)
-    finally:
-        (marks / "release").touch()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    lines = out_path.read_text().splitlines()
-    assert lines and lines[0].startswith("INTERRUPTED"), (lines, err_path.read_text())
+    lines, err, waited, returncode = sigint_child(script, tmp_path, lambda out: (marks / "initializing").exists(),
+                                                  cleanup=(marks / "release").touch)
+    assert lines and lines[0].startswith("INTERRUPTED"), (lines, err)
     assert waited < INTERRUPT_BOUND_S, f"KeyboardInterrupt came {waited:.1f} s after SIGINT"
-    assert lines[1:] == ["READY True", "STOPPED"], (lines, err_path.read_text())
-    assert process.returncode == 0
+    assert lines[1:] == ["READY True", "STOPPED"], (lines, err)
+    assert returncode == 0
 
 
-UNLOAD_SCRIPT = """
-import os, signal, threading, time, numpy, tritonserver
-from common import make_options, wait_for
-server = tritonserver.Server(make_options({backend_directory!r}, server_id="interrupt-unload", exit_timeout=30,
-                                          log_error=False))
-server.start(wait_until_ready=True, timeout=60)
-model = server.load("sleep")
-iterator = model.infer(inputs={{"SECONDS": numpy.array([60.0], dtype=numpy.float32)}}, raise_on_error=False)
+UNLOAD_SCRIPT = SLEEPING_REQUEST + """
 state = lambda: server.models()[("sleep", 1)].state
 
 def interrupt():  # Ctrl-C once the unload has begun (its drain waits for the request)
@@ -215,13 +205,7 @@ def interrupt():  # Ctrl-C once the unload has begun (its drain waits for the re
     os.kill(os.getpid(), signal.SIGINT)
 
 threading.Thread(target=interrupt, daemon=True).start()
-start = time.monotonic()
-try:
-    server.unload("sleep")
-    print("NOT INTERRUPTED", flush=True)
-except KeyboardInterrupt:
-    print("INTERRUPTED after %.1f s" % (time.monotonic() - start), flush=True)
-# The unload goes on in the background: the model drains until its request ends.
+""" + interrupted('server.unload("sleep")') + """# The unload goes on in the background: the model drains until its request ends.
 print("STATE", state(), flush=True)
 iterator.cancel()
 list(iterator)
@@ -234,7 +218,7 @@ print("STOPPED", flush=True)
 def test_sigint_interrupts_an_unload_waiting_for_its_requests(backend_directory):
     # unload() lets the model's requests in flight finish first (at most
     # exit_timeout); its wait used to ignore SIGINT until they had.
-    script = UNLOAD_SCRIPT.format(backend_directory=backend_directory)
+    script = UNLOAD_SCRIPT.format(backend_directory=backend_directory, server_id="interrupt-unload", exit_timeout=30)
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT / "tests", capture_output=True, text=True,
                             timeout=120, env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=default_sigint)
     lines = result.stdout.splitlines()
