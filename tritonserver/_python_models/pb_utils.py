@@ -15,6 +15,7 @@ import enum
 import json
 import logging
 import struct
+import weakref
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
@@ -804,15 +805,13 @@ class MetricFamily:
     GAUGE = 1
 
     def __init__(self, name: str, description: str, kind: int) -> None:
-        import weakref
-
         from .._api._enums import MetricKind
         from .._api._metrics import MetricFamily as ApiMetricFamily
 
         if kind not in (MetricFamily.COUNTER, MetricFamily.GAUGE):
             raise TritonModelException(f"MetricFamily '{name}': kind must be MetricFamily.COUNTER or GAUGE, "
                                        f"not {kind!r}")
-        self._metrics: "weakref.WeakSet[Metric]" = weakref.WeakSet()
+        self._metrics: weakref.WeakSet[Metric] = weakref.WeakSet()
         self._family = _metric_call("Error when creating MetricFamily",
                                     lambda: ApiMetricFamily(MetricKind(kind), name, description),
                                     f"MetricFamily '{name}': ")
