@@ -718,7 +718,8 @@ class GrpcTransport : public SocketServer {
       if (p[0] != 0) {
         t.refuse(c, *stream, kUnimplemented,
                  "compressed messages are not accepted by this server's native gRPC transport: send them "
-                 "uncompressed, or serve with KServeGrpc.Options(transport=\"grpcio\")");
+                 "uncompressed, or serve with grpcio's transport (python -m tritonserver serve "
+                 "--grpc-transport=grpcio; KServeGrpc.Options(transport=\"grpcio\"))");
         return 0;
       }
       if (size > t.max_message_) {

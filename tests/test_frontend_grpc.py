@@ -1138,6 +1138,24 @@ def test_compressed_infer_responses(served, transport):
     assert result.as_numpy("OUTPUT0").tolist() == [1.0] * 1000
 
 
+def test_compressed_requests_are_served_by_grpcio_and_refused_by_native_naming_the_flag(served, transport):
+    """A request grpc compresses (tritonclient's compression_algorithm,
+    large enough to be compressed): grpcio's transport serves it; the
+    native one refuses it, UNIMPLEMENTED, naming serve's flag and the
+    frontend's option that serve it."""
+    with grpcclient.InferenceServerClient(served[2]) as c:
+        inputs = _add_sub_inputs(numpy.zeros(300_000), numpy.ones(300_000))
+        if transport == "grpcio":
+            result = c.infer("add_sub", inputs, compression_algorithm="gzip")
+            assert result.as_numpy("OUTPUT0")[:3].tolist() == [1.0] * 3
+            return
+        with pytest.raises(InferenceServerException) as refused:
+            c.infer("add_sub", inputs, compression_algorithm="gzip")
+        assert refused.value.status() == "StatusCode.UNIMPLEMENTED"
+        assert "--grpc-transport=grpcio" in refused.value.message()
+        assert c.is_server_live()  # and the server serves on
+
+
 def test_the_default_transport_is_native_unless_an_option_needs_grpcio():
     """Options() picks the native transport where the build has it; an
     option only grpcio serves (TLS, compression, keepalive) picks grpcio,
