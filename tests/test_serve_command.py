@@ -66,6 +66,9 @@ def test_the_flags_become_the_servers_options():
     assert config.grpc is None
     assert config.http["port"] == 9000 and config.http["reuse_port"] is True
     assert config.metrics["port"] == 8002 and config.exit_timeout_secs == 7
+    # --log-verbose takes true/false as the binary reads it (1/0)
+    assert [settings(["--model-repository=/a", f"--log-verbose={v}"]).server["log_verbose"]
+            for v in ("true", "FALSE", "3")] == [1, 0, 3]
 
 
 def test_serve_runs_metrics_and_stops_on_sigterm(backend_directory, tmp_path):

@@ -33,6 +33,14 @@ def _uint(text: str) -> int:
     return value
 
 
+def _verbosity(text: str) -> int:
+    """--log-verbose: a level, or true/false (1/0), as the binary reads it."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return int(lowered == "true")
+    return _uint(text)
+
+
 def _port(text: str) -> int:
     value = _uint(text)
     if value > 65535:
@@ -105,7 +113,7 @@ def parser() -> argparse.ArgumentParser:
     add("--id", dest="server_id", default="triton", help="the server's identifier (metadata's name)")
     add("--exit-timeout-secs", type=_uint, default=30,
         help="on SIGINT/SIGTERM, how long in-flight requests may take to finish (default 30)")
-    add("--log-verbose", type=_uint, default=0)
+    add("--log-verbose", type=_verbosity, default=0)
     add("--log-info", type=_bool, default=True)
     add("--log-warning", type=_bool, default=True)
     add("--log-error", type=_bool, default=True)
