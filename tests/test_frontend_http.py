@@ -227,6 +227,13 @@ def test_system_shared_memory_inputs_and_outputs(client, url):
         with pytest.raises(InferenceServerException) as refused:
             client.infer("identity_fp32", [item], outputs=[small])
         assert "should be at least 16 bytes" in refused.value.message()
+        # an output asked for in a region and as binary data: the binary's 400
+        body = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}],
+                           "outputs": [{"name": "OUTPUT0", "parameters": {
+                               "shared_memory_region": "http_io", "shared_memory_byte_size": 16,
+                               "shared_memory_offset": 16, "binary_data": True}}]}).encode()
+        assert error_of(raw(url, "POST", "/v2/models/identity_fp32/infer", body), 400) == \
+            "Output can't set both 'shared_memory_region' and 'binary_data'"
         # offsets beyond the region
         bad = httpclient.InferInput("INPUT0", [4], "FP32")
         bad.set_shared_memory("http_io", 16, offset=24)

@@ -499,6 +499,8 @@ def _requested_outputs(value: Any, shared_memory: Optional[Any] = None
         wants_binary = parameters.get("binary_data", False)
         if not isinstance(wants_binary, bool):
             raise bad_request(f"output '{name}': 'binary_data' must be a boolean")
+        if wants_binary and location is not None:
+            raise bad_request("Output can't set both 'shared_memory_region' and 'binary_data'")  # the binary's words
         if wants_binary:
             binary.add(name)
         names.append(name)
