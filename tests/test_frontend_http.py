@@ -856,6 +856,8 @@ SAME_STATUS = [
     ("GET", "/v2/models/identity_fp32", None, {}),
     ("GET", "/v2/models/identity_fp32/versions/1/config", None, {}),
     ("GET", "/v2/models/identity_fp32/ready", None, {}),
+    ("GET", "/v2/models/identity_fp32/versions/abc", None, {}),
+    ("GET", "/v2/models/identity_fp32/versions/-1/ready", None, {}),
     ("GET", "/v2/models/no_such_model", None, {}),
     ("GET", "/v2/models/no_such_model/ready", None, {}),
     ("GET", "/v2/models/no_such_model/config", None, {}),

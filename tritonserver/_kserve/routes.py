@@ -603,8 +603,8 @@ def _model_path(parts: list[str], path: str) -> tuple[str, int, str]:
     if rest[:1] == ["versions"]:
         if len(rest) < 2:
             raise ProtocolError(404, f"Not Found: no route for {path!r}")
-        if not (rest[1].isascii() and rest[1].isdigit()):
-            raise bad_request(f"model version {rest[1]!r} is not a non-negative integer")
+        if not (rest[1].isascii() and rest[1].isdigit()):  # no route of the binary's matches: its 404
+            raise ProtocolError(404, f"Not Found: no route for {path!r} (a model version is a non-negative integer)")
         version = int(rest[1])
         if version >= 2**63:
             raise bad_request(f"model version {rest[1]} is out of range (at most 2**63 - 1)")
