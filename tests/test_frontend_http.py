@@ -858,6 +858,8 @@ SAME_STATUS = [
     ("GET", "/v2/models/identity_fp32/ready", None, {}),
     ("GET", "/v2/models/identity_fp32/versions/abc", None, {}),
     ("GET", "/v2/models/identity_fp32/versions/-1/ready", None, {}),
+    ("POST", "/v2/models/identity_fp32/versions/x1/infer",
+     json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}]}).encode(), {}),
     ("GET", "/v2/models/no_such_model", None, {}),
     ("GET", "/v2/models/no_such_model/ready", None, {}),
     ("GET", "/v2/models/no_such_model/config", None, {}),
