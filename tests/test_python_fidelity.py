@@ -118,6 +118,8 @@ class TritonPythonModel:
         for request in requests:
             seen = {"timeout": request.timeout(), "requested": type(request.requested_output_names()).__name__}
             seen["bytes_name"] = pb_utils.Tensor(b"Y", np.ones(1, np.float32)).name()
+            seen["types"] = [pb_utils.numpy_to_triton_type(t)
+                             for t in (np.float32, np.dtype("int8"), bool, "float32", np.bytes_, np.dtype("S5"))]
             fortran = np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3))
             seen["c_order"] = bool(pb_utils.Tensor("F", fortran).as_numpy().flags.c_contiguous)
             try:
@@ -157,6 +159,7 @@ def test_what_a_model_observes_of_requests_tensors_and_bls_outputs_is_the_stubs(
         seen[mode] = json.loads(response[-1][2]["OBSERVED"][0])
     assert seen["in-process"] == seen["stub"]
     assert seen["stub"] == {"timeout": 7_000_000, "requested": "set", "bytes_name": "Y", "c_order": True,
+                            "types": [11, 6, None, None, 13, None],
                             "str_array": "NumPy dtype is not supported.", "bls": [12.0, 12.0]}
 
 

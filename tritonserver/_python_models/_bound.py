@@ -58,7 +58,7 @@ class TritonPythonModel:
         # Calls of a plain function (not streaming, no context) take the
         # runtime's native path: arrays in, output bytes out, no pb_utils
         # objects between (the runtime looks for this attribute).
-        self._output_types = {name: int(pb_utils.numpy_to_triton_type(dtype) or 0)
+        self._output_types = {name: int(pb_utils._triton_type(dtype) or 0)
                               for name, dtype in found.output_dtypes.items()}
         fast = found.kind == "function" and not found.decoupled and not found.wants_context and self._runtime is None
         # (a runtime of its own may serve the native requests itself)

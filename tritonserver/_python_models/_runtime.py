@@ -380,7 +380,7 @@ def _declared_types(outputs: list[dict[str, Any]]) -> dict[str, int]:
     declared = {}
     for output in outputs:
         numpy_type = pb_utils.triton_string_to_numpy(output.get("data_type", ""))
-        number = None if numpy_type is None else pb_utils.numpy_to_triton_type(numpy_type)
+        number = None if numpy_type is None else pb_utils._triton_type(numpy_type)
         if number is not None:
             declared[output["name"]] = number
     return declared

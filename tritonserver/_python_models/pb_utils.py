@@ -50,6 +50,8 @@ TRITON_STRING_TO_NUMPY: dict[str, Any] = {
 }
 _TRITON_BY_NUMPY: dict[Any, int] = {np.dtype(t): code for code, t in _NUMPY_BY_TRITON.items()}
 _TRITON_BY_NUMPY[np.dtype(np.bytes_)] = _BYTES
+# numpy_to_triton_type()'s comparisons, in the stub's order.
+_STUB_TYPE_ORDER = [(numpy_type, code) for code, numpy_type in sorted(_NUMPY_BY_TRITON.items())] + [(np.bytes_, _BYTES)]
 Array = np.ndarray[Any, Any]
 
 
@@ -59,7 +61,18 @@ def triton_to_numpy_type(data_type: int) -> Any:
 
 
 def numpy_to_triton_type(data_type: Any) -> Optional[int]:
-    """The TRITONSERVER_DataType number of a NumPy type (None if none)."""
+    """The TRITONSERVER_DataType number of a NumPy type or dtype, found by
+    equality as the stub finds it (None for what equals none of them: a
+    Python type such as bool, a string, numpy.str_, a sized bytes dtype)."""
+    for numpy_type, number in _STUB_TYPE_ORDER:
+        if data_type == numpy_type:
+            return number
+    return None
+
+
+def _triton_type(data_type: Any) -> Optional[int]:
+    """The TRITONSERVER_DataType number of anything numpy.dtype() takes
+    (None if none): what the package's own code converts with."""
     if isinstance(data_type, np.dtype):  # an array's dtype: no conversion
         found = _TRITON_BY_NUMPY.get(data_type)
         if found is not None:
@@ -252,7 +265,7 @@ class Tensor:
             return
         array = data if isinstance(data, np.ndarray) else np.asarray(data)
         # An array's own dtype first: no call.
-        triton_dtype = _TRITON_BY_NUMPY.get(array.dtype) or numpy_to_triton_type(array.dtype)
+        triton_dtype = _TRITON_BY_NUMPY.get(array.dtype) or _triton_type(array.dtype)
         if triton_dtype is None or array.dtype.kind == "U":
             raise TritonModelException(
                 f"NumPy dtype is not supported. (Tensor '{name}': {array.dtype} has no Triton data type; use bool, "

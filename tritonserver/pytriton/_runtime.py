@@ -49,7 +49,7 @@ class Runtime:
         self._outputs = {spec.name: spec for spec in config.outputs or ()}
         self._dtypes = {spec.name: numpy.dtype(object) if is_bytes_dtype(spec.dtype) else numpy.dtype(spec.dtype)
                         for spec in config.outputs or ()}
-        self._types = {name: int(pb_utils.numpy_to_triton_type(dtype) or 0) for name, dtype in self._dtypes.items()}
+        self._types = {name: int(pb_utils._triton_type(dtype) or 0) for name, dtype in self._dtypes.items()}
         self._loop = OwnLoop()
         # Served on the core's requests themselves, not pb_utils requests
         # (the bound model looks for this): a decoupled model's stream
