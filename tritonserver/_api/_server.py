@@ -832,6 +832,8 @@ def _stop_running_servers() -> None:
     # The program ended with an unhandled KeyboardInterrupt (its traceback
     # printed): the user already pressed Ctrl-C once.
     interrupted = isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)
+    if _running:
+        _quiet_at_exit()
     try:
         for server in list(_running):
             server._stopped_at_exit = True
@@ -852,16 +854,30 @@ def _stop_running_servers() -> None:
         _logging.stop_core_log_pipe(_reset_core_log)
 
 
+class _StoppedAtExit(InvalidArgumentError):
+    """A call on a server that the interpreter's exit stopped (see
+    _refuse_at_exit)."""
+
+
 def _refuse_at_exit() -> NoReturn:
-    """A call on a server that the interpreter's exit stopped: a daemon
-    thread still sending requests waits for the process to end, as Python
-    leaves its daemon threads at exit (its refusal would print a traceback
-    into a program's silent exit); another exit handler is told why."""
-    if threading.current_thread() is not threading.main_thread():
-        threading.Event().wait()
-    raise InvalidArgumentError("Server not started: the interpreter is exiting, and stopped it (servers still "
-                               "running at exit are stopped before other exit handlers that were registered "
-                               "earlier run)")
+    """Refuse a call on a server that the interpreter's exit stopped. A
+    daemon thread still sending requests then ends without a traceback
+    (_quiet_at_exit: the program's exit stays silent, as Python's daemon
+    threads are left at exit); another exit handler is told why."""
+    raise _StoppedAtExit("Server not started: the interpreter is exiting, and stopped it (servers still running at "
+                         "exit are stopped before other exit handlers that were registered earlier run)")
+
+
+def _quiet_at_exit() -> None:
+    """From the exit hook on, a thread that ends on _StoppedAtExit is not
+    reported (threading.excepthook); other exceptions are, as before."""
+    previous = threading.excepthook
+
+    def hook(args: "threading.ExceptHookArgs") -> None:
+        if not isinstance(args.exc_value, _StoppedAtExit):
+            previous(args)
+
+    threading.excepthook = hook
 
 
 def _reset_core_log() -> None:
