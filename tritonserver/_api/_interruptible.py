@@ -7,7 +7,7 @@ runs as it is (Python delivers signals to the main thread only)."""
 from __future__ import annotations
 
 import threading
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -21,7 +21,7 @@ def call(work: Callable[[], T], name: str) -> T:
     if threading.current_thread() is not threading.main_thread():
         return work()
     done = threading.Event()
-    outcome: list = []
+    outcome: list[tuple[bool, Any]] = []
 
     def run() -> None:
         try:
@@ -37,4 +37,4 @@ def call(work: Callable[[], T], name: str) -> T:
     succeeded, value = outcome.pop()
     if not succeeded:
         raise value
-    return value
+    return cast(T, value)

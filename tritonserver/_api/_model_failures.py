@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -140,7 +140,7 @@ def did_you_mean(name: str, index: Iterable[Mapping[str, Any]]) -> str:
 
 
 def unknown_model(error: "TritonError", name: str, version: int, mode: ModelControlMode,
-                  index: list[Mapping[str, Any]], known_failures: list[Failure],
+                  index: Sequence[Mapping[str, Any]], known_failures: list[Failure],
                   has_repository: bool = True) -> "TritonError":
     """The core's "unknown model" error (of its own class), with the cause
     and the fix that works in `mode`: for a model of the repository, the

@@ -369,7 +369,7 @@ class Server:
         draining = set(server.draining_models())
         if draining_only and not draining:
             return []
-        entries = json.loads(server.model_index(flags))
+        entries: list[dict[str, Any]] = json.loads(server.model_index(flags))
         if draining_only:
             entries = [entry for entry in entries if entry.get("name") in draining]
         if not draining:

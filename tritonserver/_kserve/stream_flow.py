@@ -101,7 +101,7 @@ class StreamFlow:
         self._bytes += size
         self._update()
         in_turn = turn is not None and not turn.ended
-        if not in_turn or self._turns[0] is turn:
+        if turn is None or not in_turn or self._turns[0] is turn:
             self._queue.put_nowait((item, size, in_turn))
         else:
             turn.held.append((item, size, in_turn))

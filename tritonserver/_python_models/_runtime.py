@@ -20,7 +20,7 @@ from typing import Any, Optional
 from .. import _native
 from .._api import _errors
 from .._api._enums import DataType
-from . import _awaiting, _bls, pb_utils
+from . import _bls, pb_utils
 from ._awaiting import BackgroundLoop, OwnLoop
 from ._model_imports import ModelImports
 

@@ -881,7 +881,7 @@ class Metric:
 
     def value(self) -> float:
         """The current value."""
-        return self._call("Failed to get metric value", lambda: self._metric.value)
+        return float(self._call("Failed to get metric value", lambda: self._metric.value))
 
 
 class ModelConfig:
@@ -901,7 +901,7 @@ class ModelConfig:
 
     def _model(self) -> str:
         """"model '<name>'", as the stub's messages name the model."""
-        return "model '" + self._model_config["name"] + "'"
+        return "model '" + str(self._model_config["name"]) + "'"
 
     def as_dict(self) -> dict[str, Any]:
         """The configuration as a dict (the JSON form of the protobuf)."""
