@@ -1806,6 +1806,9 @@ def _unload_with_a_request_in_flight(command: list[str], tmp_path) -> dict:
             seen["new infer"] = answer(lambda: client.infer("gate", seconds))
             seen["new infer of version 1"] = answer(lambda: client.infer("gate", seconds, model_version="1"))
             seen["load of another model"] = answer(lambda: client.load_model("identity_fp32", client_timeout=60))
+            seen["statistics"] = answer(lambda: str(client.get_inference_statistics("gate")))
+            seen["statistics of every model"] = sorted(
+                s.name + "/" + s.version for s in client.get_inference_statistics().model_stats)
             seen["request still in flight"] = in_flight.is_alive()
         finally:
             release.touch()

@@ -1162,6 +1162,10 @@ def _unload_with_a_request_in_flight(command: list[str], tmp_path) -> dict:
             seen["new infer"] = answer(raw(url, "POST", "/v2/models/gate/infer", body))
             seen["new infer of version 1"] = answer(raw(url, "POST", "/v2/models/gate/versions/1/infer", body))
             seen["load of another model"] = answer(raw(url, "POST", "/v2/repository/models/identity_fp32/load", b""))
+            seen["statistics"] = answer(raw(url, "GET", "/v2/models/gate/stats"))
+            seen["statistics of version 1"] = answer(raw(url, "GET", "/v2/models/gate/versions/1/stats"))
+            every = json.loads(raw(url, "GET", "/v2/models/stats")[2])
+            seen["statistics of every model"] = sorted(s["name"] + "/" + s["version"] for s in every["model_stats"])
             seen["request still in flight"] = in_flight.is_alive()
         finally:
             release.touch()

@@ -427,7 +427,7 @@ def test_a_model_draining_for_its_unload_reads_as_being_unloaded(repo_server):
     unloads it (a 2.51 core crash otherwise, cpp/model_unload.h); meanwhile
     the model reads as the core (and NVIDIA's binary) says of a model being
     unloaded: UNLOADING, not ready, nor the server (strict readiness),
-    unknown to metadata, config and new requests. It used to read READY,
+    unknown to metadata, config, statistics and new requests. It used to read READY,
     refuse new requests with UnavailableError, and hold every other load
     behind the unload's lock; a load of the same model waits for the unload
     and then loads it."""
@@ -455,6 +455,10 @@ def test_a_model_draining_for_its_unload_reads_as_being_unloaded(repo_server):
         with refused(tritonserver.UnavailableError, r"'sleep' version 1 is not at ready state"):
             repo_server.model("sleep", 1).metadata()
         repo_server.load("identity_fp32")  # another model: at once, while the unload waits
+        with refused(tritonserver.InvalidArgumentError,
+                     r"requested model 'sleep' is not available: model 'sleep' is being unloaded"):
+            sleep.statistics()
+        assert "sleep" not in [s["name"] for s in repo_server.model("").statistics()["model_stats"]]
         assert unloading.is_alive()
         reloading.start()  # the same model: after the unload
         assert unloading.is_alive()

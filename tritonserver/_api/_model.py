@@ -201,14 +201,23 @@ class Model:
             raise self._server._unknown_model(e, self.name, self.version) from None
 
     def statistics(self) -> dict[str, Any]:
-        """Inference statistics (``{"model_stats": [...]}``)."""
+        """Inference statistics (``{"model_stats": [...]}``). A model being
+        unloaded (its requests in flight finishing) has none, as the core's
+        once its unload began: it is left out of every model's statistics
+        (an empty name) and unknown on its own."""
         server = self._server._started()
+        draining = server.draining_models()
         try:
-            return _json_object(server.model_statistics(self.name, self.version))
+            if self.name in draining:
+                raise InvalidArgumentError(f"requested model '{self.name}' is not available")  # the core's words
+            statistics = _json_object(server.model_statistics(self.name, self.version))
         except InvalidArgumentError as e:  # the core's class for this case: kept
             if "is not available" not in str(e):
                 raise
             raise self._server._unknown_model(e, self.name, self.version) from None
+        if draining and not self.name:
+            statistics["model_stats"] = [s for s in statistics.get("model_stats", []) if s.get("name") not in draining]
+        return statistics
 
     def batch_properties(self) -> ModelBatchFlag:
         """Batching properties."""
