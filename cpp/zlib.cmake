@@ -4,8 +4,8 @@
 # `dfsg+really1.3.1`: contrib/ removed), pinned and checked, as nghttp2's
 # are (cpp/nghttp2.cmake). Never committed. Built here rather than linked
 # from the system: a build from the sdist needs no zlib headers, and a
-# wheel needs no libz, which is not among the libraries manylinux wheels
-# may take from the system. Defines the static library `zlib_static` (the
+# wheel needs no libz (not among the system libraries a manylinux wheel may
+# use: auditwheel would graft a copy into it). Defines the static library `zlib_static` (the
 # inflate and deflate parts only; hidden visibility: nothing of it is
 # exported from _native, and a libz the process loads otherwise is not
 # interposed).
