@@ -135,6 +135,7 @@ struct Event {
   std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<std::string> messages;
   bool native_stream = false;  // its messages may be served natively (Stream::native_stream)
+  GrpcEncoding response = GrpcEncoding::identity;  // its responses' (Stream::response)
   bool ended = false;      // the client half-closed
   bool cancelled = false;  // reset by the client, or refused by the transport after it was handed
 };
@@ -519,17 +520,22 @@ class GrpcTransport : public SocketServer {
 
   // Queues a message (data != nullptr) and/or the status (code) of a call,
   // from any thread, without the GIL; a message `in_turn` waits behind the
-  // stream's native answers in order (Stream::in_order). True when the
+  // stream's native answers in order (Stream::in_order). `packed_already`:
+  // whether the message is in the stream's response encoding already (a
+  // native answer's, its sink having compressed it or not); unsaid (the
+  // servicer's), it is compressed here where the stream's responses are
+  // (Stream::response). True when the
   // stream's output backs up (kStreamBacklog) after.
   bool respond(uint64_t id, int32_t stream_id, const char* data, size_t size, std::optional<int> code,
-               std::string_view message, bool in_turn = false) {
+               std::string_view message, bool in_turn = false, std::optional<bool> packed_already = std::nullopt) {
     std::shared_ptr<Connection> c = std::static_pointer_cast<Connection>(find(id));
     if (!c) return false;  // closed meanwhile: nobody to answer
     std::string packed;
-    const bool compressed = data != nullptr && compress(*c, stream_id, data, size, &packed);
-    if (compressed) {
+    bool compressed = packed_already.value_or(false);
+    if (data != nullptr && !packed_already && compress(response_of(*c, stream_id), data, size, &packed)) {
       data = packed.data();
       size = packed.size();
+      compressed = true;
     }
     std::lock_guard<std::mutex> lock(c->mutex);
     if (c->closed) return false;
@@ -551,18 +557,19 @@ class GrpcTransport : public SocketServer {
     return after != nullptr && after->unsent() >= kStreamBacklog;
   }
 
-  // Without the connection's mutex: a message of `stream_id` compressed
-  // into `packed` where its responses are (Stream::response) and that
-  // makes it smaller; false: it goes as it is (so too when there is no
-  // memory to compress it).
-  bool compress(Connection& c, int32_t stream_id, const char* data, size_t size, std::string* packed) {
-    if (compression_level_ == 0) return false;
-    GrpcEncoding encoding = GrpcEncoding::identity;
-    {
-      std::lock_guard<std::mutex> lock(c.mutex);
-      const Stream* stream = c.closed ? nullptr : c.stream(stream_id);
-      if (stream != nullptr) encoding = stream->response;
-    }
+  // The encoding of a stream's responses (Stream::response; identity
+  // without a compression level, or once the stream is gone).
+  GrpcEncoding response_of(Connection& c, int32_t stream_id) {
+    if (compression_level_ == 0) return GrpcEncoding::identity;
+    std::lock_guard<std::mutex> lock(c.mutex);
+    const Stream* stream = c.closed ? nullptr : c.stream(stream_id);
+    return stream != nullptr ? stream->response : GrpcEncoding::identity;
+  }
+
+  // Without the connection's mutex: a response message compressed into
+  // `packed` with `encoding` where that makes it smaller; false: it goes as
+  // it is (so too when there is no memory to compress it).
+  static bool compress(GrpcEncoding encoding, const char* data, size_t size, std::string* packed) noexcept {
     if (encoding == GrpcEncoding::identity) return false;
     try {
       return deflate_message(encoding, data, size, packed);
@@ -641,6 +648,7 @@ class GrpcTransport : public SocketServer {
   // where it was not yet.
   static Event& announce(Connection& c, Stream& stream) {
     Event& event = c.event(stream.id);
+    event.response = stream.response;
     if (!stream.announced) {
       stream.announced = true;
       event.opened = true;
@@ -885,7 +893,7 @@ class GrpcTransport : public SocketServer {
     for (; j < event.messages.size() && plans[j] != nullptr; ++j) {
       bool taken = false;
       try {
-        taken = try_stream_infer(c, event.stream, event.messages[j], *plans[j]);
+        taken = try_stream_infer(c, event.stream, event.response, event.messages[j], *plans[j]);
       } catch (nb::python_error& error) {
         error.discard_as_unraisable(dispatch_);
       } catch (const std::exception&) {
@@ -910,7 +918,8 @@ class GrpcTransport : public SocketServer {
   // (StreamSink); false (nothing sent to the core) leaves it to the
   // servicer, as does a stream whose requests or output back up (the
   // servicer's flow then holds the client).
-  bool try_stream_infer(Connection& c, int32_t stream_id, const std::string& message, ModelInferPlan& planned) {
+  bool try_stream_infer(Connection& c, int32_t stream_id, GrpcEncoding response, const std::string& message,
+                        ModelInferPlan& planned) {
     uint64_t key = 0;
     {
       std::lock_guard<std::mutex> lock(c.mutex);
@@ -933,7 +942,7 @@ class GrpcTransport : public SocketServer {
         Request& request = *nb::inst_ptr<Request>(built.request);
         try {
           request.set_output_memory(TRITONSERVER_MEMORY_CPU, 0);
-          request.set_response_sink(std::make_shared<StreamSink>(alive_, c.id, stream_id, key, planned,
+          request.set_response_sink(std::make_shared<StreamSink>(alive_, c.id, stream_id, key, response, planned,
                                                                  std::move(built.id)));
           request.submit_from_python(nullptr);
           submitted = true;
@@ -967,17 +976,15 @@ class GrpcTransport : public SocketServer {
     return true;
   }
 
-  // A native stream request's message (if any) queued, in its request's
-  // turn for a model that is not decoupled (Stream::in_order); with
-  // `last`, the request ended, and the stream's status is queued once the
-  // last one ended after the servicer gave it.
+  // A native stream request's message (if any; `compressed`: in the
+  // stream's response encoding) queued, in its request's turn for a model
+  // that is not decoupled (Stream::in_order); with `last`, the request
+  // ended, and the stream's status is queued once the last one ended after
+  // the servicer gave it.
   void stream_answered(uint64_t connection, int32_t stream_id, uint64_t key, const std::string* message,
-                       bool last = true) {
+                       bool last = true, bool compressed = false) {
     std::shared_ptr<Connection> c = std::static_pointer_cast<Connection>(find(connection));
     if (!c) return;
-    std::string packed;
-    const bool compressed = message != nullptr && compress(*c, stream_id, message->data(), message->size(), &packed);
-    if (compressed) message = &packed;
     std::lock_guard<std::mutex> lock(c->mutex);
     Stream* stream = c->stream(stream_id);
     if (c->closed || stream == nullptr) return;
@@ -1047,7 +1054,8 @@ class GrpcTransport : public SocketServer {
     try {
       request.set_output_memory(TRITONSERVER_MEMORY_CPU, 0);
       request.set_response_sink(
-          std::make_shared<InferSink>(alive_, c.id, event.stream, planned.model_name, std::move(built.id)));
+          std::make_shared<InferSink>(alive_, c.id, event.stream, event.response, planned.model_name,
+                                      std::move(built.id)));
       request.submit_from_python(nullptr);
       cancel = request.canceller();
     } catch (const TritonException&) {
@@ -1079,10 +1087,10 @@ class GrpcTransport : public SocketServer {
   // A native ModelInfer's answer (AnswerOnceSink) becomes its gRPC reply.
   class InferSink final : public AnswerOnceSink {
    public:
-    InferSink(std::shared_ptr<Alive> alive, uint64_t connection, int32_t stream, std::string model_name,
-              std::string request_id)
-        : alive_(std::move(alive)), connection_(connection), stream_(stream), model_name_(std::move(model_name)),
-          request_id_(std::move(request_id)) {}
+    InferSink(std::shared_ptr<Alive> alive, uint64_t connection, int32_t stream, GrpcEncoding response,
+              std::string model_name, std::string request_id)
+        : alive_(std::move(alive)), connection_(connection), stream_(stream), response_(response),
+          model_name_(std::move(model_name)), request_id_(std::move(request_id)) {}
 
    protected:
     void answer(const ResponseData& data) noexcept override {
@@ -1095,11 +1103,15 @@ class GrpcTransport : public SocketServer {
         try {
           message = infer_response_message(model_name_, request_id_, data);
         } catch (const std::exception& error) {
-          respond(nullptr, 0, kInternal, std::string("internal error writing the infer reply: ") + error.what());
+          respond(nullptr, 0, kInternal, std::string("internal error writing the infer reply: ") + error.what(),
+                  false);
           return;
         }
         if (message) {
-          respond(message->data(), message->size(), 0, std::string_view());
+          std::string packed;  // compressed here, before alive_->mutex, which every native answer takes
+          const bool compressed = compress(response_, message->data(), message->size(), &packed);
+          const std::string& sent = compressed ? packed : *message;
+          respond(sent.data(), sent.size(), 0, std::string_view(), compressed);
           return;
         }
         error_code = TRITONSERVER_ERROR_UNSUPPORTED;  // as the binary refuses such a response
@@ -1112,15 +1124,19 @@ class GrpcTransport : public SocketServer {
     }
 
    private:
-    // Queues the reply (a message, or a status) without Python, if the transport is still there.
-    void respond(const char* data, size_t size, int code, std::string_view message) {
+    // Queues the reply (a message, `compressed` or not, or a status)
+    // without Python, if the transport is still there.
+    void respond(const char* data, size_t size, int code, std::string_view message, bool compressed) {
       std::lock_guard<std::mutex> lock(alive_->mutex);
-      if (alive_->transport != nullptr) alive_->transport->respond(connection_, stream_, data, size, code, message);
+      if (alive_->transport != nullptr) {
+        alive_->transport->respond(connection_, stream_, data, size, code, message, false, compressed);
+      }
     }
 
     const std::shared_ptr<Alive> alive_;
     const uint64_t connection_;
     const int32_t stream_;
+    const GrpcEncoding response_;  // of the call's responses (Stream::response)
     const std::string model_name_, request_id_;
   };
 
@@ -1135,8 +1151,8 @@ class GrpcTransport : public SocketServer {
   class StreamSink final : public ResponseSink {
    public:
     StreamSink(std::shared_ptr<Alive> alive, uint64_t connection, int32_t stream, uint64_t key,
-               const ModelInferPlan& planned, std::string request_id)
-        : alive_(std::move(alive)), connection_(connection), stream_(stream), key_(key),
+               GrpcEncoding response, const ModelInferPlan& planned, std::string request_id)
+        : alive_(std::move(alive)), connection_(connection), stream_(stream), key_(key), response_(response),
           model_name_(planned.model_name), model_version_(planned.model_version_text),
           request_id_(std::move(request_id)), decoupled_(planned.decoupled), empty_final_(planned.empty_final) {}
 
@@ -1202,15 +1218,23 @@ class GrpcTransport : public SocketServer {
       }
     }
 
+    // The message compressed (where the stream's responses are) before
+    // alive_->mutex, which every native answer takes, then queued.
     void deliver(const std::string* message, bool last) {
+      std::string packed;
+      const bool compressed = message != nullptr && compress(response_, message->data(), message->size(), &packed);
       std::lock_guard<std::mutex> lock(alive_->mutex);
-      if (alive_->transport != nullptr) alive_->transport->stream_answered(connection_, stream_, key_, message, last);
+      if (alive_->transport != nullptr) {
+        alive_->transport->stream_answered(connection_, stream_, key_, compressed ? &packed : message, last,
+                                           compressed);
+      }
     }
 
     const std::shared_ptr<Alive> alive_;
     const uint64_t connection_;
     const int32_t stream_;
     const uint64_t key_;
+    const GrpcEncoding response_;  // of the stream's responses (Stream::response)
     const std::string model_name_, model_version_, request_id_;
     const bool decoupled_, empty_final_;
     AnswerOnce once_;  // a model that is not decoupled answers once

@@ -1155,7 +1155,12 @@ def test_compressed_infer_responses(served, transport, level):
         if transport == "grpcio":
             return  # grpcio's set_compression picks gzip whatever the client accepts
         expected = _BINARY_RESPONSE_ENCODINGS[level.name]
-        assert {accept: _response_encoding(url, accept) for accept in expected} == expected
+        before = (frontend._native.native_infers, frontend._native.native_stream_infers)
+        for kind in ("unary", "stream", "servicer"):
+            assert {accept: _response_encoding(url, accept, kind) for accept in expected} == expected, kind
+        # the native paths' answers (their sinks compress them) and the servicer's (the transport does)
+        assert frontend._native.native_infers == before[0] + len(expected)
+        assert frontend._native.native_stream_infers == before[1] + len(expected)
         live = _raw_call(url, "/inference.GRPCInferenceService/ServerLive", _message(b""),
                          [("grpc-accept-encoding", "identity,deflate,gzip")])
         assert live.status == 0 and live.data[:1] == b"\x00" and "grpc-encoding" not in live.headers
@@ -1242,7 +1247,7 @@ def test_compression_as_the_binary(served, transport, monkeypatch):
     """NVIDIA's binary at --grpc-infer-response-compression-level medium and
     the native transport at MED: the same answers to gzip and deflate
     requests (unary and streamed), the same response encodings for each
-    grpc-accept-encoding, and the same status codes for a grpc-encoding
+    grpc-accept-encoding (a ModelInfer's, a stream's), and the same status codes for a grpc-encoding
     neither knows, a compressed message without one, a message that is not
     gzip, and a message over the limit (2 GiB - 1) once inflated."""
     import common
@@ -1291,8 +1296,9 @@ def _compression_answers(url, bomb):
             finally:
                 c.stop_stream()
             answers[f"{algorithm} stream"] = (error, result.as_numpy("OUTPUT0").tolist())
-    answers["encodings"] = {accept: _response_encoding(url, accept)
-                            for accept in _BINARY_RESPONSE_ENCODINGS["MED"]}
+    answers["encodings"] = {accept: _response_encoding(url, accept) for accept in _BINARY_RESPONSE_ENCODINGS["MED"]}
+    answers["stream and typed encodings"] = {(kind, accept): _response_encoding(url, accept, kind)
+                                             for kind in ("stream", "servicer") for accept in ("gzip", "deflate")}
     answers.update(_refusal_answers(url, bomb))
     return answers
 
@@ -1327,25 +1333,34 @@ def _message(payload, compressed=False):
     return bytes([1 if compressed else 0]) + len(payload).to_bytes(4, "big") + payload
 
 
-def _response_encoding(url, accept):
-    """The encoding of a ModelInfer answer (add_sub, compressible) to a
-    client whose grpc-accept-encoding is `accept` (None: no such header):
-    "identity" for an uncompressed message, else its magic's: "gzip" or
-    "deflate" (zlib's format); the grpc-encoding header says the same."""
+def _response_encoding(url, accept, kind="unary"):
+    """The encoding of an infer answer (add_sub, compressible) to a client
+    whose grpc-accept-encoding is `accept` (None: no such header): "identity"
+    for an uncompressed message, else its magic's: "gzip" or "deflate"
+    (zlib's format); the grpc-encoding header says the same. `kind`: a
+    ModelInfer with raw inputs ("unary"), the same in a ModelStreamInfer
+    ("stream"; on the native transport both take its native paths), or a
+    ModelInfer with typed contents ("servicer": the servicer's answer)."""
     request = service_pb2.ModelInferRequest(model_name="add_sub")
     for name in ("INPUT0", "INPUT1"):
-        request.inputs.add(name=name, datatype="FP32", shape=[1000])
-        request.raw_input_contents.append(numpy.ones(1000, numpy.float32).tobytes())
+        tensor = request.inputs.add(name=name, datatype="FP32", shape=[1000])
+        if kind == "servicer":
+            tensor.contents.fp32_contents.extend([1.0] * 1000)
+        else:
+            request.raw_input_contents.append(numpy.ones(1000, numpy.float32).tobytes())
     extra = [] if accept is None else [("grpc-accept-encoding", accept)]
-    call = _raw_call(url, "/inference.GRPCInferenceService/ModelInfer", _message(request.SerializeToString()), extra)
+    path = "/inference.GRPCInferenceService/" + ("ModelStreamInfer" if kind == "stream" else "ModelInfer")
+    call = _raw_call(url, path, _message(request.SerializeToString()), extra)
     assert call.status == 0, call
-    if call.data[0] == 0:
-        return "identity"
     body = call.data[5:]
-    encoding = "gzip" if body[:2] == b"\x1f\x8b" else "deflate"
-    assert call.headers["grpc-encoding"] == encoding
-    payload = gzip.decompress(body) if encoding == "gzip" else zlib.decompress(body)
-    response = service_pb2.ModelInferResponse.FromString(payload)
+    encoding = "identity" if call.data[0] == 0 else "gzip" if body[:2] == b"\x1f\x8b" else "deflate"
+    if encoding != "identity":
+        assert call.headers["grpc-encoding"] == encoding
+    payload = body if encoding == "identity" else gzip.decompress(body) if encoding == "gzip" else zlib.decompress(body)
+    if kind == "stream":
+        response = service_pb2.ModelStreamInferResponse.FromString(payload).infer_response
+    else:
+        response = service_pb2.ModelInferResponse.FromString(payload)
     assert numpy.frombuffer(response.raw_output_contents[0], numpy.float32).tolist() == [2.0] * 1000
     return encoding
 
