@@ -582,8 +582,9 @@ class GrpcTransport : public SocketServer {
   void queue(Connection& c, Stream& stream, const char* data, size_t size, std::optional<int> code,
              std::string_view message, bool compressed = false) {
     if (data != nullptr) {
-      char prefix[kPrefix] = {static_cast<char>(compressed ? 1 : 0), static_cast<char>((size >> 24) & 0xff), static_cast<char>((size >> 16) & 0xff),
-                              static_cast<char>((size >> 8) & 0xff), static_cast<char>(size & 0xff)};
+      char prefix[kPrefix] = {static_cast<char>(compressed ? 1 : 0), static_cast<char>((size >> 24) & 0xff),
+                              static_cast<char>((size >> 16) & 0xff), static_cast<char>((size >> 8) & 0xff),
+                              static_cast<char>(size & 0xff)};
       if (stream.out_at == stream.out.size()) {
         stream.out.clear();
         stream.out_at = 0;

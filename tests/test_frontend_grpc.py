@@ -1413,7 +1413,8 @@ def _raw_call(url, path, data, extra=()):
                 payload, buffer = buffer[9:9 + size], buffer[9 + size:]
                 if kind == 4 and not flags & 0x1:  # SETTINGS: acknowledged
                     for at in range(0, len(payload), 6):
-                        key, value = int.from_bytes(payload[at:at + 2], "big"), int.from_bytes(payload[at + 2:at + 6], "big")
+                        key = int.from_bytes(payload[at:at + 2], "big")
+                        value = int.from_bytes(payload[at + 2:at + 6], "big")
                         if key == 4:
                             windows[1] += value - initial
                             initial = value
