@@ -1207,6 +1207,12 @@ def test_compressed_requests_are_served(served, transport, algorithm):
             c.stop_stream()
         assert [(error, result.as_numpy("OUTPUT0")[0]) for result, error in answers] == [(None, i) for i in range(3)]
         assert c.get_model_metadata("add_sub").name == "add_sub"  # the other RPCs read as before
+    # any RPC's message may be compressed (the servicer's, here)
+    request = service_pb2.ModelMetadataRequest(name="add_sub").SerializeToString()
+    packed = gzip.compress(request) if algorithm == "gzip" else zlib.compress(request)
+    call = _raw_call(url, "/inference.GRPCInferenceService/ModelMetadata", _message(packed, compressed=True),
+                     [("grpc-encoding", algorithm)])
+    assert call.status == 0 and service_pb2.ModelMetadataResponse.FromString(call.data[5:]).name == "add_sub"
     if before is not None:
         assert frontend._native.native_infers == before[0] + 1
         assert frontend._native.native_stream_infers == before[1] + 3
