@@ -29,9 +29,11 @@ $(VENV)/.base-ready:
 # utilities import pkg_resources).
 KEEP := "numpy<2" "protobuf<5" "setuptools<81"
 
-# The test tooling on top of it (make build, check, test, lint, docs).
-$(VENV)/.ready: $(VENV)/.base-ready
-	@echo "== [+] installing the test tooling: the dependency group test of pyproject.toml (pytest, hypothesis)"
+# The test tooling on top of it (make build, check, test, lint, docs);
+# again when pyproject.toml changes (a tool added to the group test).
+$(VENV)/.ready: $(VENV)/.base-ready pyproject.toml
+	@echo "== [+] installing the test tooling: the dependency group test of pyproject.toml (pytest, hypothesis,"
+	@echo "         hpack)"
 	@echo "         and mypy"
 	$(PY) -m pip install -q --group test mypy
 	@echo "         the serve extra (the network frontends' servers) with tritonclient[grpc,http] 2.51: NVIDIA's"

@@ -21,6 +21,7 @@
 #include <nanobind/stl/string.h>
 
 #include "errors.h"
+#include "grpc_compression.h"
 #include "infer_response_message.h"
 #include "kserve_infer.h"
 #include "model_infer_request.h"
@@ -54,7 +55,6 @@ constexpr size_t kStreamBacklog = 16 * 1024 * 1024;
 constexpr size_t kPrefix = 5;  // gRPC's message prefix: a compressed flag, a big-endian length
 
 // grpc-status codes the transport answers itself.
-constexpr int kUnimplemented = 12;
 constexpr int kResourceExhausted = 8;
 constexpr int kInternal = 13;
 
@@ -77,6 +77,13 @@ struct Stream {
   size_t header_list = 0;  // the request headers' size so far (kMaxHeaderList)
   std::string in;  // a message not whole yet
   bool refused = false;  // answered by the transport: its input is dropped
+  // Its messages' grpc-encoding (a name none of the transport's, kept for
+  // the refusal, makes `encoding_unknown`), the encodings its client
+  // accepts (grpc-accept-encoding), and so the one of its responses.
+  GrpcEncoding encoding = GrpcEncoding::identity;
+  std::optional<std::string> encoding_unknown;
+  unsigned accepted = 0;
+  GrpcEncoding response = GrpcEncoding::identity;
 
   // Under the connection's mutex.
   bool handed = false;    // Python has it (a call in flight until finished)
@@ -108,6 +115,7 @@ struct Stream {
     uint64_t key;  // a native request's (0 for the servicer's)
     bool answered;
     std::optional<std::string> message;  // its one message, if any
+    bool compressed = false;              // that message is in the stream's `response` encoding
   };
   std::deque<InOrder> in_order;
   size_t in_order_bytes = 0;  // of the messages waiting there
@@ -127,6 +135,7 @@ struct Event {
   std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<std::string> messages;
   bool native_stream = false;  // its messages may be served natively (Stream::native_stream)
+  GrpcEncoding response = GrpcEncoding::identity;  // its responses' (Stream::response)
   bool ended = false;      // the client half-closed
   bool cancelled = false;  // reset by the client, or refused by the transport after it was handed
 };
@@ -186,9 +195,13 @@ nghttp2_nv header(std::string_view name, std::string_view value) {
 
 class GrpcTransport : public SocketServer {
  public:
-  GrpcTransport(int listen_fd, int io_threads, size_t max_message, nb::object dispatch, nb::object closed)
+  // `compression_level`: infer responses' (1 LOW, 2 MED, 3 HIGH; 0 NONE),
+  // as the binary's --grpc-infer-response-compression-level
+  // (grpc_compression.h's response_encoding).
+  GrpcTransport(int listen_fd, int io_threads, size_t max_message, int compression_level, nb::object dispatch,
+                nb::object closed)
       : SocketServer(listen_fd, io_threads, "GrpcTransport"), max_message_(max_message),
-        dispatch_(std::move(dispatch)), closed_(std::move(closed)) {
+        compression_level_(compression_level), dispatch_(std::move(dispatch)), closed_(std::move(closed)) {
     nghttp2_session_callbacks_new(&callbacks_);
     nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks_, &GrpcTransport::on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(callbacks_, &GrpcTransport::on_header);
@@ -507,12 +520,23 @@ class GrpcTransport : public SocketServer {
 
   // Queues a message (data != nullptr) and/or the status (code) of a call,
   // from any thread, without the GIL; a message `in_turn` waits behind the
-  // stream's native answers in order (Stream::in_order). True when the
+  // stream's native answers in order (Stream::in_order). `packed_already`:
+  // whether the message is in the stream's response encoding already (a
+  // native answer's, its sink having compressed it or not); unsaid (the
+  // servicer's), it is compressed here where the stream's responses are
+  // (Stream::response). True when the
   // stream's output backs up (kStreamBacklog) after.
   bool respond(uint64_t id, int32_t stream_id, const char* data, size_t size, std::optional<int> code,
-               std::string_view message, bool in_turn = false) {
+               std::string_view message, bool in_turn = false, std::optional<bool> packed_already = std::nullopt) {
     std::shared_ptr<Connection> c = std::static_pointer_cast<Connection>(find(id));
     if (!c) return false;  // closed meanwhile: nobody to answer
+    std::string packed;
+    bool compressed = packed_already.value_or(false);
+    if (data != nullptr && !packed_already && compress(response_of(*c, stream_id), data, size, &packed)) {
+      data = packed.data();
+      size = packed.size();
+      compressed = true;
+    }
     std::lock_guard<std::mutex> lock(c->mutex);
     if (c->closed) return false;
     Stream* stream = c->stream(stream_id);
@@ -522,23 +546,45 @@ class GrpcTransport : public SocketServer {
       return false;
     }
     if (data != nullptr && in_turn && !stream->in_order.empty()) {  // behind the native answers awaited
-      stream->in_order.push_back({0, true, std::string(data, size)});
+      stream->in_order.push_back({0, true, std::string(data, size), compressed});
       stream->in_order_bytes += size;
       if (code) stream->deferred_status.emplace(*code, std::string(message));  // those answers end first
       return stream->unsent() >= kStreamBacklog;
     }
-    queue(*c, *stream, data, size, code, message);
+    queue(*c, *stream, data, size, code, message, compressed);
     flush(*c);
     const Stream* after = c->closed ? nullptr : c->stream(stream_id);  // flush may have closed it
     return after != nullptr && after->unsent() >= kStreamBacklog;
   }
 
-  // Under the mutex.
+  // The encoding of a stream's responses (Stream::response; identity
+  // without a compression level, or once the stream is gone).
+  GrpcEncoding response_of(Connection& c, int32_t stream_id) {
+    if (compression_level_ == 0) return GrpcEncoding::identity;
+    std::lock_guard<std::mutex> lock(c.mutex);
+    const Stream* stream = c.closed ? nullptr : c.stream(stream_id);
+    return stream != nullptr ? stream->response : GrpcEncoding::identity;
+  }
+
+  // Without the connection's mutex: a response message compressed into
+  // `packed` with `encoding` where that makes it smaller; false: it goes as
+  // it is (so too when there is no memory to compress it).
+  static bool compress(GrpcEncoding encoding, const char* data, size_t size, std::string* packed) noexcept {
+    if (encoding == GrpcEncoding::identity) return false;
+    try {
+      return deflate_message(encoding, data, size, packed);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+  }
+
+  // Under the mutex; `compressed`: the message is in the stream's response encoding.
   void queue(Connection& c, Stream& stream, const char* data, size_t size, std::optional<int> code,
-             std::string_view message) {
+             std::string_view message, bool compressed = false) {
     if (data != nullptr) {
-      char prefix[kPrefix] = {0, static_cast<char>((size >> 24) & 0xff), static_cast<char>((size >> 16) & 0xff),
-                              static_cast<char>((size >> 8) & 0xff), static_cast<char>(size & 0xff)};
+      char prefix[kPrefix] = {static_cast<char>(compressed ? 1 : 0), static_cast<char>((size >> 24) & 0xff),
+                              static_cast<char>((size >> 16) & 0xff), static_cast<char>((size >> 8) & 0xff),
+                              static_cast<char>(size & 0xff)};
       if (stream.out_at == stream.out.size()) {
         stream.out.clear();
         stream.out_at = 0;
@@ -564,12 +610,16 @@ class GrpcTransport : public SocketServer {
         nghttp2_submit_response(c.session, stream.id, headers.data(), headers.size(), nullptr);
         return;
       }
-      const nghttp2_nv headers[] = {header(":status", "200"), header("content-type", "application/grpc"),
-                                    header("grpc-accept-encoding", "identity")};
+      // As grpc's servers: its messages' encoding, where compressed, and what it accepts.
+      std::vector<nghttp2_nv> headers = {header(":status", "200"), header("content-type", "application/grpc")};
+      if (stream.response != GrpcEncoding::identity) {
+        headers.push_back(header("grpc-encoding", grpc_encoding_name(stream.response)));
+      }
+      headers.push_back(header("grpc-accept-encoding", kGrpcAcceptEncoding));
       nghttp2_data_provider provider{};
       provider.source.ptr = &stream;
       provider.read_callback = &GrpcTransport::read_data;
-      nghttp2_submit_response(c.session, stream.id, headers, 3, &provider);
+      nghttp2_submit_response(c.session, stream.id, headers.data(), headers.size(), &provider);
     } else {
       nghttp2_session_resume_data(c.session, stream.id);
     }
@@ -599,6 +649,7 @@ class GrpcTransport : public SocketServer {
   // where it was not yet.
   static Event& announce(Connection& c, Stream& stream) {
     Event& event = c.event(stream.id);
+    event.response = stream.response;
     if (!stream.announced) {
       stream.announced = true;
       event.opened = true;
@@ -651,8 +702,11 @@ class GrpcTransport : public SocketServer {
       stream->method = value;
     } else if (name == "content-type") {
       stream->content_type = value;
-    } else if (name.empty() || name[0] == ':' || name == "te" || name == "grpc-timeout" ||
-               name == "grpc-encoding" || name == "grpc-accept-encoding") {
+    } else if (name == "grpc-encoding") {
+      if (!parse_grpc_encoding(value, &stream->encoding)) stream->encoding_unknown = value;
+    } else if (name == "grpc-accept-encoding") {
+      stream->accepted |= accepted_encodings(value);
+    } else if (name.empty() || name[0] == ':' || name == "te" || name == "grpc-timeout") {
       // HTTP/2's and gRPC's own, not the call's metadata
     } else {
       if (name == "triton_grpc_error" && value == "true") stream->end_at_error = true;
@@ -675,10 +729,21 @@ class GrpcTransport : public SocketServer {
         refuse_http(c, *stream, "405");
       } else if (stream->content_type.compare(0, 16, "application/grpc") != 0) {
         refuse_http(c, *stream, "415");
+      } else if (stream->encoding_unknown) {
+        // INTERNAL, as grpc's servers refuse it (the binary resets the
+        // stream INTERNAL_ERROR; grpcio's server answers INTERNAL).
+        c.transport->refuse(c, *stream, kInternal,
+                            "grpc-encoding '" + *stream->encoding_unknown +
+                                "' is not an encoding this server decompresses: compress the messages with gzip "
+                                "or deflate, or send them uncompressed (it accepts " +
+                                std::string(kGrpcAcceptEncoding) + ")");
       } else {
         // Announced with its first message or its end, so that a call
         // whose message comes in a later read is handed over whole.
         stream->handed = true;
+        if (stream->path == kModelInfer || stream->path == kModelStreamInfer) {  // the infer responses
+          stream->response = response_encoding(c.transport->compression_level_, stream->accepted);
+        }
         stream->native_stream =
             c.transport->infer_server_ != nullptr && stream->path == kModelStreamInfer && !stream->end_at_error;
         c.transport->opened_call(c);
@@ -715,11 +780,12 @@ class GrpcTransport : public SocketServer {
     while (stream->in.size() - at >= kPrefix) {
       const auto* p = reinterpret_cast<const unsigned char*>(stream->in.data() + at);
       const uint64_t size = (uint64_t{p[1]} << 24) | (uint64_t{p[2]} << 16) | (uint64_t{p[3]} << 8) | p[4];
-      if (p[0] != 0) {
-        t.refuse(c, *stream, kUnimplemented,
-                 "compressed messages are not accepted by this server's native gRPC transport: send them "
-                 "uncompressed, or serve with grpcio's transport (python -m tritonserver serve "
-                 "--grpc-transport=grpcio; KServeGrpc.Options(transport=\"grpcio\"))");
+      if (p[0] != 0 && stream->encoding == GrpcEncoding::identity) {
+        // INTERNAL, as the binary answers it (its servicer cannot parse the
+        // message grpc hands it as it came).
+        t.refuse(c, *stream, kInternal,
+                 "a compressed message on a call without a grpc-encoding: name its algorithm in the call's "
+                 "grpc-encoding header (gzip or deflate), or send it uncompressed");
         return 0;
       }
       if (size > t.max_message_) {
@@ -729,14 +795,50 @@ class GrpcTransport : public SocketServer {
         return 0;
       }
       if (stream->in.size() - at - kPrefix < size) break;
+      std::string message;
+      if (p[0] == 0) {
+        message.assign(stream->in, at + kPrefix, size);
+      } else if (!t.decompress(c, *stream, stream->in.data() + at + kPrefix, size, &message)) {
+        return 0;  // refused
+      }
+      stream->untaken += kPrefix + message.size();
       Event& event = announce(c, *stream);
-      event.messages.emplace_back(stream->in.data() + at + kPrefix, size);
+      event.messages.push_back(std::move(message));
       event.native_stream = stream->native_stream;
-      stream->untaken += kPrefix + size;
       at += kPrefix + size;
     }
     stream->in.erase(0, at);
     return 0;
+  }
+
+  // Under the mutex: a compressed message of `stream` (its grpc-encoding
+  // gzip or deflate) decompressed into `message`; false when the call is
+  // refused instead: not a whole stream of that encoding (INTERNAL, the
+  // binary's words), or larger than the message limit once decompressed
+  // (RESOURCE_EXHAUSTED, as the binary; inflated no further than the
+  // limit), or no memory for it.
+  bool decompress(Connection& c, Stream& stream, const char* data, size_t size, std::string* message) {
+    Inflated inflated = Inflated::corrupt;
+    try {
+      inflated = inflate_message(stream.encoding, data, size, max_message_, message);
+    } catch (const std::bad_alloc&) {
+      message->clear();
+      message->shrink_to_fit();
+      refuse(c, stream, kResourceExhausted, "the server has no memory to decompress the message");
+      return false;
+    }
+    if (inflated == Inflated::ok) return true;
+    const std::string limit = std::to_string(max_message_);
+    if (inflated == Inflated::too_large) {
+      refuse(c, stream, kResourceExhausted,
+             "Received message larger than max (over " + limit + " once decompressed vs. " + limit + ")");
+    } else {
+      const std::string name(grpc_encoding_name(stream.encoding));
+      refuse(c, stream, kInternal,
+             "Unexpected error decompressing data for algorithm " + name + " (the message is not one whole " +
+                 name + " stream, as the call's grpc-encoding says)");
+    }
+    return false;
   }
 
   static int on_stream_close(nghttp2_session*, int32_t stream_id, uint32_t, void* user_data) {
@@ -792,7 +894,7 @@ class GrpcTransport : public SocketServer {
     for (; j < event.messages.size() && plans[j] != nullptr; ++j) {
       bool taken = false;
       try {
-        taken = try_stream_infer(c, event.stream, event.messages[j], *plans[j]);
+        taken = try_stream_infer(c, event.stream, event.response, event.messages[j], *plans[j]);
       } catch (nb::python_error& error) {
         error.discard_as_unraisable(dispatch_);
       } catch (const std::exception&) {
@@ -817,7 +919,8 @@ class GrpcTransport : public SocketServer {
   // (StreamSink); false (nothing sent to the core) leaves it to the
   // servicer, as does a stream whose requests or output back up (the
   // servicer's flow then holds the client).
-  bool try_stream_infer(Connection& c, int32_t stream_id, const std::string& message, ModelInferPlan& planned) {
+  bool try_stream_infer(Connection& c, int32_t stream_id, GrpcEncoding response, const std::string& message,
+                        ModelInferPlan& planned) {
     uint64_t key = 0;
     {
       std::lock_guard<std::mutex> lock(c.mutex);
@@ -840,7 +943,7 @@ class GrpcTransport : public SocketServer {
         Request& request = *nb::inst_ptr<Request>(built.request);
         try {
           request.set_output_memory(TRITONSERVER_MEMORY_CPU, 0);
-          request.set_response_sink(std::make_shared<StreamSink>(alive_, c.id, stream_id, key, planned,
+          request.set_response_sink(std::make_shared<StreamSink>(alive_, c.id, stream_id, key, response, planned,
                                                                  std::move(built.id)));
           request.submit_from_python(nullptr);
           submitted = true;
@@ -874,12 +977,13 @@ class GrpcTransport : public SocketServer {
     return true;
   }
 
-  // A native stream request's message (if any) queued, in its request's
-  // turn for a model that is not decoupled (Stream::in_order); with
-  // `last`, the request ended, and the stream's status is queued once the
-  // last one ended after the servicer gave it.
+  // A native stream request's message (if any; `compressed`: in the
+  // stream's response encoding) queued, in its request's turn for a model
+  // that is not decoupled (Stream::in_order); with `last`, the request
+  // ended, and the stream's status is queued once the last one ended after
+  // the servicer gave it.
   void stream_answered(uint64_t connection, int32_t stream_id, uint64_t key, const std::string* message,
-                       bool last = true) {
+                       bool last = true, bool compressed = false) {
     std::shared_ptr<Connection> c = std::static_pointer_cast<Connection>(find(connection));
     if (!c) return;
     std::lock_guard<std::mutex> lock(c->mutex);
@@ -890,22 +994,28 @@ class GrpcTransport : public SocketServer {
     auto turn = std::find_if(stream->in_order.begin(), stream->in_order.end(),
                              [key](const Stream::InOrder& entry) { return !entry.answered && entry.key == key; });
     if (turn == stream->in_order.end()) {
-      if (message != nullptr) queue(*c, *stream, message->data(), message->size(), std::nullopt, std::string_view());
+      if (message != nullptr) {
+        queue(*c, *stream, message->data(), message->size(), std::nullopt, std::string_view(), compressed);
+      }
     } else if (turn != stream->in_order.begin()) {
       if (message != nullptr) {  // waits for the answers before it (one message: it answers once)
         turn->message = *message;
+        turn->compressed = compressed;
         stream->in_order_bytes += message->size();
       }
       turn->answered = last;
     } else {
-      if (message != nullptr) queue(*c, *stream, message->data(), message->size(), std::nullopt, std::string_view());
+      if (message != nullptr) {
+        queue(*c, *stream, message->data(), message->size(), std::nullopt, std::string_view(), compressed);
+      }
       if (last) {  // the head answered: it and the answered ones after it go
         stream->in_order.pop_front();
         while (!stream->in_order.empty() && stream->in_order.front().answered) {
           const std::optional<std::string>& next = stream->in_order.front().message;
           if (next) {
             stream->in_order_bytes -= next->size();
-            queue(*c, *stream, next->data(), next->size(), std::nullopt, std::string_view());
+            queue(*c, *stream, next->data(), next->size(), std::nullopt, std::string_view(),
+                  stream->in_order.front().compressed);
           }
           stream->in_order.pop_front();
         }
@@ -945,7 +1055,8 @@ class GrpcTransport : public SocketServer {
     try {
       request.set_output_memory(TRITONSERVER_MEMORY_CPU, 0);
       request.set_response_sink(
-          std::make_shared<InferSink>(alive_, c.id, event.stream, planned.model_name, std::move(built.id)));
+          std::make_shared<InferSink>(alive_, c.id, event.stream, event.response, planned.model_name,
+                                      std::move(built.id)));
       request.submit_from_python(nullptr);
       cancel = request.canceller();
     } catch (const TritonException&) {
@@ -977,10 +1088,10 @@ class GrpcTransport : public SocketServer {
   // A native ModelInfer's answer (AnswerOnceSink) becomes its gRPC reply.
   class InferSink final : public AnswerOnceSink {
    public:
-    InferSink(std::shared_ptr<Alive> alive, uint64_t connection, int32_t stream, std::string model_name,
-              std::string request_id)
-        : alive_(std::move(alive)), connection_(connection), stream_(stream), model_name_(std::move(model_name)),
-          request_id_(std::move(request_id)) {}
+    InferSink(std::shared_ptr<Alive> alive, uint64_t connection, int32_t stream, GrpcEncoding response,
+              std::string model_name, std::string request_id)
+        : alive_(std::move(alive)), connection_(connection), stream_(stream), response_(response),
+          model_name_(std::move(model_name)), request_id_(std::move(request_id)) {}
 
    protected:
     void answer(const ResponseData& data) noexcept override {
@@ -993,11 +1104,15 @@ class GrpcTransport : public SocketServer {
         try {
           message = infer_response_message(model_name_, request_id_, data);
         } catch (const std::exception& error) {
-          respond(nullptr, 0, kInternal, std::string("internal error writing the infer reply: ") + error.what());
+          respond(nullptr, 0, kInternal, std::string("internal error writing the infer reply: ") + error.what(),
+                  false);
           return;
         }
         if (message) {
-          respond(message->data(), message->size(), 0, std::string_view());
+          std::string packed;  // compressed here, before alive_->mutex, which every native answer takes
+          const bool compressed = compress(response_, message->data(), message->size(), &packed);
+          const std::string& sent = compressed ? packed : *message;
+          respond(sent.data(), sent.size(), 0, std::string_view(), compressed);
           return;
         }
         error_code = TRITONSERVER_ERROR_UNSUPPORTED;  // as the binary refuses such a response
@@ -1010,15 +1125,19 @@ class GrpcTransport : public SocketServer {
     }
 
    private:
-    // Queues the reply (a message, or a status) without Python, if the transport is still there.
-    void respond(const char* data, size_t size, int code, std::string_view message) {
+    // Queues the reply (a message, `compressed` or not, or a status)
+    // without Python, if the transport is still there.
+    void respond(const char* data, size_t size, int code, std::string_view message, bool compressed) {
       std::lock_guard<std::mutex> lock(alive_->mutex);
-      if (alive_->transport != nullptr) alive_->transport->respond(connection_, stream_, data, size, code, message);
+      if (alive_->transport != nullptr) {
+        alive_->transport->respond(connection_, stream_, data, size, code, message, false, compressed);
+      }
     }
 
     const std::shared_ptr<Alive> alive_;
     const uint64_t connection_;
     const int32_t stream_;
+    const GrpcEncoding response_;  // of the call's responses (Stream::response)
     const std::string model_name_, request_id_;
   };
 
@@ -1033,8 +1152,8 @@ class GrpcTransport : public SocketServer {
   class StreamSink final : public ResponseSink {
    public:
     StreamSink(std::shared_ptr<Alive> alive, uint64_t connection, int32_t stream, uint64_t key,
-               const ModelInferPlan& planned, std::string request_id)
-        : alive_(std::move(alive)), connection_(connection), stream_(stream), key_(key),
+               GrpcEncoding response, const ModelInferPlan& planned, std::string request_id)
+        : alive_(std::move(alive)), connection_(connection), stream_(stream), key_(key), response_(response),
           model_name_(planned.model_name), model_version_(planned.model_version_text),
           request_id_(std::move(request_id)), decoupled_(planned.decoupled), empty_final_(planned.empty_final) {}
 
@@ -1100,21 +1219,30 @@ class GrpcTransport : public SocketServer {
       }
     }
 
+    // The message compressed (where the stream's responses are) before
+    // alive_->mutex, which every native answer takes, then queued.
     void deliver(const std::string* message, bool last) {
+      std::string packed;
+      const bool compressed = message != nullptr && compress(response_, message->data(), message->size(), &packed);
       std::lock_guard<std::mutex> lock(alive_->mutex);
-      if (alive_->transport != nullptr) alive_->transport->stream_answered(connection_, stream_, key_, message, last);
+      if (alive_->transport != nullptr) {
+        alive_->transport->stream_answered(connection_, stream_, key_, compressed ? &packed : message, last,
+                                           compressed);
+      }
     }
 
     const std::shared_ptr<Alive> alive_;
     const uint64_t connection_;
     const int32_t stream_;
     const uint64_t key_;
+    const GrpcEncoding response_;  // of the stream's responses (Stream::response)
     const std::string model_name_, model_version_, request_id_;
     const bool decoupled_, empty_final_;
     AnswerOnce once_;  // a model that is not decoupled answers once
   };
 
   const size_t max_message_;
+  const int compression_level_;
   nb::object dispatch_, closed_;
   nghttp2_session_callbacks* callbacks_ = nullptr;
   std::shared_ptr<Alive> alive_ = std::make_shared<Alive>(this);
@@ -1127,8 +1255,8 @@ class GrpcTransport : public SocketServer {
 
 void bind_grpc_transport(nb::module_& m) {
   nb::class_<GrpcTransport>(m, "GrpcTransport")
-      .def(nb::init<int, int, size_t, nb::object, nb::object>(), "listen_fd"_a, "io_threads"_a, "max_message"_a,
-           "dispatch"_a, "closed"_a)
+      .def(nb::init<int, int, size_t, int, nb::object, nb::object>(), "listen_fd"_a, "io_threads"_a,
+           "max_message"_a, "compression_level"_a, "dispatch"_a, "closed"_a)
       .def_prop_ro("io_threads", [](const GrpcTransport& t) { return t.io_threads(); })
       .def("serve_io", [](GrpcTransport& t, int index) { t.serve_io(index); }, "index"_a,
            nb::call_guard<GilRelease>())

@@ -15,8 +15,10 @@
 // What the transport does itself: HTTP/2 (settings, flow control, HPACK,
 // pings, GOAWAY) by nghttp2; requests that are not gRPC (a method other
 // than POST: 405; a content-type other than application/grpc*: 415); the
-// message-size limit (RESOURCE_EXHAUSTED); compressed messages, which it
-// does not take (UNIMPLEMENTED); a stream the client resets, or a
+// message-size limit (RESOURCE_EXHAUSTED; a compressed message's once
+// decompressed too); compressed messages (grpc-encoding gzip or deflate,
+// cpp/grpc_compression.h), and infer responses compressed at a level as
+// the binary compresses them; a stream the client resets, or a
 // connection it drops, with calls in flight (`cancelled(connection,
 // stream)`, `closed(connection)`); and the graceful stop of SocketServer.
 // A stream's window is given back as Python takes its messages (`taken`)

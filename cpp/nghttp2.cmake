@@ -15,17 +15,7 @@ set(_nghttp2_root "${_nghttp2_dir}/nghttp2-${NGHTTP2_VERSION}/lib")
 
 set(_nghttp2_hint "download it by hand (curl -o ${_nghttp2_archive} ${NGHTTP2_URL}), or build \
 without the native gRPC transport: -C cmake.define.TRITONSERVER_NATIVE_GRPC=OFF")
-if(NOT EXISTS "${_nghttp2_archive}")
-  file(MAKE_DIRECTORY "${_nghttp2_dir}")
-  message(STATUS "nghttp2: downloading ${NGHTTP2_URL}")
-  file(DOWNLOAD "${NGHTTP2_URL}" "${_nghttp2_archive}.part" STATUS _nghttp2_status TIMEOUT 300)
-  list(GET _nghttp2_status 0 _nghttp2_rc)
-  if(NOT _nghttp2_rc EQUAL 0)
-    file(REMOVE "${_nghttp2_archive}.part")
-    message(FATAL_ERROR "nghttp2: could not download ${NGHTTP2_URL} (${_nghttp2_status})\n${_nghttp2_hint}")
-  endif()
-  file(RENAME "${_nghttp2_archive}.part" "${_nghttp2_archive}")
-endif()
+pinned_url_download(nghttp2 URL "${NGHTTP2_URL}" ARCHIVE "${_nghttp2_archive}" HINT "${_nghttp2_hint}")
 pinned_archive_extract(nghttp2 ARCHIVE "${_nghttp2_archive}" SHA256 "${NGHTTP2_SHA256}"
   HINT "${_nghttp2_hint}" DESTINATION "${_nghttp2_dir}"
   PATTERN "nghttp2-${NGHTTP2_VERSION}/lib/*" EXTRACTED "${_nghttp2_root}/nghttp2_session.c")

@@ -1,8 +1,30 @@
 # Taking a third-party source archive at configure time (cpp/llhttp.cmake,
-# cpp/nghttp2.cmake, cpp/yyjson.cmake): a source distribution from the
-# package index, fetched with pip; then the common last step: check the
+# cpp/nghttp2.cmake, cpp/yyjson.cmake, cpp/zlib.cmake): a source distribution
+# from the package index, fetched with pip, or a release tarball from
+# Debian's pool, fetched by URL; then the common last step: check the
 # archive against its pinned sha256 and extract the part that is built, once.
 include_guard(GLOBAL)
+
+# pinned_url_download(<name> URL <url> ARCHIVE <file> HINT <how to fix>)
+# Downloads <url> into <file> unless <file> is there (through <file>.part:
+# an interrupted download leaves no <file>); a failure is a configure error
+# naming <name>, the URL and <how to fix>.
+function(pinned_url_download name)
+  cmake_parse_arguments(PARSE_ARGV 1 _pu "" "URL;ARCHIVE;HINT" "")
+  if(EXISTS "${_pu_ARCHIVE}")
+    return()
+  endif()
+  get_filename_component(_dir "${_pu_ARCHIVE}" DIRECTORY)
+  file(MAKE_DIRECTORY "${_dir}")
+  message(STATUS "${name}: downloading ${_pu_URL}")
+  file(DOWNLOAD "${_pu_URL}" "${_pu_ARCHIVE}.part" STATUS _status TIMEOUT 300)
+  list(GET _status 0 _rc)
+  if(NOT _rc EQUAL 0)
+    file(REMOVE "${_pu_ARCHIVE}.part")
+    message(FATAL_ERROR "${name}: could not download ${_pu_URL} (${_status})\n${_pu_HINT}")
+  endif()
+  file(RENAME "${_pu_ARCHIVE}.part" "${_pu_ARCHIVE}")
+endfunction()
 
 # pinned_sdist_download(<name> PACKAGE <project> VERSION <version>
 #                       DIRECTORY <dir> ARCHIVE <file pip saves> HINT <how to fix>)

@@ -5,6 +5,7 @@ clients (tritonclient.grpc: sync, asyncio, streaming) over loopback."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import queue
 import random
@@ -12,6 +13,7 @@ import socket
 import sys
 import threading
 import time
+import zlib
 
 import numpy
 import pytest
@@ -1126,47 +1128,336 @@ def test_restricted_protocols_need_their_header(served, transport):
             assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
-def test_compressed_infer_responses(served, transport):
-    if transport == "native":  # refused, never ignored
-        with pytest.raises(tritonserver.InvalidArgumentError, match="infer_compression_level HIGH .*transport='grpcio'"):
-            KServeGrpc.Options(infer_compression_level=KServeGrpc.Grpc_compression_level.HIGH, transport=transport)
-        return
-    with kserve_grpc(served[0], infer_compression_level=KServeGrpc.Grpc_compression_level.HIGH) as frontend:
-        with grpcclient.InferenceServerClient(f"127.0.0.1:{frontend.port}") as c:
+def test_compressed_infer_responses(served, transport, level):
+    """infer_compression_level LOW, MED, HIGH: tritonclient (which accepts
+    gzip and deflate) reads the compressed answers of ModelInfer and of a
+    stream. On the native transport, as the binary (a raw look at the
+    answer's message: the compressed flag, then the encoding's magic): of
+    gzip and deflate, those the client's grpc-accept-encoding names, LOW
+    the first, MED the middle one, HIGH the last; uncompressed for a client
+    that names neither; the other RPCs' answers are never compressed.
+    Before, the native transport refused the option."""
+    server = served[0]
+    with kserve_grpc(server, infer_compression_level=level, transport=transport) as frontend:
+        url = f"127.0.0.1:{frontend.port}"
+        with grpcclient.InferenceServerClient(url) as c:
             result = c.infer("add_sub", _add_sub_inputs(numpy.zeros(1000), numpy.ones(1000)),
                              compression_algorithm="gzip")
-    assert result.as_numpy("OUTPUT0").tolist() == [1.0] * 1000
-
-
-def test_compressed_requests_are_served_by_grpcio_and_refused_by_native_naming_the_flag(served, transport):
-    """A request grpc compresses (tritonclient's compression_algorithm,
-    large enough to be compressed): grpcio's transport serves it; the
-    native one refuses it, UNIMPLEMENTED, naming serve's flag and the
-    frontend's option that serve it."""
-    with grpcclient.InferenceServerClient(served[2]) as c:
-        inputs = _add_sub_inputs(numpy.zeros(300_000), numpy.ones(300_000))
+            assert result.as_numpy("OUTPUT0").tolist() == [1.0] * 1000
+            got = queue.Queue()
+            c.start_stream(callback=lambda result, error: got.put((result, error)))
+            try:
+                c.async_stream_infer("add_sub", _add_sub_inputs(numpy.zeros(1000), numpy.full(1000, 2.0)))
+                result, error = got.get(timeout=60)
+            finally:
+                c.stop_stream()
+            assert error is None and result.as_numpy("OUTPUT0").tolist() == [2.0] * 1000
         if transport == "grpcio":
-            result = c.infer("add_sub", inputs, compression_algorithm="gzip")
-            assert result.as_numpy("OUTPUT0")[:3].tolist() == [1.0] * 3
-            return
-        with pytest.raises(InferenceServerException) as refused:
-            c.infer("add_sub", inputs, compression_algorithm="gzip")
-        assert refused.value.status() == "StatusCode.UNIMPLEMENTED"
-        assert "--grpc-transport=grpcio" in refused.value.message()
-        assert c.is_server_live()  # and the server serves on
+            return  # grpcio's set_compression picks gzip whatever the client accepts
+        expected = _BINARY_RESPONSE_ENCODINGS[level.name]
+        before = (frontend._native.native_infers, frontend._native.native_stream_infers)
+        for kind in ("unary", "stream", "servicer"):
+            assert {accept: _response_encoding(url, accept, kind) for accept in expected} == expected, kind
+        # the native paths' answers (their sinks compress them) and the servicer's (the transport does)
+        assert frontend._native.native_infers == before[0] + len(expected)
+        assert frontend._native.native_stream_infers == before[1] + len(expected)
+        live = _raw_call(url, "/inference.GRPCInferenceService/ServerLive", _message(b""),
+                         [("grpc-accept-encoding", "identity,deflate,gzip")])
+        assert live.status == 0 and live.data[:1] == b"\x00" and "grpc-encoding" not in live.headers
+
+
+# What NVIDIA's 2.51 binary answers at each --grpc-infer-response-compression-level
+# (low, medium, high) to a client whose grpc-accept-encoding is each key:
+# the encoding of its ModelInfer answer (test_compression_as_the_binary
+# compares MED).
+_BINARY_RESPONSE_ENCODINGS = {
+    "LOW": {"identity,deflate,gzip": "gzip", "gzip": "gzip", "deflate": "deflate", "identity": "identity",
+            None: "identity"},
+    "MED": {"identity,deflate,gzip": "deflate", "gzip": "gzip", "deflate": "deflate", "identity": "identity",
+            None: "identity"},
+    "HIGH": {"identity,deflate,gzip": "deflate", "gzip": "gzip", "deflate": "deflate", "identity": "identity",
+             None: "identity"},
+}
+
+
+@pytest.fixture(params=["LOW", "MED", "HIGH"])
+def level(request):
+    return KServeGrpc.Grpc_compression_level[request.param]
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "deflate"])
+def test_compressed_requests_are_served(served, transport, algorithm):
+    """tritonclient's compression_algorithm gzip and deflate (grpc-encoding;
+    each message compressed) on ModelInfer and on a stream: served as
+    uncompressed ones, on both transports, by the native paths on the
+    native one. Before, the native transport refused them UNIMPLEMENTED."""
+    server, frontend, url = served
+    before = (frontend._native.native_infers, frontend._native.native_stream_infers) if transport == "native" else None
+    with grpcclient.InferenceServerClient(url) as c:
+        result = c.infer("add_sub", _add_sub_inputs(numpy.zeros(300_000), numpy.ones(300_000)),
+                         compression_algorithm=algorithm)
+        assert result.as_numpy("OUTPUT0")[:3].tolist() == [1.0] * 3 and len(result.as_numpy("OUTPUT0")) == 300_000
+        got = queue.Queue()
+        c.start_stream(callback=lambda result, error: got.put((result, error)), compression_algorithm=algorithm)
+        try:
+            for i in range(3):
+                c.async_stream_infer("add_sub", _add_sub_inputs(numpy.zeros(100_000), numpy.full(100_000, i)))
+            answers = [got.get(timeout=60) for _ in range(3)]
+        finally:
+            c.stop_stream()
+        assert [(error, result.as_numpy("OUTPUT0")[0]) for result, error in answers] == [(None, i) for i in range(3)]
+        assert c.get_model_metadata("add_sub").name == "add_sub"  # the other RPCs read as before
+    # any RPC's message may be compressed (the servicer's, here)
+    request = service_pb2.ModelMetadataRequest(name="add_sub").SerializeToString()
+    packed = gzip.compress(request) if algorithm == "gzip" else zlib.compress(request)
+    call = _raw_call(url, "/inference.GRPCInferenceService/ModelMetadata", _message(packed, compressed=True),
+                     [("grpc-encoding", algorithm)])
+    assert call.status == 0 and service_pb2.ModelMetadataResponse.FromString(call.data[5:]).name == "add_sub"
+    if before is not None:
+        assert frontend._native.native_infers == before[0] + 1
+        assert frontend._native.native_stream_infers == before[1] + 3
+
+
+def test_compression_refusals_on_the_native_transport(served, transport, monkeypatch):
+    """What the native transport refuses of compressed messages, with the
+    binary's status codes (test_compression_as_the_binary compares them):
+    a grpc-encoding it does not know, INTERNAL (the binary resets the
+    stream INTERNAL_ERROR), naming what it accepts; a compressed message
+    on a call without grpc-encoding, INTERNAL; one that is not gzip,
+    INTERNAL with the binary's words; and one under the message limit
+    that inflates past it, RESOURCE_EXHAUSTED without being inflated
+    further. The connection serves on."""
+    if transport != "native":
+        pytest.skip("the native transport's own refusals")
+    from tritonserver.frontend import _kserve_grpc
+
+    monkeypatch.setattr(_kserve_grpc, "MAX_MESSAGE_BYTES", 1 << 20)
+    with kserve_grpc(served[0], transport="native") as frontend:
+        url = f"127.0.0.1:{frontend.port}"
+        answers = _refusal_answers(url, _bomb(4 << 20))
+        assert answers["unknown encoding"][0] == grpc.StatusCode.INTERNAL.value[0]
+        assert "grpc-encoding 'snappy' is not an encoding this server decompresses" in answers["unknown encoding"][1]
+        assert "identity, deflate, gzip" in answers["unknown encoding"][1]
+        assert answers["compressed without encoding"][0] == grpc.StatusCode.INTERNAL.value[0]
+        assert "grpc-encoding" in answers["compressed without encoding"][1]
+        assert answers["not gzip"] == (grpc.StatusCode.INTERNAL.value[0], answers["not gzip"][1])
+        assert answers["not gzip"][1].startswith("Unexpected error decompressing data for algorithm gzip")
+        assert answers["past the limit once inflated"] == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
+            f"Received message larger than max (over {1 << 20} once decompressed vs. {1 << 20})")
+        with grpcclient.InferenceServerClient(url) as c:
+            assert c.is_server_live()
+
+
+def test_compression_as_the_binary(served, transport, monkeypatch):
+    """NVIDIA's binary at --grpc-infer-response-compression-level medium and
+    the native transport at MED: the same answers to gzip and deflate
+    requests (unary and streamed), the same response encodings for each
+    grpc-accept-encoding (a ModelInfer's, a stream's), and the same status codes for a grpc-encoding
+    neither knows, a compressed message without one, a message that is not
+    gzip, and a message over the limit (2 GiB - 1) once inflated."""
+    import common
+    from tritonserver.frontend import _kserve_grpc
+
+    if transport != "native":
+        pytest.skip("the native transport against the binary")
+    bomb = _bomb(2**31 + (32 << 20))
+    with common.server_process(common.reference_command(), common.MODELS,
+                               ["--model-control-mode", "explicit", "--load-model=add_sub",
+                                "--grpc-infer-response-compression-level=medium"]) as binary:
+        theirs = _compression_answers(binary.grpc_url, bomb)
+    # ours at a limit of 1 MiB: the same refusal, without inflating 2 GiB here
+    monkeypatch.setattr(_kserve_grpc, "MAX_MESSAGE_BYTES", 1 << 20)
+    with kserve_grpc(served[0], transport="native",
+                     infer_compression_level=KServeGrpc.Grpc_compression_level.MED) as frontend:
+        ours = _compression_answers(f"127.0.0.1:{frontend.port}", _bomb(4 << 20))
+    assert theirs["encodings"] == _BINARY_RESPONSE_ENCODINGS["MED"]
+    assert theirs["past the limit once inflated"][0] == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    for key, value in theirs.items():
+        if key in _REFUSALS:  # the code; the words: the binary's, or ours naming the cause and the fix
+            assert ours[key][0] == value[0], (key, ours[key], value)
+        else:
+            assert ours[key] == value, key
+    assert ours["not gzip"][1].startswith(theirs["not gzip"][1])
+
+
+_REFUSALS = ("unknown encoding", "compressed without encoding", "not gzip", "past the limit once inflated")
+
+
+def _compression_answers(url, bomb):
+    """What a server at compression level MED answers: tritonclient's gzip
+    and deflate requests' results, its answers' encodings for each
+    grpc-accept-encoding, and the refusals (_refusal_answers)."""
+    answers = {}
+    with grpcclient.InferenceServerClient(url) as c:
+        for algorithm in ("gzip", "deflate"):
+            result = c.infer("add_sub", _add_sub_inputs(numpy.arange(1000), numpy.ones(1000)),
+                             compression_algorithm=algorithm)
+            answers[f"{algorithm} unary"] = result.as_numpy("OUTPUT1").tolist()
+            got = queue.Queue()
+            c.start_stream(callback=lambda result, error: got.put((result, error)), compression_algorithm=algorithm)
+            try:
+                c.async_stream_infer("add_sub", _add_sub_inputs(numpy.arange(1000), numpy.full(1000, 3.0)))
+                result, error = got.get(timeout=60)
+            finally:
+                c.stop_stream()
+            answers[f"{algorithm} stream"] = (error, result.as_numpy("OUTPUT0").tolist())
+    answers["encodings"] = {accept: _response_encoding(url, accept) for accept in _BINARY_RESPONSE_ENCODINGS["MED"]}
+    answers["stream and typed encodings"] = {(kind, accept): _response_encoding(url, accept, kind)
+                                             for kind in ("stream", "servicer") for accept in ("gzip", "deflate")}
+    answers.update(_refusal_answers(url, bomb))
+    return answers
+
+
+def _refusal_answers(url, bomb):
+    """(grpc status code, message) of the compressed messages a server
+    refuses: a grpc-encoding it does not know, a compressed message without
+    one, one that is not gzip, and `bomb` (gzip)."""
+    infer = "/inference.GRPCInferenceService/ModelInfer"
+    message = service_pb2.ModelInferRequest(model_name="add_sub").SerializeToString()
+    calls = {
+        "unknown encoding": _raw_call(url, infer, _message(message), [("grpc-encoding", "snappy")]),
+        "compressed without encoding": _raw_call(url, infer, _message(gzip.compress(message), compressed=True)),
+        "not gzip": _raw_call(url, infer, _message(zlib.compress(message), compressed=True),
+                              [("grpc-encoding", "gzip")]),
+        "past the limit once inflated": _raw_call(url, infer, _message(bomb, compressed=True),
+                                                  [("grpc-encoding", "gzip")]),
+    }
+    return {key: (call.status, call.headers.get("grpc-message", "")) for key, call in calls.items()}
+
+
+def _bomb(size):
+    """A gzip stream of `size` zero bytes (about a thousandth of that)."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = bytes(1 << 24)
+    parts = [compressor.compress(chunk) for _ in range(size >> 24)]
+    return b"".join(parts) + compressor.compress(bytes(size & ((1 << 24) - 1))) + compressor.flush()
+
+
+def _message(payload, compressed=False):
+    """A gRPC message: its prefix (the compressed flag, the length), then `payload`."""
+    return bytes([1 if compressed else 0]) + len(payload).to_bytes(4, "big") + payload
+
+
+def _response_encoding(url, accept, kind="unary"):
+    """The encoding of an infer answer (add_sub, compressible) to a client
+    whose grpc-accept-encoding is `accept` (None: no such header): "identity"
+    for an uncompressed message, else its magic's: "gzip" or "deflate"
+    (zlib's format); the grpc-encoding header says the same. `kind`: a
+    ModelInfer with raw inputs ("unary"), the same in a ModelStreamInfer
+    ("stream"; on the native transport both take its native paths), or a
+    ModelInfer with typed contents ("servicer": the servicer's answer)."""
+    request = service_pb2.ModelInferRequest(model_name="add_sub")
+    for name in ("INPUT0", "INPUT1"):
+        tensor = request.inputs.add(name=name, datatype="FP32", shape=[1000])
+        if kind == "servicer":
+            tensor.contents.fp32_contents.extend([1.0] * 1000)
+        else:
+            request.raw_input_contents.append(numpy.ones(1000, numpy.float32).tobytes())
+    extra = [] if accept is None else [("grpc-accept-encoding", accept)]
+    path = "/inference.GRPCInferenceService/" + ("ModelStreamInfer" if kind == "stream" else "ModelInfer")
+    call = _raw_call(url, path, _message(request.SerializeToString()), extra)
+    assert call.status == 0, call
+    body = call.data[5:]
+    encoding = "identity" if call.data[0] == 0 else "gzip" if body[:2] == b"\x1f\x8b" else "deflate"
+    if encoding != "identity":
+        assert call.headers["grpc-encoding"] == encoding
+    payload = body if encoding == "identity" else gzip.decompress(body) if encoding == "gzip" else zlib.decompress(body)
+    if kind == "stream":
+        response = service_pb2.ModelStreamInferResponse.FromString(payload).infer_response
+    else:
+        response = service_pb2.ModelInferResponse.FromString(payload)
+    assert numpy.frombuffer(response.raw_output_contents[0], numpy.float32).tolist() == [2.0] * 1000
+    return encoding
+
+
+class _RawCall:
+    """A call's answer as a raw HTTP/2 client saw it: its headers (response
+    headers and trailers), its DATA, and its grpc status (a stream reset's
+    HTTP/2 error code read as gRPC clients read it)."""
+
+    def __init__(self):
+        self.headers, self.data, self.status = {}, b"", None
+
+    def __repr__(self):
+        return f"_RawCall(status={self.status}, headers={self.headers}, data={self.data[:20]!r})"
+
+
+# HTTP/2 error codes of RST_STREAM -> gRPC status, as gRPC clients map them
+# (PROTOCOL-HTTP2.md: REFUSED_STREAM UNAVAILABLE, CANCEL CANCELLED,
+# ENHANCE_YOUR_CALM RESOURCE_EXHAUSTED, INADEQUATE_SECURITY
+# PERMISSION_DENIED, the others INTERNAL).
+_RESET_STATUS = {7: 14, 8: 1, 11: 8, 12: 7}
+
+
+def _raw_call(url, path, data, extra=()):
+    """One call of a raw HTTP/2 client on a connection of its own: headers
+    (`extra` added), then `data` within the server's flow-control windows;
+    returns its _RawCall once the call ends (headers decoded with hpack)."""
+    hpack = pytest.importorskip("hpack", reason="hpack (the dependency group test) reads HTTP/2 headers")
+    host, port = url.split(":")
+    answer, decoder = _RawCall(), hpack.Decoder()
+    with socket.create_connection((host, int(port))) as sock:
+        sock.settimeout(60)
+        headers = _literal_headers([(":method", "POST"), (":scheme", "http"), (":path", path),
+                                    (":authority", "localhost"), ("content-type", "application/grpc"),
+                                    ("te", "trailers"), *extra])
+        sock.sendall(_PREFACE + _frame(4, 0, 0) + _frame(1, 0x4, 1, headers))
+        windows, initial, max_frame, sent, buffer = [65535, 65535], 65535, 16384, 0, b""
+        while True:
+            while sent < len(data) and min(windows) > 0:
+                n = min(max_frame, *windows, len(data) - sent)
+                sock.sendall(_frame(0, 0x1 if sent + n == len(data) else 0, 1, data[sent:sent + n]))
+                sent += n
+                windows = [w - n for w in windows]
+            chunk = sock.recv(1 << 20)
+            assert chunk, f"the server closed the connection: {answer}"
+            buffer += chunk
+            while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+                size = int.from_bytes(buffer[:3], "big")
+                kind, flags, stream = buffer[3], buffer[4], int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF
+                payload, buffer = buffer[9:9 + size], buffer[9 + size:]
+                if kind == 4 and not flags & 0x1:  # SETTINGS: acknowledged
+                    for at in range(0, len(payload), 6):
+                        key = int.from_bytes(payload[at:at + 2], "big")
+                        value = int.from_bytes(payload[at + 2:at + 6], "big")
+                        if key == 4:
+                            windows[1] += value - initial
+                            initial = value
+                        elif key == 5:
+                            max_frame = value
+                    sock.sendall(_frame(4, 0x1, 0))
+                elif kind == 8:  # WINDOW_UPDATE
+                    windows[0 if stream == 0 else 1] += int.from_bytes(payload, "big") & 0x7FFFFFFF
+                elif kind == 6 and not flags & 0x1:  # PING
+                    sock.sendall(_frame(6, 0x1, 0, payload))
+                assert kind != 7, f"the server sent GOAWAY: {answer}"
+                if stream != 1:
+                    continue
+                if kind == 1:
+                    block = payload[5:] if flags & 0x20 else payload  # PRIORITY's fields
+                    answer.headers.update(decoder.decode(block))
+                elif kind == 0:
+                    answer.data += payload
+                elif kind == 3:
+                    answer.status = _RESET_STATUS.get(int.from_bytes(payload, "big"), 13)
+                    return answer
+                if kind in (0, 1) and flags & 0x1:
+                    answer.status = int(answer.headers["grpc-status"])
+                    return answer
 
 
 def test_the_default_transport_is_native_unless_an_option_needs_grpcio():
-    """Options() picks the native transport where the build has it; an
-    option only grpcio serves (TLS, compression, keepalive) picks grpcio,
+    """Options() picks the native transport where the build has it (a
+    compression level too); an option only grpcio serves (TLS, keepalive) picks grpcio,
     and says so in Options.transport; asked for, native refuses them."""
     from tritonserver.frontend import _native_grpc
 
     native = "native" if _native_grpc.available() else "grpcio"
     assert KServeGrpc.Options().transport == native
     assert KServeGrpc.Options(port=0, infer_thread_count=4).transport == native
+    assert KServeGrpc.Options(infer_compression_level=KServeGrpc.Grpc_compression_level.LOW).transport == native
     for needs_grpcio in (dict(use_ssl=True, server_cert="c", server_key="k"),
-                         dict(infer_compression_level=KServeGrpc.Grpc_compression_level.LOW),
                          dict(keepalive_time_ms=1000), dict(max_connection_age_ms=5000)):
         assert KServeGrpc.Options(**needs_grpcio).transport == "grpcio", needs_grpcio
     if native == "native":

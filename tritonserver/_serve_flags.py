@@ -150,13 +150,15 @@ def parser() -> argparse.ArgumentParser:
     add("--grpc-infer-allocation-pool-size", type=_uint, default=8)
     add("--grpc-transport", choices=("grpcio", "native"), default=None,
         help="the gRPC transport (this package's): the extension's own (native, the default where the build has "
-             "it and no TLS, compression or keepalive flag needs grpcio) or grpcio")
+             "it and no TLS or keepalive flag needs grpcio) or grpcio")
     add("--grpc-use-ssl", type=_bool, default=False)
     add("--grpc-use-ssl-mutual", type=_bool, default=False)
     add("--grpc-server-cert", default="")
     add("--grpc-server-key", default="")
     add("--grpc-root-cert", default="")
-    add("--grpc-infer-response-compression-level", type=_choice("none", "low", "medium", "high"), default="none")
+    add("--grpc-infer-response-compression-level", type=_choice("none", "low", "medium", "high"), default="none",
+        help="compress infer responses, as the binary, with an algorithm the client accepts (gzip or deflate: "
+             "low the first, medium the middle one, high the last it accepts); either transport")
     add("--grpc-keepalive-time", type=_uint, default=7_200_000)
     add("--grpc-keepalive-timeout", type=_uint, default=20_000)
     add("--grpc-keepalive-permit-without-calls", type=_bool, default=False)

@@ -64,13 +64,21 @@ class KServeGrpc(Frontend):
         accepted and have no effect (one event loop serves every RPC;
         responses are not pooled).
 
+        `infer_compression_level` (LOW, MED, HIGH): infer responses
+        compressed, as the binary compresses them, with an algorithm the
+        client accepts (its grpc-accept-encoding) of gzip and deflate, LOW
+        the first, MED the middle one, HIGH the last (grpc's choice; grpcio's
+        transport always gzip); a client that accepts neither gets them
+        uncompressed. Compressed requests (gzip, deflate) are served
+        whatever the level.
+
         `transport` (this package's): "native" (the extension's own, on
-        nghttp2: no TLS, no compression, the keepalive and connection-age
-        options at their defaults; `infer_thread_count` is its number of
-        I/O threads) or "grpcio" (grpc.aio's server). None, the default,
-        picks native where the build has it and no option needs grpcio
-        (TLS, compression, keepalive or connection-age settings), else
-        grpcio; the chosen one is then in `transport`."""
+        nghttp2: no TLS, the keepalive and connection-age options at their
+        defaults; `infer_thread_count` is its number of I/O threads) or
+        "grpcio" (grpc.aio's server). None, the default, picks native where
+        the build has it and no option needs grpcio (TLS, keepalive or
+        connection-age settings), else grpcio; the chosen one is then in
+        `transport`."""
 
         address: str = "0.0.0.0"
         port: int = 8001
@@ -156,9 +164,6 @@ class KServeGrpc(Frontend):
             if self.use_ssl or self.use_mutual_auth:
                 return ("KServeGrpc.Options: use_ssl is not served by transport='native' (no TLS): use "
                         "transport='grpcio'")
-            if self.infer_compression_level != _CompressionLevel.NONE:
-                return (f"KServeGrpc.Options: infer_compression_level {self.infer_compression_level.name} is not "
-                        "served by transport='native' (it does not compress): use transport='grpcio', or NONE")
             defaults = {f.name: f.default for f in fields(self)}
             for name in ("keepalive_time_ms", "keepalive_timeout_ms", "keepalive_permit_without_calls",
                          "http2_max_pings_without_data", "http2_min_recv_ping_interval_without_data_ms",
@@ -210,7 +215,8 @@ class KServeGrpc(Frontend):
             native_infer = ((self._server._started(), service.native_error, service.native_stream_error)
                             if service.native_infer_enabled() else None)
             native = native_grpc.NativeGrpcServer("KServeGrpc", methods, o.address, o.port, o.reuse_port,
-                                                  o.infer_thread_count, MAX_MESSAGE_BYTES, self._thread, native_infer)
+                                                  o.infer_thread_count, MAX_MESSAGE_BYTES, self._thread, native_infer,
+                                                  int(o.infer_compression_level))
             native.start()
         except BaseException:
             self._thread.stop()

@@ -66,8 +66,8 @@ class Context:
         raise Abort(_code_number(code), details)
 
     def set_compression(self, compression: Any) -> None:
-        # KServeGrpc refuses a compression level with this transport
-        raise RuntimeError("the native gRPC transport does not compress responses")
+        # the transport compresses infer responses itself, at the level it was given
+        raise RuntimeError("the native gRPC transport compresses infer responses at its compression_level")
 
 
 class Method:
@@ -122,7 +122,11 @@ def _metadata(pairs: list[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
 
 class NativeGrpcServer:
     """`methods` (path -> Method) served on address:port by the native
-    transport until `stop()`; messages over `max_message` bytes are refused.
+    transport until `stop()`; messages over `max_message` bytes are refused
+    (compressed ones, gzip or deflate, too once decompressed).
+    `compression_level` (the binary's grpc_compression_level: 0 NONE, 1
+    LOW, 2 MED, 3 HIGH): infer responses compressed with an algorithm the
+    client accepts, as the binary compresses them (cpp/grpc_compression.h).
     With `native_infer` (the native Server, and the servicer's
     native_error and native_stream_error), the plain ModelInfer is served on the I/O thread and
     answered from Triton's (cpp/grpc_transport.cc): its protobuf read
@@ -135,7 +139,7 @@ class NativeGrpcServer:
 
     def __init__(self, what: str, methods: dict[str, Method], address: str, port: int, reuse_port: bool,
                  io_threads: int, max_message: int, loop_thread: LoopThread,
-                 native_infer: Optional[tuple[Any, Any, Any]] = None) -> None:
+                 native_infer: Optional[tuple[Any, Any, Any]] = None, compression_level: int = 0) -> None:
         self._native_infer = native_infer
         self._what = what
         self._methods = methods
@@ -144,6 +148,7 @@ class NativeGrpcServer:
         self._reuse_port = reuse_port
         self._io_threads = io_threads
         self._max_message = max_message
+        self._compression_level = compression_level
         self._loop_thread = loop_thread
         self._transport: Any = None
         self._threads: list[threading.Thread] = []
@@ -159,7 +164,8 @@ class NativeGrpcServer:
         port = sock.getsockname()[1]
         post: Any = self._loop_thread.loop.call_soon_threadsafe
         self._transport = transport = _native.GrpcTransport(
-            sock.detach(), self._io_threads, self._max_message, functools.partial(post, self._dispatch_all),
+            sock.detach(), self._io_threads, self._max_message, self._compression_level,
+            functools.partial(post, self._dispatch_all),
             functools.partial(post, self._closed))
         if self._native_infer is not None:
             transport.enable_infer(*self._native_infer)
