@@ -146,3 +146,31 @@ def test_exit_on_error_false_serves_the_models_that_loaded(backend_directory, tm
         assert client.is_model_ready("identity_fp32") and not client.is_model_ready("broken")
         client.close()
     assert served.process.returncode == 0, served.log()
+
+
+@pytest.mark.parametrize("flags", [
+    ["--log-warning=false"],
+    ["--log-warn=false", "--log-error=false"],  # a prefix of a flag names it, as getopt_long takes it
+    ["--log-info=false", "--log-verbose=1"],
+    ["--log-error=false", "--log-info=true", "--log-warning=true"],
+], ids=["warning-off", "warn-prefix-error-off", "verbose-without-info", "error-off"])
+def test_the_log_level_flags_are_independent_as_the_binarys(tmp_path, flags):
+    """The binary takes --log-info, --log-warning and --log-error as given
+    (each level on or off by itself; /v2/logging reports them so, and a
+    later update keeps them). The package's levels cascaded as its
+    Options' do (info brought warning and error back on, reported true),
+    and it refused the abbreviation --log-warn (exit 2)."""
+    import json
+
+    repository = tmp_path / "models"
+    copy_model("identity_fp32", repository)
+    seen = {}
+    for side, command in (("binary", reference_command()), ("package", package_serve_command())):
+        with server_process(command, repository, [*flags, "--allow-grpc=false"], log_dir=tmp_path) as served:
+            url = f"http://{served.http_url}/v2/logging"
+            reported = json.loads(urllib.request.urlopen(url, timeout=30).read())
+            request = urllib.request.Request(url, data=b'{"log_format": "default"}', method="POST")
+            updated = json.loads(urllib.request.urlopen(request, timeout=30).read())
+        seen[side] = {k: reported[k] for k in ("log_info", "log_warning", "log_error", "log_verbose_level")}, updated
+    assert seen["package"] == seen["binary"], seen
+    assert seen["binary"][0]["log_info" if "--log-info=false" not in flags else "log_verbose_level"]  # sanity

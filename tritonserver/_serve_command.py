@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from ._api._enums import ModelControlMode
 from ._api._errors import TritonError
+from ._api._options import BinaryFlagOptions
 from ._api._server import Server
 from ._serve_flags import ServeSettings, settings
 
@@ -58,7 +59,8 @@ def serve(argv: list[str]) -> int:
             # the binary does (not ready under strict readiness while a
             # model failed; such a model loads again through the
             # repository API once fixed).
-            server = Server(**config.server).start(wait_until_ready=config.server["exit_on_error"])
+            server = Server(BinaryFlagOptions(**config.server)).start(
+                wait_until_ready=config.server["exit_on_error"])
             for name, frontend in _frontends(server, config):
                 frontend.start()
                 started.append(frontend)

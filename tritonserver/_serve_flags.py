@@ -108,7 +108,7 @@ def parser() -> argparse.ArgumentParser:
         description="Serve models over the network as NVIDIA's tritonserver binary does (KServe v2 HTTP and "
                     "gRPC, Prometheus metrics), from this process: the binary's flags, in-process python models. "
                     "See docs/serving.md.",
-        allow_abbrev=False)
+        allow_abbrev=True)  # as the binary's getopt_long: a flag's unambiguous prefix names it
     add = p.add_argument
     add("--id", dest="server_id", default="triton", help="the server's identifier (metadata's name)")
     add("--exit-timeout-secs", type=_uint, default=30,

@@ -75,10 +75,10 @@ def python_logging_callback(level: LogLevel, filename: str, line: int, message: 
     _emit(_LEVELS.get(level, INFO), filename, line, message, None)
 
 
-# The lowest level of the core's lines that reaches `logging` (None: none),
-# from the log levels of the server started last; and the core's ERROR
-# lines that are no error on this machine (said at DEBUG instead).
-_threshold: Optional[int] = DEBUG
+# The levels of the core's lines that reach `logging` (none: empty), from
+# the log levels of the server started last; and the core's ERROR lines
+# that are no error on this machine (said at DEBUG instead).
+_routed: frozenset[int] = frozenset((DEBUG, INFO, WARNING, ERROR))
 _benign: frozenset[str] = frozenset()
 # Said by the Triton core at every start where no CUDA driver can be loaded:
 # only its CUDA block manager is missing then, which nothing uses without a
@@ -86,10 +86,17 @@ _benign: frozenset[str] = frozenset()
 NO_CUDA_DRIVER = "CudaDriverHelper has not been initialized."
 
 
-def route_core_lines(threshold: Optional[int], gpu: bool) -> None:
-    """Set which of the core's lines reach `logging` (at start)."""
-    global _threshold, _benign
-    _threshold = threshold
+def routed_levels(verbose: bool, info: bool, warn: bool, error: bool) -> frozenset[int]:
+    """The levels of the core's lines to route, from the log levels on:
+    verbose lines are DEBUG records."""
+    return frozenset(level for level, on in ((DEBUG, verbose), (INFO, info), (WARNING, warn), (ERROR, error)) if on)
+
+
+def route_core_lines(levels: frozenset[int], gpu: bool) -> None:
+    """Set which of the core's lines reach `logging` (at start): those of
+    `levels` (routed_levels)."""
+    global _routed, _benign
+    _routed = levels
     _benign = frozenset() if gpu else frozenset((NO_CUDA_DRIVER,))
 
 
@@ -102,7 +109,7 @@ def _level_here(level: int, message: str) -> int:
 
 def _emit(level: int, filename: str, line: int, message: str, pid: Optional[int]) -> None:
     level = _level_here(level, message)
-    if _threshold is None or level < _threshold:
+    if level not in _routed:
         return
     import logging
 
@@ -228,7 +235,7 @@ class _CoreLogPipe:
 
     def _put(self, line: _Line) -> None:
         _collect(line[0], line[4])
-        if _threshold is None or _level_here(line[0], line[4]) < _threshold:
+        if _level_here(line[0], line[4]) not in _routed:
             return
         if self._queue.qsize() >= self.MAX_QUEUED:
             self._dropped += 1
@@ -301,14 +308,14 @@ def set_destination(destination: str) -> None:
 
 
 def collecting_callback(callback: Callable[[int, str, int, str], None],
-                        threshold: Optional[int]) -> Callable[[int, str, int, str], None]:
+                        levels: frozenset[int]) -> Callable[[int, str, int, str], None]:
     """The core's log callback: collects its ERROR lines for core_errors()
-    and hands the lines of the levels asked for (`threshold`) to
-    `callback` (level, file, line, message)."""
+    and hands the lines of the levels asked for (`levels`, routed_levels)
+    to `callback` (level, file, line, message)."""
     def on_line(level: int, filename: str, line: int, message: str) -> None:
         ours = _LEVELS.get(LogLevel(level), INFO)
         _collect(ours, message)
-        if threshold is not None and _level_here(ours, message) >= threshold:
+        if _level_here(ours, message) in levels:
             callback(level, filename, line, message)
 
     return on_line
@@ -382,7 +389,7 @@ def core_log_pipe() -> Optional[str]:
 
 def errors_asked_for() -> bool:
     """Whether the server started last asked for the core's ERROR lines."""
-    return _threshold is not None
+    return ERROR in _routed
 
 
 def stop_core_log_pipe(reset_core: Optional[Callable[[], None]] = None) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, NoReturn, Optional, TypedDict, Union
+from typing import Annotated, Any, Callable, ClassVar, NoReturn, Optional, TypedDict, Union
 
 from .. import _native
 from . import _checks as checks
@@ -217,6 +217,16 @@ class Options:
     metrics_configuration: dict[str, dict[str, str]] = field(default_factory=dict)
     log_callback: Optional[Callable[[Any, str, int, str], None]] = None
     python_models: PythonModelsMode = "auto"
+    # Whether each log level brings the ones above it (log_levels); not a
+    # field: the options of `serve` (BinaryFlagOptions) take them as given.
+    _cascading_log_levels: ClassVar[bool] = True
+
+
+class BinaryFlagOptions(Options):
+    """The options `python -m tritonserver serve` makes of NVIDIA's
+    binary's flags: its log levels independent, as the binary's."""
+
+    _cascading_log_levels: ClassVar[bool] = False
 
 
 class OptionsKwargs(TypedDict, total=False):
@@ -265,6 +275,21 @@ class OptionsKwargs(TypedDict, total=False):
 
 
 # -- validation: the package's vocabulary (_checks.py), naming Options.<field>
+
+def log_levels(o: Options) -> tuple[bool, bool, bool]:
+    """The core's INFO, WARNING and ERROR lines on or off: as the options
+    say, where each level brings the ones above it (log_verbose brings
+    log_info, which brings log_warn, which brings log_error), as the
+    official binding's Options do, without changing the caller's Options;
+    each as given for options of NVIDIA's binary's flags (`serve`'s
+    --log-info, --log-warning and --log-error are independent there)."""
+    info, warn, error = _bool("log_info", o.log_info), _bool("log_warn", o.log_warn), _bool("log_error", o.log_error)
+    if not o._cascading_log_levels:
+        return info, warn, error
+    info = info or _uint("log_verbose", o.log_verbose) > 0
+    warn = warn or info
+    return info, warn, error or warn
+
 
 def _fail(name: str, expected: str, value: Any) -> NoReturn:
     checks.fail(f"Options.{name}", expected, value)
@@ -407,11 +432,7 @@ def build_core_options(options: Options) -> tuple["_native.ServerOptions", Pytho
     if o.log_callback is not None and not callable(o.log_callback):
         _fail("log_callback", "callable", o.log_callback)
     verbose = _uint("log_verbose", o.log_verbose)
-    # Levels cascade (verbose implies info implies warn implies error), as
-    # officially, without changing the caller's Options.
-    log_info = _bool("log_info", o.log_info) or verbose > 0
-    log_warn = _bool("log_warn", o.log_warn) or log_info
-    log_error = _bool("log_error", o.log_error) or log_warn
+    log_info, log_warn, log_error = log_levels(o)
     host_policies = _nested_settings("host_policies", o.host_policies)
     metrics_config = _nested_settings("metrics_configuration", o.metrics_configuration)
     backend_config = _nested_settings("backend_configuration", o.backend_configuration)
@@ -472,9 +493,8 @@ def build_core_options(options: Options) -> tuple["_native.ServerOptions", Pytho
     # The core always logs its ERROR lines, so that start() and load() can
     # name the cause of a model that failed to load (_logging.core_errors);
     # only the levels asked for reach a logger, file or callback.
-    threshold = (_logging.DEBUG if verbose else _logging.INFO if log_info else _logging.WARNING if log_warn
-                 else _logging.ERROR if log_error else None)
-    _logging.route_core_lines(threshold, gpu=_native.cuda_device_count() > 0)
+    routed = _logging.routed_levels(verbose > 0, log_info, log_warn, log_error)
+    _logging.route_core_lines(routed, gpu=_native.cuda_device_count() > 0)
     core_errors = True
     if o.log_callback is not None:
         destination = "callback"
@@ -515,5 +535,5 @@ def build_core_options(options: Options) -> tuple["_native.ServerOptions", Pytho
     if o.log_callback is not None:
         callback = o.log_callback
         c.set_log_callback(_logging.collecting_callback(
-            lambda level, file, line, msg: callback(LogLevel(level), file, line, msg), threshold))
+            lambda level, file, line, msg: callback(LogLevel(level), file, line, msg), routed))
     return c, python_models

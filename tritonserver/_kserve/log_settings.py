@@ -18,6 +18,7 @@ from typing import Any
 from .. import _native
 from .._api import _logging
 from .._api._errors import InvalidArgumentError, UnsupportedError
+from .._api._options import log_levels
 
 _FORMATS = {"default": 0, "ISO8601": 1}
 # Setting -> (the protobuf/JSON kind it takes, the binary's word for it).
@@ -41,13 +42,12 @@ class LogSettings:
 
     def __init__(self, options: Any) -> None:
         verbose = int(options.log_verbose)
-        info = bool(options.log_info) or verbose > 0
-        warning = bool(options.log_warn) or info
+        info, warning, error = log_levels(options)
         self._settings: dict[str, Any] = {
             "log_file": options.log_file or "",
             "log_info": info,
             "log_warning": warning,
-            "log_error": bool(options.log_error) or warning,
+            "log_error": error,
             "log_verbose_level": verbose,
             "log_format": "ISO8601" if int(options.log_format) == 1 else "default",
         }
@@ -86,6 +86,5 @@ class LogSettings:
         core.set_log_error(s["log_error"] or _logging._destination != "stderr")
         core.set_log_verbose(s["log_verbose_level"])
         core.set_log_format(_FORMATS[s["log_format"]])
-        threshold = (_logging.DEBUG if s["log_verbose_level"] else _logging.INFO if s["log_info"]
-                     else _logging.WARNING if s["log_warning"] else _logging.ERROR if s["log_error"] else None)
-        _logging.route_core_lines(threshold, gpu=_native.cuda_device_count() > 0)
+        levels = _logging.routed_levels(s["log_verbose_level"] > 0, s["log_info"], s["log_warning"], s["log_error"])
+        _logging.route_core_lines(levels, gpu=_native.cuda_device_count() > 0)
