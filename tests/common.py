@@ -662,8 +662,10 @@ class ServerProcess:
         self.http_port, self.grpc_port, self.metrics_port = http_port, grpc_port, metrics_port
         self.ready_seconds = 0.0  # from the process's start to ready
         # Started with --log-info false: the binary then logs no "Started
-        # ... at" line; readiness is its ports answering.
-        self.quiet = (_flag_value(argv, "--log-info") or "true").lower() in ("false", "0", "off", "no")
+        # ... at" line; with --log-file it logs it there; readiness is then
+        # its ports answering.
+        self.quiet = ((_flag_value(argv, "--log-info") or "true").lower() in ("false", "0", "off", "no")
+                      or _flag_value(argv, "--log-file") is not None)
 
     def _ports(self) -> dict[str, int]:
         return {"HTTPService": self.http_port, "GRPCInferenceService": self.grpc_port,

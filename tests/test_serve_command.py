@@ -174,3 +174,54 @@ def test_the_log_level_flags_are_independent_as_the_binarys(tmp_path, flags):
         seen[side] = {k: reported[k] for k in ("log_info", "log_warning", "log_error", "log_verbose_level")}, updated
     assert seen["package"] == seen["binary"], seen
     assert seen["binary"][0]["log_info" if "--log-info=false" not in flags else "log_verbose_level"]  # sanity
+
+
+_LOGGING_MODEL = '''import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        pb_utils.Logger.log_info("info line")
+        pb_utils.Logger.log_warn("warning line")
+        pb_utils.Logger.log_error("error line")
+        pb_utils.Logger.log_verbose("verbose line")
+        pb_utils.Logger.log('a "quoted" line', pb_utils.Logger.INFO)
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", r.get_input_tensor_by_name("X").as_numpy())])
+                for r in requests]
+'''
+
+
+@pytest.mark.python_stub
+@pytest.mark.parametrize("flags", [[], ["--log-verbose=1", "--log-warning=false"], ["--log-file"]],
+                         ids=["defaults", "verbose-without-warnings", "log-file"])
+def test_a_models_log_lines_are_in_the_servers_log_as_the_binarys(tmp_path, flags):
+    """pb_utils.Logger's lines of a python model reach the binary's log (its
+    stderr, or --log-file) in Triton's format, at the levels on; so do
+    serve's, in-process (they went to the "tritonserver.models" logger,
+    which serve gave no handler: lost), and the core's own lines are the
+    core's (serve printed the few of WARNING and above, reformatted)."""
+    import re
+
+    repository = tmp_path / "models"
+    (repository / "logger" / "1").mkdir(parents=True)
+    (repository / "logger" / "config.pbtxt").write_text(
+        'backend: "python"\nmax_batch_size: 0\ninput [ { name: "X", data_type: TYPE_FP32, dims: [ 1 ] } ]\n'
+        'output [ { name: "Y", data_type: TYPE_FP32, dims: [ 1 ] } ]\n')
+    (repository / "logger" / "1" / "model.py").write_text(_LOGGING_MODEL)
+    line = re.compile(r'^([IWE])\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ (model\.py:\d+|model_lifecycle\.cc:\d+)\] (.*)$',
+                      re.M)
+    seen = {}
+    for side, command in (("binary", reference_command()), ("package", package_serve_command())):
+        log_file = tmp_path / f"{side}.log"
+        given = [f"--log-file={log_file}" if flag == "--log-file" else flag for flag in flags]
+        (tmp_path / side).mkdir()
+        with server_process(command, repository, [*given, "--allow-grpc=false"], log_dir=tmp_path / side) as served:
+            pass
+        text = log_file.read_text() if "--log-file" in flags else served.log()
+        found = line.findall(text)  # the stub's lines reach the log later than the core's: apart
+        seen[side] = ([f for f in found if f[1].startswith("model.py")],  # and the load's (the stop's: timing)
+                      [f for f in found if "lifecycle" in f[1] and "unload" not in f[2]])
+    assert seen["package"] == seen["binary"], seen
+    assert ("W", "model.py:7", '"warning line"') in seen["binary"][0] or "--log-warning=false" in flags

@@ -9,6 +9,7 @@ exits 1 naming why."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import threading
@@ -16,9 +17,16 @@ from typing import Any, Optional
 
 from ._api._enums import ModelControlMode
 from ._api._errors import TritonError
+from ._api._logging import echo_core_lines
 from ._api._options import BinaryFlagOptions
 from ._api._server import Server
+from ._kserve.log_settings import LogSettings
 from ._serve_flags import ServeSettings, settings
+from ._serve_log import TritonLogHandler
+
+
+# serve's own log lines, in the binary's log (TritonLogHandler).
+_log = logging.getLogger("tritonserver.serve")
 
 
 def _say(line: str) -> None:
@@ -51,6 +59,7 @@ def serve(argv: list[str]) -> int:
     previous = {number: signal.signal(number, on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
     server: Optional[Server] = None
     started: list[Any] = []
+    logs = [logging.getLogger("tritonserver.models"), _log]
     try:
         try:
             # Only a started server is kept for the stop below: a start that
@@ -59,12 +68,17 @@ def serve(argv: list[str]) -> int:
             # the binary does (not ready under strict readiness while a
             # model failed; such a model loads again through the
             # repository API once fixed).
-            server = Server(BinaryFlagOptions(**config.server)).start(
-                wait_until_ready=config.server["exit_on_error"])
+            made = Server(BinaryFlagOptions(**config.server))
+            to_log = TritonLogHandler(LogSettings.of(made).get, config.server.get("log_file"))
+            for log in logs:  # every level reaches the handler, which keeps those on
+                log.addHandler(to_log)
+                log.setLevel(logging.DEBUG)
+            echo_core_lines(to_log.write_raw)
+            server = made.start(wait_until_ready=config.server["exit_on_error"])
             for name, frontend in _frontends(server, config):
                 frontend.start()
                 started.append(frontend)
-                _say(f"Started {name} at {frontend.options.address}:{frontend.port}")
+                _log.info("Started %s at %s:%d", name, frontend.options.address, frontend.port)
         except (TritonError, ImportError) as error:
             _say(f"error: {error}")
             return 1
@@ -86,5 +100,11 @@ def serve(argv: list[str]) -> int:
                 _say(f"error: stopping a frontend: {error}")
         if server is not None:
             server.stop()
+        echo_core_lines(None)
+        for log in logs:
+            for log_handler in [h for h in log.handlers if isinstance(h, TritonLogHandler)]:
+                log.removeHandler(log_handler)
+                log_handler.close()
+                log.setLevel(logging.NOTSET)
         for number, handler in previous.items():
             signal.signal(number, handler)

@@ -79,6 +79,7 @@ def python_logging_callback(level: LogLevel, filename: str, line: int, message: 
 # the log levels of the server started last; and the core's ERROR lines
 # that are no error on this machine (said at DEBUG instead).
 _routed: frozenset[int] = frozenset((DEBUG, INFO, WARNING, ERROR))
+_echo: Optional[Callable[[str], None]] = None  # echo_core_lines
 _benign: frozenset[str] = frozenset()
 # Said by the Triton core at every start where no CUDA driver can be loaded:
 # only its CUDA block manager is missing then, which nothing uses without a
@@ -90,6 +91,15 @@ def routed_levels(verbose: bool, info: bool, warn: bool, error: bool) -> frozens
     """The levels of the core's lines to route, from the log levels on:
     verbose lines are DEBUG records."""
     return frozenset(level for level, on in ((DEBUG, verbose), (INFO, info), (WARNING, warn), (ERROR, error)) if on)
+
+
+def echo_core_lines(write: Optional[Callable[[str], None]]) -> None:
+    """From now on hand each line of the core's log of a level routed to
+    `write`, as the core wrote it (a multi-line message line by line),
+    instead of making records of them (None: records again). `serve`'s
+    log, which shows the core's lines as NVIDIA's binary does."""
+    global _echo
+    _echo = write
 
 
 def route_core_lines(levels: frozenset[int], gpu: bool) -> None:
@@ -224,6 +234,12 @@ class _CoreLogPipe:
                 self._pending = (level, pid, filename, line, f"{message}\n{text}")
             elif text:
                 self._put((INFO, 0, "", 0, text))
+            echo = _echo
+            if echo is not None and (self._pending[0] if self._pending is not None else INFO) in _routed:
+                try:
+                    echo(text)
+                except Exception:  # a failing writer must not stop the draining
+                    pass
         if not rest:  # the core writes a message at once: it is complete
             self._complete()
         return rest
@@ -235,7 +251,7 @@ class _CoreLogPipe:
 
     def _put(self, line: _Line) -> None:
         _collect(line[0], line[4])
-        if _level_here(line[0], line[4]) not in _routed:
+        if _echo is not None or _level_here(line[0], line[4]) not in _routed:
             return
         if self._queue.qsize() >= self.MAX_QUEUED:
             self._dropped += 1

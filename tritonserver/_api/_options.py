@@ -217,16 +217,21 @@ class Options:
     metrics_configuration: dict[str, dict[str, str]] = field(default_factory=dict)
     log_callback: Optional[Callable[[Any, str, int, str], None]] = None
     python_models: PythonModelsMode = "auto"
-    # Whether each log level brings the ones above it (log_levels); not a
-    # field: the options of `serve` (BinaryFlagOptions) take them as given.
+    # Not fields; the options of `serve` (BinaryFlagOptions) differ: whether
+    # each log level brings the ones above it (log_levels), and whether the
+    # core writes log_file itself (serve writes it: _serve_log).
     _cascading_log_levels: ClassVar[bool] = True
+    _core_writes_log_file: ClassVar[bool] = True
 
 
 class BinaryFlagOptions(Options):
     """The options `python -m tritonserver serve` makes of NVIDIA's
-    binary's flags: its log levels independent, as the binary's."""
+    binary's flags: its log levels independent, as the binary's, and its
+    log_file written by serve (the core's lines as the core wrote them,
+    with the in-process models' lines: _serve_log)."""
 
     _cascading_log_levels: ClassVar[bool] = False
+    _core_writes_log_file: ClassVar[bool] = False
 
 
 class OptionsKwargs(TypedDict, total=False):
@@ -498,7 +503,7 @@ def build_core_options(options: Options) -> tuple["_native.ServerOptions", Pytho
     core_errors = True
     if o.log_callback is not None:
         destination = "callback"
-    elif o.log_file and log_error:
+    elif o.log_file and log_error and o._core_writes_log_file:
         c.set_log_file(o.log_file)
         destination = f"file:{o.log_file}"
     else:
