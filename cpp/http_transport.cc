@@ -327,6 +327,10 @@ class HttpTransport : public SocketServer {
     auto connection = std::make_shared<Connection>();
     connection->transport = this;
     llhttp_init(&connection->parser, HTTP_REQUEST, &settings_);
+    // A body with both Transfer-Encoding: chunked and Content-Length (as
+    // `requests` sends a pre-chunked body) is read chunked, its
+    // Content-Length ignored: the binary's reading (RFC 9112 6.3).
+    llhttp_set_lenient_chunked_length(&connection->parser, 1);
     connection->parser.data = connection.get();
     return connection;
   }
@@ -412,7 +416,8 @@ class HttpTransport : public SocketServer {
   static int on_headers_complete(llhttp_t* parser) {
     Connection& c = of(parser);
     HttpTransport& t = *c.transport;
-    if ((parser->flags & F_CONTENT_LENGTH) != 0 && parser->content_length > t.max_body_) {
+    if ((parser->flags & (F_CONTENT_LENGTH | F_CHUNKED)) == F_CONTENT_LENGTH &&
+        parser->content_length > t.max_body_) {
       t.hand_refused(c, static_cast<int64_t>(parser->content_length), "too large");
       return -1;
     }

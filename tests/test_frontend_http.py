@@ -385,8 +385,8 @@ def test_generate_and_generate_stream(url):
     message = error_of(raw(url, "POST", "/v2/models/streaming/generate", json.dumps({"COUNT": 2}).encode()), 500)
     assert "use generate stream" in message
     message = error_of(raw(url, "POST", "/v2/models/add_sub/generate", json.dumps({"INPUT0": {"a": 1}}).encode()),
-                       400)
-    assert "INPUT0" in message
+                       500)  # the binary's code and words, then the input
+    assert message.startswith("Unable to parse 'data': attempt to access JSON non-number as double") and "INPUT0" in message
 
 
 def _generated_parameters(url: str, body: dict) -> dict:
@@ -398,7 +398,7 @@ def _generated_parameters(url: str, body: dict) -> dict:
 def test_generate_takes_a_parameters_object_as_the_requests_parameters(url):
     """As the binary: the members of "parameters" are request parameters,
     beside the keys that are no input; a member that is no string, number
-    or boolean is refused (400)."""
+    or boolean is refused (400), a "parameters" that is no object too (500)."""
     assert _generated_parameters(url, {"INPUT0": [1.0], "parameters": {"stream": False, "temperature": 0,
                                                                         "tag": "x"}}) == {
         "stream": False, "temperature": 0, "tag": "x"}
@@ -413,11 +413,12 @@ def test_generate_takes_a_parameters_object_as_the_requests_parameters(url):
         for nested in ({"a": {"b": 1}}, {"a": [1]}, {"a": None}):
             message = error_of(raw(url, "POST", f"/v2/models/parameters/{action}",
                                    json.dumps({"INPUT0": [1.0], "parameters": nested}).encode()), 400)
-            assert "parameter 'a'" in message and "'parameters'" in message and "string, number or boolean" in message
-        # not an object: the binary's 500, a 400 naming the cause here
+            assert message == ("Converting keyword: 'parameters': parameter 'a' has invalid type. It should be either "
+                               "'int', 'bool', or 'string'.")
+        # not an object: the binary's 500 and words, then the cause
         message = error_of(raw(url, "POST", f"/v2/models/parameters/{action}",
-                               json.dumps({"INPUT0": [1.0], "parameters": 5}).encode()), 400)
-        assert "must be a JSON object" in message and "model 'parameters'" in message
+                               json.dumps({"INPUT0": [1.0], "parameters": 5}).encode()), 500)
+        assert message.startswith("Expected JSON object for keyword: 'parameters'") and "model 'parameters'" in message
 
 
 def test_generate_answers_a_models_failure_with_400_and_generate_stream_as_an_event(url):
@@ -921,8 +922,6 @@ SAME_STATUS = [
 DIFFERENT_STATUS = [
     # a body that does not parse: the binary's 500, a 400 naming the cause here
     ("POST", "/v2/models/identity_fp32/infer", b"{nope", 500, 400),
-    # generate's "parameters" not an object: likewise
-    ("POST", "/v2/models/identity_fp32/generate", json.dumps({"INPUT0": [1.0], "parameters": 5}).encode(), 500, 400),
     # no tracing here
     ("GET", "/v2/trace/setting", None, 200, 501),
 ]
@@ -979,6 +978,118 @@ def test_the_documented_differences_from_the_binary(binary_url, url, case):
     method, path, body, binary_status, our_status = case
     assert raw(binary_url, method, path, body)[0] == binary_status
     assert raw(url, method, path, body)[0] == our_status
+
+
+def _dup(text: str) -> bytes:
+    """A body with a key given twice (json.dumps cannot write one)."""
+    return text.replace("FP32_ONE", json.dumps(_FP32_ONE)).encode()
+
+
+# (method, path, body): answered with the same status and the same body,
+# byte for byte (the binary's compact JSON), by both
+SAME_REPLY = [
+    # a key given twice: its first value (RapidJSON's lookup); an input twice: the core's refusal
+    ("POST", "/v2/models/identity_fp32/infer", _dup('{"id": "a", "inputs": [FP32_ONE], "id": "b"}')),
+    ("POST", "/v2/models/identity_fp32/infer", _dup('{"inputs": [FP32_ONE], "inputs": [{"name": "NOPE"}]}')),
+    ("POST", "/v2/models/identity_fp32/infer", _infer_body(_FP32_ONE, _FP32_ONE)),
+    ("POST", "/v2/models/identity_fp32/infer", _dup('{"id": "r", "inputs": [FP32_ONE, FP32_ONE]}')),
+    ("POST", "/v2/models/identity_fp32/generate", b'{"INPUT0": [1.0], "INPUT0": [2.0]}'),
+    ("POST", "/v2/models/identity_fp32/generate_stream", b'{"id": "r", "INPUT0": [1.0], "INPUT0": [2.0]}'),
+    ("POST", "/v2/models/identity_fp32/generate", b'{"INPUT0": [1.0], "id": "x", "id": "y"}'),
+    # the reserved prefix of request parameters (not of an input's)
+    ("POST", "/v2/models/identity_fp32/infer",
+     json.dumps({"inputs": [_FP32_ONE], "parameters": {"triton_": True, "key2": "value2"}}).encode()),
+    ("POST", "/v2/models/identity_fp32/infer",
+     json.dumps({"inputs": [_FP32_ONE], "parameters": {"binary_data_output": True, "triton_x": 1}}).encode()),
+    ("POST", "/v2/models/identity_fp32/infer",
+     json.dumps({"inputs": [_FP32_ONE], "parameters": {"triton_enable_empty_final_response": True}}).encode()),
+    ("POST", "/v2/models/identity_fp32/infer",
+     json.dumps({"inputs": [{**_FP32_ONE, "parameters": {"triton_x": 1}}]}).encode()),
+    ("POST", "/v2/models/identity_fp32/infer", json.dumps({"inputs": [_FP32_ONE], "parameters": {"a": None}}).encode()),
+    ("POST", "/v2/models/identity_fp32/generate", json.dumps({"INPUT0": [1.0], "triton_x": 1}).encode()),
+    # generate's refusals of a parameter
+    ("POST", "/v2/models/identity_fp32/generate",
+     json.dumps({"INPUT0": [1.0], "parameters": {"nested": {"a": 1}}}).encode()),
+    ("POST", "/v2/models/identity_fp32/generate_stream", json.dumps({"INPUT0": [1.0], "parameters": {"a": None}}).encode()),
+    ("POST", "/v2/models/identity_fp32/generate", json.dumps({"INPUT0": [1.0], "id": 5}).encode()),
+    ("GET", "/v2/nothing", None),
+    ("POST", "/v3", b"{}"),
+    ("GET", "/v2/models/identity_fp32/versions/abc", None),
+]
+
+
+@pytest.mark.parametrize("method, path, body", SAME_REPLY, ids=[f"{c[1]} {c[2]!r:.60}" for c in SAME_REPLY])
+def test_the_binary_and_kserve_http_answer_with_the_same_reply(binary_url, url, method, path, body):
+    theirs = raw(binary_url, method, path, body)
+    ours = raw(url, method, path, body)
+    assert ours[0] == theirs[0]
+    if ours[0] == 200:  # the same document (the binary writes "id" first)
+        assert json.loads(ours[2]) == json.loads(theirs[2])
+    else:
+        assert ours[2] == theirs[2]
+
+
+# (path, body): the binary's status, its error text first (then the cause here)
+SAME_WORDS_FIRST = [
+    ("/v2/models/identity_fp32/infer", _infer_body({**_FP32_ONE, "data": ["x"]})),
+    ("/v2/models/identity_fp32/infer", _infer_body({**_FP32_ONE, "data": [True]})),
+    ("/v2/models/identity_fp32/infer", _infer_body({**_FP32_ONE, "data": {"a": 1}})),
+    ("/v2/models/identity_fp32/infer", _infer_body({**_FP32_ONE, "data": 1.0})),
+    ("/v2/models/identity_fp32/infer", _infer_body({**_FP32_ONE, "data": [{"a": 1}]})),
+    ("/v2/models/identity_bytes/infer", _infer_body({"name": "INPUT0", "datatype": "BYTES", "shape": [1], "data": [1]})),
+    ("/v2/models/identity_fp32/generate", json.dumps({"INPUT0": ["x"]}).encode()),
+    ("/v2/models/identity_fp32/generate_stream", json.dumps({"INPUT0": {"a": 1}}).encode()),
+    ("/v2/models/identity_bytes/generate", json.dumps({"INPUT0": 123}).encode()),
+    ("/v2/models/identity_bytes/generate", json.dumps({"INPUT0": [None]}).encode()),
+    ("/v2/models/identity_fp32/generate", json.dumps({"INPUT0": [1.0], "parameters": 1}).encode()),
+    ("/v2/models/identity_fp32/generate_stream", json.dumps({"INPUT0": [1.0], "parameters": [1]}).encode()),
+    ("/v2/models/identity_fp32/generate", json.dumps({"INPUT0": [1.0], "PARAMS": {"PARAM_0": 0}}).encode()),
+    ("/v2/models/identity_fp32/generate_stream", json.dumps({"PARAMS": [1], "INPUT0": ["x"]}).encode()),
+    ("/v2/models/streaming/infer", b"{nope"),  # decoupled: refused whatever the body
+]
+
+
+@pytest.mark.parametrize("path, body", SAME_WORDS_FIRST, ids=[f"{c[0]} {c[1]!r:.60}" for c in SAME_WORDS_FIRST])
+def test_the_binarys_refusals_are_ours_in_its_words_first(binary_url, url, path, body):
+    theirs = raw(binary_url, "POST", path, body)
+    ours = raw(url, "POST", path, body)
+    assert ours[0] == theirs[0] >= 400 and ours[1]["content-type"] == theirs[1]["content-type"], (ours, theirs)
+    assert json.loads(ours[2])["error"].startswith(json.loads(theirs[2])["error"]), (ours, theirs)
+
+
+@pytest.mark.python_stub
+def test_a_request_parameter_given_twice_keeps_its_first_value_as_with_the_binary(binary_url, url):
+    body = _dup('{"inputs": [FP32_ONE], "parameters": {"tag": "first", "tag": "second"}, "parameters": {"x": 1}}')
+    theirs = raw(binary_url, "POST", "/v2/models/parameters/infer", body)
+    ours = raw(url, "POST", "/v2/models/parameters/infer", body)
+    assert ours[0] == theirs[0] == 200
+    # the binary's request holds "tag" twice, both with the first value; one here
+    assert [json.loads(json.loads(reply[2])["outputs"][0]["data"][0]) for reply in (ours, theirs)] == [
+        {"tag": "first"}] * 2
+    body = b'{"INPUT0": [1.0], "tag": "first", "tag": "second"}'
+    theirs = raw(binary_url, "POST", "/v2/models/parameters/generate", body)
+    ours = raw(url, "POST", "/v2/models/parameters/generate", body)
+    assert ours[0] == theirs[0] == 200
+    assert [json.loads(json.loads(reply[2])["PARAMETERS"]) for reply in (ours, theirs)] == [{"tag": "first"}] * 2
+
+
+def test_a_chunked_body_with_a_content_length_is_read_chunked_as_by_the_binary(binary_url, url):
+    """`requests` sends a pre-chunked body with both headers (NVIDIA's
+    qa test_content_encoding_chunked_manually, a raw binary request): the
+    chunks are read, the Content-Length ignored (RFC 9112 6.3), on either
+    transport."""
+    encoded = numpy.array([1.0, 2.0], dtype=numpy.float32).tobytes()
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (encoded[:3], encoded[3:])) + b"0\r\n\r\n"
+    replies = []
+    for where in (binary_url, url):
+        host, port = where.rsplit(":", 1)
+        reply = exchange(int(port), b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+                         b"Inference-Header-Content-Length: 0\r\nContent-Length: "
+                         + str(len(chunked)).encode() + b"\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                         + chunked)
+        assert reply.startswith(b"HTTP/1.1 200"), reply[:300]
+        replies.append(reply.partition(b"\r\n\r\n")[2])
+    assert replies[0] == replies[1] and replies[1].endswith(encoded)
 
 
 # The raw binary request (the binary's src/http_server.cc: a JSON header of

@@ -51,6 +51,10 @@ _SEQUENCE_FLAGS = {"sequence_start": RequestFlag.SEQUENCE_START, "sequence_end":
 # input name (the binary's name for it, seen in the core's errors).
 RAW_INPUT_NAME = "raw_input"
 
+# Request parameters starting with this are Triton's own: the binary refuses
+# them in a request (HTTP: any; gRPC: all but a few it reads).
+RESERVED_PARAMETER_PREFIX = "triton_"
+
 # The most dimensions a shape may have: NumPy 1's limit (NumPy 2 allows 64).
 MAX_DIMS = 32
 
@@ -65,6 +69,44 @@ class ProtocolError(Exception):
 
 def bad_request(message: str) -> ProtocolError:
     return ProtocolError(400, message)
+
+
+class JsonObject(dict[str, Any]):
+    """A JSON object read as the binary reads one (RapidJSON's lookup): a
+    key given more than once keeps its first value; `pairs` holds every
+    member in order, repeats included."""
+
+    pairs: list[tuple[str, Any]]
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> JsonObject:
+    document = JsonObject()
+    for key, value in pairs:
+        document.setdefault(key, value)
+    document.pairs = pairs
+    return document
+
+
+def load_json(text: bytes) -> Any:
+    """A request body's JSON, its objects as `JsonObject`s; raises what
+    `json.loads` raises."""
+    return json.loads(text, object_pairs_hook=_json_object)
+
+
+def dump_json(document: Any) -> bytes:
+    """A reply's JSON, compact as the binary writes it."""
+    return json.dumps(document, separators=(",", ":")).encode("utf-8")
+
+
+def _already_exists(request_id: Optional[str], name: str) -> ProtocolError:
+    """An input given twice: the core's refusal, as the binary answers it."""
+    return bad_request(f"[request id: {request_id or '<id_unknown>'}] input '{name}' already exists in request")
+
+
+def _invalid_parameter(key: str) -> str:
+    """The binary's refusal of a request parameter that is no string,
+    number or boolean."""
+    return f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'."
 
 
 @dataclass
@@ -112,7 +154,7 @@ def decode_request(body: bytes, header_length: Optional[int] = None,
     if header_length == 0:
         return DecodedRequest({RAW_INPUT_NAME: RawInput(bytes(body))}, all_outputs_binary=True)
     try:
-        document = json.loads(body[:header_length])
+        document = load_json(body[:header_length])
     except (ValueError, UnicodeDecodeError) as error:
         raise bad_request(f"the request body is not valid JSON: {error}") from None
     except RecursionError:
@@ -128,7 +170,7 @@ def decode_request(body: bytes, header_length: Optional[int] = None,
         if not isinstance(request_id, str):
             raise bad_request("'id' must be a string")
         core_text("'id'", request_id)
-    parameters = _parameters(document.get("parameters"), "the request")
+    parameters = _parameters(document.get("parameters"), "the request", reserved=True)
     all_binary = parameters.pop("binary_data_output", False)
     if not isinstance(all_binary, bool):
         raise bad_request("parameter 'binary_data_output' must be a boolean")
@@ -142,7 +184,7 @@ def decode_request(body: bytes, header_length: Optional[int] = None,
     for entry in entries:
         name, value, used = _decode_input(entry, binary[offset:], shared_memory)
         if name in inputs:
-            raise bad_request(f"input '{name}' is given twice")
+            raise _already_exists(request_id, name)
         inputs[name] = value
         offset += used
     if offset != len(binary):
@@ -194,17 +236,21 @@ def core_text(what: str, value: str, where: str = "") -> str:
         ) from None
 
 
-def _parameters(value: Any, where: str) -> dict[str, ParameterValue]:
+def _parameters(value: Any, where: str, reserved: bool = False) -> dict[str, ParameterValue]:
+    """`value`, the 'parameters' of `where`, checked in order as the binary
+    does; `reserved`: the names starting with 'triton_' are refused (a
+    request's own parameters)."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise bad_request(f"'parameters' of {where} must be a JSON object")
     for key, item in value.items():
         core_text("parameter name", key, where)
+        if reserved and key.startswith(RESERVED_PARAMETER_PREFIX):
+            raise bad_request(f"parameter keys starting with '{RESERVED_PARAMETER_PREFIX}' are reserved for Triton "
+                              "usage and should not be specified.")
         if not isinstance(item, (str, int, float, bool)):
-            raise bad_request(
-                f"parameter '{key}' of {where} must be a string, number or boolean, not {type(item).__name__}"
-            )
+            raise bad_request(_invalid_parameter(key))
         if isinstance(item, str):
             core_text(f"parameter '{key}'", item, where)
     return dict(value)
@@ -303,6 +349,9 @@ def _decode_input(entry: Any, binary: memoryview, shared_memory: Optional[Any] =
         return name, _as_input(datatype, array), size
     if "data" not in entry:
         raise bad_request(f"input '{name}' has neither 'data' nor a 'binary_data_size' parameter")
+    if not isinstance(entry["data"], list):  # the binary's 500, then the cause
+        raise ProtocolError(500, "Unable to parse 'data': attempt to access JSON non-array as array: input "
+                                 f"'{name}': 'data' is a JSON list of the tensor's elements")
     array = _from_json(name, datatype, shape, count, entry["data"])
     return name, _as_input(datatype, array), 0
 
@@ -356,25 +405,34 @@ def _is_string(item: Any) -> bool:
     return type(item) is str
 
 
-_JSON_ELEMENT: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "BOOL": (_is_bool, "booleans"),
-    "FP16": (_is_number, "numbers"),
-    "FP32": (_is_number, "numbers"),
-    "FP64": (_is_number, "numbers"),
-    "BF16": (_is_number, "numbers"),
-    "BYTES": (_is_string, "strings"),
+# Datatype -> (check, what its data must be, the binary's refusal of an
+# element of another JSON type; the integer types' are in _json_element).
+_JSON_ELEMENT: dict[str, tuple[Callable[[Any], bool], str, str]] = {
+    "BOOL": (_is_bool, "booleans", "Unable to parse 'data': attempt to access JSON non-boolean as boolean"),
+    "FP16": (_is_number, "numbers", "Unable to parse 'data': attempt to access JSON non-number as double"),
+    "FP32": (_is_number, "numbers", "Unable to parse 'data': attempt to access JSON non-number as double"),
+    "FP64": (_is_number, "numbers", "Unable to parse 'data': attempt to access JSON non-number as double"),
+    "BF16": (_is_number, "numbers", "Unable to parse 'data': attempt to access JSON non-number as double"),
+    "BYTES": (_is_string, "strings", "Unable to parse JSON bytes array: attempt to access JSON non-string as string"),
 }
-_FLOAT_TYPES = frozenset(t for t, (check, _) in _JSON_ELEMENT.items() if check is _is_number)
+_FLOAT_TYPES = frozenset(t for t, (check, _, _) in _JSON_ELEMENT.items() if check is _is_number)
+
+
+def _json_element(datatype: str) -> tuple[Callable[[Any], bool], str, str]:
+    if datatype in _JSON_ELEMENT:
+        return _JSON_ELEMENT[datatype]
+    kind = "unsigned-integer" if datatype.startswith("U") else "signed-integer"
+    return _is_int, "integers", f"Unable to parse 'data': attempt to access JSON non-{kind} as {kind}"
 
 
 def _from_json(name: str, datatype: str, shape: list[int], count: int, data: Any) -> Any:
     flat = _flatten(data)
     if len(flat) != count:
         raise bad_request(f"input '{name}': {len(flat)} elements of data for shape {shape} ({count} elements)")
-    check, kind = _JSON_ELEMENT.get(datatype, (_is_int, "integers"))
+    check, kind, refusal = _json_element(datatype)
     for item in flat:
-        if not check(item):
-            raise bad_request(f"input '{name}': {datatype} data must be {kind}, got {item!r}")
+        if not check(item):  # the binary's 500, then the cause
+            raise ProtocolError(500, f"{refusal}: input '{name}': {datatype} data must be {kind}, got {item!r}")
     if datatype == "BYTES":
         return _object_array([_utf8(name, item) for item in flat], shape)
     if datatype in _FLOAT_TYPES:
@@ -544,7 +602,7 @@ def encode_response(
             entry["data"] = _json_data(name, datatype, tensor)
         entries.append(entry)
     document["outputs"] = entries
-    header = json.dumps(document, separators=(",", ":")).encode("utf-8")
+    header = dump_json(document)
     if not chunks:
         return header, None
     return header + b"".join(chunks), len(header)
@@ -594,7 +652,7 @@ def output_array(tensor: Tensor) -> Any:
 
 def error_body(message: str) -> bytes:
     """The protocol's error body."""
-    return json.dumps({"error": message}).encode("utf-8")
+    return dump_json({"error": message})
 
 
 def parse_header_length(value: Optional[str]) -> Optional[int]:
@@ -627,52 +685,57 @@ def decode_generate(model_name: str, body: bytes, metadata: dict[str, Any]) -> G
     their own or as the members of a "parameters" object (as the binary
     takes them)."""
     try:
-        document = json.loads(body) if body else {}
+        document = load_json(body) if body else _json_object([])
     except (ValueError, UnicodeDecodeError) as error:
         raise bad_request(f"the generate request body is not valid JSON: {error}") from None
     except RecursionError:
         raise bad_request("the generate request body nests too deeply") from None
-    if not isinstance(document, dict):
+    if not isinstance(document, JsonObject):
         raise bad_request("the generate request body must be a JSON object (input names and parameters as keys)")
     specs = {spec["name"]: spec for spec in metadata.get("inputs", [])}
-    request_id = document.pop("id", None)
+    request_id = document.get("id")
     if request_id is not None:
         if not isinstance(request_id, str):
-            raise bad_request("'id' must be a string")
+            raise ProtocolError(500, "Unable to parse 'id': attempt to access JSON non-string as string")
         core_text("'id'", request_id)
     inputs: dict[str, Any] = {}
     parameters: dict[str, ParameterValue] = {}
-    for key, value in document.items():
+    # In order, as the binary converts them: an input given twice is refused
+    # there, another key given twice keeps its first value.
+    seen: set[str] = set()
+    for key, value in document.pairs:
         spec = specs.get(key)
-        if spec is None and key == "parameters":
-            if not isinstance(value, dict):
-                raise bad_request(
-                    f"generate: 'parameters' of the request to model '{model_name}' must be a JSON object of "
-                    f"request parameters, not {type(value).__name__} (or give each parameter as a key of its own)")
-            for name, item in value.items():
-                if type(item) not in (str, int, float, bool):
-                    raise bad_request(
-                        f"generate: parameter '{name}' in 'parameters' of the request to model '{model_name}' has "
-                        f"invalid type {type(item).__name__}: a request parameter must be a string, number or "
-                        "boolean")
-                parameters[name] = _generate_parameter(name, item)
-            continue
         if spec is None:
-            if type(value) not in (str, int, float, bool):
-                raise bad_request(
-                    f"generate: key '{key}' is not an input of model '{model_name}' (its inputs: "
-                    f"{', '.join(specs) or 'none'}), and as a request parameter it must be a string, number or "
-                    f"boolean, not {type(value).__name__}")
-            parameters[key] = _generate_parameter(key, value)
+            if key not in seen and key != "id":
+                parameters.update(_generate_parameters(model_name, specs, key, value))
+            seen.add(key)
             continue
+        if key in inputs:
+            raise _already_exists(request_id, key)
         datatype = spec["datatype"]
-        flat = _flatten(value)
-        if any(isinstance(item, (dict, list)) for item in flat):
-            raise bad_request(f"input '{key}': generate takes a value or a list of values")
+        flat = _flatten(value)  # an element that is no value is refused by its type (the binary's 500)
         shape = _generate_shape(key, [int(d) for d in spec["shape"]], len(flat))
         array = _from_json(key, datatype, shape, len(flat), flat)
         inputs[key] = _as_input(datatype, array)
     return GenerateRequest(inputs, parameters, request_id)
+
+
+def _generate_parameters(model_name: str, specs: dict[str, Any], key: str, value: Any) -> dict[str, ParameterValue]:
+    """The request parameters a generate key that is no input gives: itself,
+    or the members of "parameters" (refused as the binary refuses them)."""
+    if key != "parameters":
+        if type(value) not in (str, int, float, bool):
+            raise bad_request(f"{_invalid_parameter(key)} ('{key}' is no input of model '{model_name}', whose inputs "
+                              f"are {', '.join(specs) or 'none'})")
+        return {key: _generate_parameter(key, value)}
+    if not isinstance(value, dict):
+        raise ProtocolError(500, "Expected JSON object for keyword: 'parameters': attempt to access JSON non-object "
+                                 f"as object: give the request parameters of model '{model_name}' as one JSON object "
+                                 "(or each as a key of its own)")
+    for name, item in value.items():
+        if type(item) not in (str, int, float, bool):
+            raise bad_request(f"Converting keyword: 'parameters': {_invalid_parameter(name)}")
+    return {name: _generate_parameter(name, item) for name, item in value.items()}
 
 
 def _generate_parameter(key: str, value: ParameterValue) -> ParameterValue:

@@ -35,7 +35,7 @@ from .._api._memorybuffer import MemoryBuffer
 from .._api._model import Model
 from .._api._server import Server
 from .._api._tensor import Tensor
-from .codec import DATATYPES, _raw_bytes
+from .codec import DATATYPES, RESERVED_PARAMETER_PREFIX, _raw_bytes
 from .log_settings import LogSettings
 from .shared_memory import system_shared_memory
 from .stream_flow import StreamFlow, Turn
@@ -120,7 +120,7 @@ def status_code(error: Exception) -> Any:
     return getattr(grpc_module().StatusCode, _STATUS_NAMES[code] if code is not None else "UNKNOWN")
 
 
-# The request parameters that start with "triton_" and that clients may set.
+# The request parameters with the reserved prefix that gRPC clients may set.
 _RESERVED_PARAMETERS = ("triton_enable_empty_final_response",)
 
 # Typed contents field -> the datatypes it may carry (the binary's
@@ -610,11 +610,12 @@ class GrpcInferenceService:
                 if kind != "int64_param":
                     raise InvalidArgumentError("invalid value type for 'timeout' parameter, expected int64_param.")
                 kwargs["timeout"] = value.int64_param % 2**64
-            elif key.startswith("triton_"):
+            elif key.startswith(RESERVED_PARAMETER_PREFIX):
                 if key not in _RESERVED_PARAMETERS:
                     raise InvalidArgumentError(
-                        "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following "
-                        "keys starting with 'triton_' are allowed: " + " ".join(_RESERVED_PARAMETERS))
+                        f"parameter keys starting with '{RESERVED_PARAMETER_PREFIX}' are reserved for Triton usage. "
+                        f"Only the following keys starting with '{RESERVED_PARAMETER_PREFIX}' are allowed: "
+                        + " ".join(_RESERVED_PARAMETERS))
                 if kind != "bool_param":
                     raise InvalidArgumentError(f"invalid value type for '{key}' parameter, expected bool_param.")
                 empty_final = value.bool_param

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import json
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -53,7 +52,9 @@ from .codec import (
     decode_request,
     encode_generate,
     encode_response,
+    dump_json,
     error_body,
+    load_json,
     parse_header_length,
 )
 from .log_settings import LogSettings
@@ -99,7 +100,7 @@ class Reply:
 
     @staticmethod
     def json(document: Any, status: int = 200) -> "Reply":
-        return Reply(status, json.dumps(document).encode("utf-8"), {"content-type": "application/json"})
+        return Reply(status, dump_json(document), {"content-type": "application/json"})
 
     @staticmethod
     def error(status: int, message: str) -> "Reply":
@@ -199,19 +200,19 @@ class KServeRoutes:
     async def _route(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Reply:
         parts = [part for part in path.split("/") if part]
         if not parts or parts[0] != "v2":
-            return Reply.error(404, f"Not Found: no route for {path!r}: the KServe v2 routes start with /v2")
+            raise _no_route()
         if not self._serving():
             return Reply.error(503, "the server is not running")
         rest = parts[1:]
         if rest == [] or rest[0] == "health":
             self._check("metadata" if rest == [] else "health", headers, method, "GET")
-            return self._server_route(rest, path)
+            return self._server_route(rest)
         if rest[0] == "systemsharedmemory" and self._shm is not None:
-            return self._system_shared_memory(rest[1:], path, method, headers, body)
+            return self._system_shared_memory(rest[1:], method, headers, body)
         if rest[0] == "cudasharedmemory" and self._shm is not None:
-            return self._cuda_shared_memory(rest[1:], path, method, headers)
+            return self._cuda_shared_memory(rest[1:], method, headers)
         if rest[0] == "repository" and self._model_repository:
-            return await self._repository(rest[1:], path, method, headers, body)
+            return await self._repository(rest[1:], method, headers, body)
         if rest == ["logging"] and self._log_settings is not None:
             self._check("logging", headers, method, "GET", "POST")
             return self._log_settings_route(method, body)
@@ -219,11 +220,11 @@ class KServeRoutes:
             self._check("trace", headers, method, "GET", "POST")
             raise _trace_refused()
         if rest[0] != "models" or len(rest) < 2:
-            return Reply.error(404, f"Not Found: no route for {path!r}")
+            raise _no_route()
         if rest == ["models", "stats"]:  # as in Triton, not a model named "stats"
             self._check("statistics", headers, method, "GET")
             return Reply.json(self._all_statistics())
-        name, version, action = _model_path(rest[1:], path)
+        name, version, action = _model_path(rest[1:])
         if action in ("generate", "generate_stream") and self._generate:
             self._check("inference", headers, method, "POST")
             return await self._generate_route(self.model(name, version), headers, body, action == "generate_stream")
@@ -244,7 +245,7 @@ class KServeRoutes:
             if action == "config":
                 return Reply.json(model.config())
             return Reply.json(model.statistics())
-        return Reply.error(404, f"Not Found: no route for {path!r}")
+        raise _no_route()
 
     def _serving(self) -> bool:
         try:
@@ -252,7 +253,7 @@ class KServeRoutes:
         except TritonError:
             return False
 
-    def _server_route(self, rest: list[str], path: str) -> Reply:
+    def _server_route(self, rest: list[str]) -> Reply:
         if rest == []:
             metadata = self._server.metadata()
             served = self.extensions
@@ -262,7 +263,7 @@ class KServeRoutes:
             return Reply(200)
         if rest == ["health", "ready"]:
             return Reply(200) if self._server.ready() else Reply.error(400, "the server is not ready")
-        return Reply.error(404, f"Not Found: no route for {path!r}")
+        raise _no_route()
 
     def model(self, name: str, version: int = -1) -> Model:
         """A served model (NotFoundError for one that is not served)."""
@@ -285,17 +286,16 @@ class KServeRoutes:
             self._response_parameters)
         if fast is not None:
             return _compressed(_infer_reply(*fast), headers.get("accept-encoding"))
-        # The model first (an unknown one is a 404 whatever the body), then the body.
-        decoupled = model._decoupled()
-        body = _decompress(headers.get("content-encoding"), body, self._max_body_bytes)
-        request = decode_request(body, parse_header_length(headers.get(HEADER_LENGTH)), self._shm)
-        if decoupled:
-            raise UnsupportedError(
+        # The model first (an unknown one is a 404, a decoupled one a 501,
+        # whatever the body; the binary's 501 says text/plain), then the body.
+        if model._decoupled():
+            return Reply(501, error_body(
                 f"HTTP end point doesn't support models with decoupled transaction policy (model '{model.name}' "
                 "sends any number of responses per request): "
                 + ("stream it with POST .../generate_stream or gRPC's ModelStreamInfer" if self._generate
-                   else "stream it through a DeploymentHandle instead")
-            )
+                   else "stream it through a DeploymentHandle instead")), {"content-type": "text/plain"})
+        body = _decompress(headers.get("content-encoding"), body, self._max_body_bytes)
+        request = decode_request(body, parse_header_length(headers.get(HEADER_LENGTH)), self._shm)
         parameters = {**request.parameters, **self._forwarded(headers)}
         response = None
         responses = model.async_infer(
@@ -373,9 +373,9 @@ class KServeRoutes:
                      stream=_events(model, request.request_id, first, responses, decoupled))
 
     # -- system and CUDA shared memory ---------------------------------------
-    def _system_shared_memory(self, rest: list[str], path: str, method: str, headers: Mapping[str, str],
+    def _system_shared_memory(self, rest: list[str], method: str, headers: Mapping[str, str],
                               body: bytes) -> Reply:
-        region, action = _region_path(rest, path)
+        region, action = _region_path(rest)
         self._check("shared-memory", headers, method, "GET" if action == "status" else "POST")
         registry = self._shm
         assert registry is not None  # routed here only with one
@@ -394,10 +394,10 @@ class KServeRoutes:
         registry.register(region, document["key"], document.get("offset", 0), document["byte_size"])
         return Reply(200, b"", {"content-type": "application/json"})
 
-    def _cuda_shared_memory(self, rest: list[str], path: str, method: str, headers: Mapping[str, str]) -> Reply:
+    def _cuda_shared_memory(self, rest: list[str], method: str, headers: Mapping[str, str]) -> Reply:
         """As the binary built without GPU support: no region is ever
         registered, so the status is empty and unregistering does nothing."""
-        region, action = _region_path(rest, path)
+        region, action = _region_path(rest)
         self._check("shared-memory", headers, method, "GET" if action == "status" else "POST")
         if action == "status":
             if region:
@@ -411,13 +411,13 @@ class KServeRoutes:
                           "(this server does not serve CUDA shared memory: use system shared memory)")
 
     # -- model repository ----------------------------------------------------
-    async def _repository(self, rest: list[str], path: str, method: str, headers: Mapping[str, str],
+    async def _repository(self, rest: list[str], method: str, headers: Mapping[str, str],
                           body: bytes) -> Reply:
         repository = ""
         if rest and rest[0] not in ("index", "models"):
             repository, rest = rest[0], rest[1:]
         if rest != ["index"] and not (len(rest) == 3 and rest[0] == "models" and rest[2] in ("load", "unload")):
-            return Reply.error(404, f"Not Found: no route for {path!r}")
+            raise _no_route()
         self._check("model-repository", headers, method, "POST")
         if rest == ["index"]:
             document = _json_object(body, "the repository index request") if body.strip() else {}
@@ -505,7 +505,7 @@ async def _events(model: Model, request_id: Optional[str], first: Any, responses
             except (ProtocolError, TritonError) as error:
                 yield _error_event(str(error))
                 return
-            yield b"data: " + json.dumps(document, separators=(",", ":")).encode("utf-8") + b"\n\n"
+            yield b"data: " + dump_json(document) + b"\n\n"
     finally:
         responses.cancel()
 
@@ -520,19 +520,19 @@ def _trace_refused() -> UnsupportedError:
                             "(use the server's statistics, GET /v2/models/stats, or metrics instead)")
 
 
-def _region_path(rest: list[str], path: str) -> tuple[str, str]:
+def _region_path(rest: list[str]) -> tuple[str, str]:
     """(region or "", action) of a shared-memory path."""
     region = ""
     if rest[:1] == ["region"] and len(rest) == 3:
         region, rest = core_text("region name", rest[1]), rest[2:]
     if len(rest) != 1 or rest[0] not in ("status", "register", "unregister"):
-        raise ProtocolError(404, f"Not Found: no route for {path!r}")
+        raise _no_route()
     return region, rest[0]
 
 
 def _json_object(body: bytes, what: str) -> dict[str, Any]:
     try:
-        document = json.loads(body)
+        document = load_json(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise bad_request(f"{what} is not valid JSON: {error}") from None
     except RecursionError:
@@ -596,15 +596,20 @@ def _accepted(accept_encoding: Optional[str]) -> Optional[str]:
     return None
 
 
-def _model_path(parts: list[str], path: str) -> tuple[str, int, str]:
+def _no_route() -> ProtocolError:
+    """A path that no route takes: the binary's 404, its text alone."""
+    return ProtocolError(404, "Not Found")
+
+
+def _model_path(parts: list[str]) -> tuple[str, int, str]:
     """name, version (-1: the server's choice) and action ('' for metadata)."""
     name, rest = core_text("model name", parts[0]), parts[1:]
     version = -1
     if rest[:1] == ["versions"]:
         if len(rest) < 2:
-            raise ProtocolError(404, f"Not Found: no route for {path!r}")
+            raise _no_route()
         if not (rest[1].isascii() and rest[1].isdigit()):  # no route of the binary's matches: its 404
-            raise ProtocolError(404, f"Not Found: no route for {path!r} (a model version is a non-negative integer)")
+            raise _no_route()
         version = int(rest[1])
         if version >= 2**63:
             raise bad_request(f"model version {rest[1]} is out of range (at most 2**63 - 1)")
@@ -612,7 +617,7 @@ def _model_path(parts: list[str], path: str) -> tuple[str, int, str]:
     if rest == ["trace", "setting"]:
         return name, version, "trace/setting"
     if len(rest) > 1:
-        raise ProtocolError(404, f"Not Found: no route for {path!r}")
+        raise _no_route()
     return name, version, rest[0] if rest else ""
 
 

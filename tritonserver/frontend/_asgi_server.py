@@ -32,6 +32,21 @@ def _uvicorn() -> Any:
     return uvicorn
 
 
+def _http_protocol() -> Any:
+    """uvicorn's httptools protocol, reading a body with both
+    Transfer-Encoding: chunked and Content-Length (as `requests` sends a
+    pre-chunked body) chunked, its Content-Length ignored: the binary's
+    reading (RFC 9112 6.3); httptools refuses it by default."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class Protocol(HttpToolsProtocol):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.parser.set_dangerous_leniencies(lenient_chunked_length=True)
+
+    return Protocol
+
+
 def listening_socket(what: str, address: str, port: int, reuse_port: bool) -> socket.socket:
     """A TCP socket bound to address:port and listening (UnavailableError
     naming them when that fails, e.g. the port is in use)."""
@@ -82,7 +97,7 @@ class AsgiServer:
         uvicorn = _uvicorn()
         sock = listening_socket(self._what, self._address, self._requested_port, self._reuse_port)
         config = uvicorn.Config(
-            self._app, loop="none", http="httptools", ws="none", lifespan="off", access_log=False,
+            self._app, loop="none", http=_http_protocol(), ws="none", lifespan="off", access_log=False,
             log_level="warning", timeout_graceful_shutdown=GRACEFUL_STOP_SECONDS, server_header=False,
             date_header=False, timeout_keep_alive=KEEP_ALIVE_IDLE_SECONDS,
         )

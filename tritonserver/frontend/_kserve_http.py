@@ -184,7 +184,8 @@ class _AsgiApp:
                 disconnected.cancel()
 
     async def _body(self, headers: dict[str, str], receive: Any, send: Any) -> Optional[bytes]:
-        declared = headers.get("content-length")
+        # A chunked body's Content-Length is ignored (as by the binary).
+        declared = None if "transfer-encoding" in headers else headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self._limit:
             await _send(send, _too_large(int(declared), self._limit), None)
             return None
