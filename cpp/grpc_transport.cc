@@ -87,7 +87,7 @@ struct Stream {
 
   // Under the connection's mutex.
   bool handed = false;    // Python has it (a call in flight until finished)
-  bool announced = false; // its path and metadata went in an event (with its first message or its end)
+  bool announced = false; // its path and metadata went in an event (a unary call's with its message or end)
   bool finished = false;  // its status is queued
   bool started = false;   // response headers submitted
   std::string out;        // framed messages not yet taken by nghttp2
@@ -314,8 +314,11 @@ class GrpcTransport : public SocketServer {
     // Window updates given by on_data_chunk and release_held (a stream's
     // held back while its backlog is kStreamBacklog or more); header lists
     // up to 16 MiB (the binary's default is 16 KiB; more is harmless).
+    // Header values with leading or trailing spaces or tabs are taken as
+    // sent, as grpc's server does (RFC 9113's check would reset the stream).
     nghttp2_option_set_no_auto_window_update(option, 1);
     nghttp2_option_set_max_send_header_block_length(option, 16 * 1024 * 1024);
+    nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(option, 1);
     const int made = nghttp2_session_server_new2(&connection->session, callbacks_, connection.get(), option);
     nghttp2_option_del(option);
     if (made != 0) throw std::bad_alloc();
@@ -738,15 +741,18 @@ class GrpcTransport : public SocketServer {
                                 "or deflate, or send them uncompressed (it accepts " +
                                 std::string(kGrpcAcceptEncoding) + ")");
       } else {
-        // Announced with its first message or its end, so that a call
-        // whose message comes in a later read is handed over whole.
+        // A unary call is announced with its message or its end, so that
+        // one whose message comes in a later read is handed over whole; a
+        // ModelStreamInfer call at once, its RPC starting before any message
+        // as on grpc's servers (a restricted protocol refuses it at open).
         stream->handed = true;
-        if (stream->path == kModelInfer || stream->path == kModelStreamInfer) {  // the infer responses
+        const bool streaming = stream->path == kModelStreamInfer;
+        if (stream->path == kModelInfer || streaming) {  // the infer responses
           stream->response = response_encoding(c.transport->compression_level_, stream->accepted);
         }
-        stream->native_stream =
-            c.transport->infer_server_ != nullptr && stream->path == kModelStreamInfer && !stream->end_at_error;
+        stream->native_stream = c.transport->infer_server_ != nullptr && streaming && !stream->end_at_error;
         c.transport->opened_call(c);
+        if (streaming) announce(c, *stream);
       }
     }
     if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&

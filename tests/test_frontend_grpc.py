@@ -216,9 +216,11 @@ def test_request_parameters_and_forwarded_headers_reach_the_model(served, transp
         with grpcclient.InferenceServerClient(f"127.0.0.1:{frontend.port}") as c:
             result = c.infer("parameters", [_input("INPUT0", numpy.zeros(1, numpy.float32))],
                              parameters={"temperature": 0.5, "n": 3, "flag": True, "who": "me"},
-                             headers={"x-fwd-tenant": "t1", "x-other": "no"})
+                             headers={"x-fwd-tenant": "t1", "x-fwd-note": "  spaced ", "x-other": "no"})
     seen = json.loads(result.as_numpy("PARAMETERS")[0])
-    assert seen == {"temperature": 0.5, "n": 3, "flag": True, "who": "me", "x-fwd-tenant": "t1"}
+    # values as sent, spaces around them included (as grpc's server takes them)
+    assert seen == {"temperature": 0.5, "n": 3, "flag": True, "who": "me", "x-fwd-tenant": "t1",
+                    "x-fwd-note": "  spaced "}
 
 
 def test_bound_functions_served(client):
@@ -1128,6 +1130,30 @@ def test_restricted_protocols_need_their_header(served, transport):
             assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
+def test_a_restricted_stream_is_refused_as_it_opens(served, transport):
+    """A ModelStreamInfer without the restricted header ends UNAVAILABLE
+    before any request is sent, as on the binary (the native transport
+    waited for a first message)."""
+    with kserve_grpc(served[0], restricted_protocols=["inference:infer-key=yes"], transport=transport) as frontend:
+        with grpc.insecure_channel(f"127.0.0.1:{frontend.port}") as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            never = threading.Event()
+
+            def requests():
+                never.wait()  # none sent: the server ends the call meanwhile
+                return
+                yield
+
+            call = stub.ModelStreamInfer(requests(), timeout=20)  # else DEADLINE_EXCEEDED
+            try:
+                with pytest.raises(grpc.RpcError) as caught:
+                    next(call)
+            finally:
+                never.set()
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert caught.value.details() == "This protocol is restricted, expecting header 'triton-grpc-protocol-infer-key'"
+
+
 def test_compressed_infer_responses(served, transport, level):
     """infer_compression_level LOW, MED, HIGH: tritonclient (which accepts
     gzip and deflate) reads the compressed answers of ModelInfer and of a
@@ -1470,7 +1496,12 @@ def test_bad_options_and_a_port_in_use(served, transport):
     for options, field in ((dict(port=-1), "port"), (dict(keepalive_time_ms="1"), "keepalive_time_ms"),
                            (dict(restricted_protocols=["nothing:k=v"]), "restricted_protocols"),
                            (dict(restricted_protocols=["health"]), "restricted_protocols"),
-                           (dict(restricted_protocols=["health:a=b", "health:c=d"]), "multiple config groups"),
+                           (dict(restricted_protocols=["health:a=b", "health:c=d"]),
+                            "restricted protocol 'health' can not be specified in multiple config groups"),
+                           (dict(restricted_protocols=["model-reposit:a=b"]),
+                            "unknown restricted protocol 'model-reposit'"),
+                           (dict(forward_header_pattern="x-(?U)a"), "forward_header_pattern 'x-\\(\\?U\\)a' is not a "
+                                                                    "regular expression"),
                            (dict(infer_compression_level=7), "infer_compression_level"),
                            (dict(use_ssl=True), "use_ssl")):
         with pytest.raises(tritonserver.InvalidArgumentError, match=field):
@@ -1483,6 +1514,38 @@ def test_bad_options_and_a_port_in_use(served, transport):
         with pytest.raises(tritonserver.UnavailableError, match=f"127.0.0.1:{port}"):
             frontend.start()
     assert frontend.port is None
+
+
+@pytest.mark.parametrize("re2, python", [
+    ("my_header.*", "my_header.*"),
+    ("(?-i)MY_HEADER.*", "(?-i:MY_HEADER.*)"),
+    ("(?i)(?-i)MY_HEADER.*", "(?i:(?-i:MY_HEADER.*))"),  # what the binary's flag makes of it: "(?i)" first
+    ("a(?i)b|c", "a(?i:b)|(?i:c)"),  # to the end of the group: the alternatives after it too
+    ("(x(?i)y|z)w", "(x(?i:y)|(?i:z))w"),
+    ("(?i)a(?-i)b|c", "(?i:a(?-i:b))|(?i:(?-i:c))"),
+    ("(?s:a.b)(?m)^x", "(?s:a.b)(?m:^x)"),  # a scoped group as written
+    (r"[(?i)|]\(?i\)", r"[(?i)|]\(?i\)"),  # in a class, escaped: literal
+])
+def test_re2_inline_flags_become_pythons_scoped_groups(re2, python):
+    """A forward pattern is RE2's (the binary's): its inline flag groups
+    set flags to the end of their group, which Python writes as scoped
+    groups."""
+    import re
+
+    from tritonserver._kserve.header_pattern import re2_to_python
+
+    assert re2_to_python(re2) == python
+    re.compile(python)
+
+
+def test_forward_patterns_match_as_re2_does():
+    from tritonserver._kserve.header_pattern import compile_header_pattern
+
+    pattern = compile_header_pattern("(?i)(?-i)x-(?i)FWD-A|(?-i)X-FWD-B", "pattern")
+    assert [name for name in ("x-fwd-a", "x-FWD-a2", "X-fwd-a", "x-fwd-b", "X-FWD-B") if pattern.search(name)] \
+        == ["x-fwd-a", "x-FWD-a2", "X-FWD-B"]
+    assert compile_header_pattern("", "pattern") is None
+    assert KServeGrpc.Options(forward_header_pattern="(?-i)MY_HEADER.*").forward_header_pattern == "(?-i)MY_HEADER.*"
 
 
 def test_ssl_and_mutual_authentication(served, tmp_path, transport):

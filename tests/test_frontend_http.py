@@ -772,6 +772,13 @@ def test_options_are_checked_naming_the_field(server):
     for bad in (["everything:k=v"], ["no-key-value"], [("health", "", "v")]):
         with pytest.raises(tritonserver.InvalidArgumentError, match="KServeHttp.Options.restricted_apis"):
             KServeHttp.Options(restricted_apis=bad)
+    for bad, words in ((["health:a=b", "metadata,health:c=d"],
+                        "restricted api 'health' can not be specified in multiple config groups"),
+                       (["model-reposit:a=b"], "unknown restricted api 'model-reposit'")):  # the binary's words
+        with pytest.raises(tritonserver.InvalidArgumentError, match=words):
+            KServeHttp.Options(restricted_apis=bad)
+    # RE2's inline flags, as the binary's pattern takes them
+    assert KServeHttp.Options(header_forward_pattern="(?-i)X-FWD-.*").header_forward_pattern == "(?-i)X-FWD-.*"
 
 
 def test_a_port_in_use_raises_unavailable_naming_it(server, http_options, frontend):

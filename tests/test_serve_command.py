@@ -225,3 +225,68 @@ def test_a_models_log_lines_are_in_the_servers_log_as_the_binarys(tmp_path, flag
                       [f for f in found if "lifecycle" in f[1] and "unload" not in f[2]])
     assert seen["package"] == seen["binary"], seen
     assert ("W", "model.py:7", '"warning line"') in seen["binary"][0] or "--log-warning=false" in flags
+@pytest.mark.parametrize("flag, noun", [("--http-restricted-api", "api"), ("--grpc-restricted-protocol", "protocol")])
+def test_restricted_group_refusals_exit_1_in_the_binarys_words(flag, noun):
+    """A group given twice, and an unknown group: refused before the server
+    starts, exit 1, with the binary's line (NVIDIA's qa greps it)."""
+    for values, line in (((f"{flag}=model-repository,health:k1=v1", f"{flag}=metadata,health:k2=v2"),
+                          f"restricted {noun} 'health' can not be specified in multiple config groups"),
+                         ((f"{flag}=model-reposit,health:k1=v1",), f"unknown restricted {noun} 'model-reposit'")):
+        flags = ("--model-repository", str(MODELS), "--model-control-mode=explicit", "--http-port=0", "--grpc-port=0",
+                 "--metrics-port=0", *values)
+        theirs = run_reference(*flags)
+        ours = run_serve(*flags)
+        assert line in theirs.stdout + theirs.stderr, (theirs.stdout[-500:], theirs.stderr[-500:])
+        assert ours.returncode == theirs.returncode == 1, ours.stderr
+        assert line in ours.stderr and "Traceback" not in ours.stderr, ours.stderr
+
+
+def _forwarded(served):
+    """What the parameters model sees of forwarded headers, over gRPC
+    (ModelInfer, ModelStreamInfer) and HTTP."""
+    import json
+    import queue
+
+    import numpy
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+
+    headers = {"x-fwd-a": 'a "quoted" string with a backslash\\ ', "x-fwd-a2": "  leading", "x-fwd-b": "b",
+               "x-other": "o"}
+    seen = {}
+    for name, module, url in (("grpc", grpcclient, served.grpc_url), ("http", httpclient, served.http_url)):
+        tensor = module.InferInput("INPUT0", [1], "FP32")
+        tensor.set_data_from_numpy(numpy.zeros(1, numpy.float32))
+        with module.InferenceServerClient(url) as client:
+            seen[name] = json.loads(client.infer("parameters", [tensor], headers=headers).as_numpy("PARAMETERS")[0])
+            if module is grpcclient:
+                got = queue.Queue()
+                client.start_stream(callback=lambda result, error: got.put((result, error)), headers=headers)
+                try:
+                    client.async_stream_infer("parameters", [tensor])
+                    result, error = got.get(timeout=60)
+                finally:
+                    client.stop_stream()
+                assert error is None, error
+                seen["grpc stream"] = json.loads(result.as_numpy("PARAMETERS")[0])
+    return seen
+
+
+def test_header_forward_patterns_in_re2_syntax_as_the_binary(backend_directory, tmp_path):
+    """The binary compiles a forward pattern with RE2, after "(?i)" (header
+    names are case-insensitive): a pattern's own inline flags, here a
+    global "(?-i)" and "(?i)" mid-pattern, set them to the end of their
+    group (an alternative included); the values reach the model as sent,
+    leading and trailing spaces included (the native gRPC transport reset
+    such a stream, and refused the pattern)."""
+    pattern = "(?-i)x-(?i)FWD-A|(?-i)X-FWD-B"
+    flags = ["--model-control-mode=explicit", "--load-model=parameters", "--grpc-header-forward-pattern", pattern,
+             "--http-header-forward-pattern", pattern]
+    with server_process(reference_command(), MODELS, flags, log_dir=tmp_path) as binary:
+        theirs = _forwarded(binary)
+    with server_process(package_serve_command(), MODELS, flags, backend_directory=backend_directory,
+                        log_dir=tmp_path) as package:
+        ours = _forwarded(package)
+    expected = {"x-fwd-a": 'a "quoted" string with a backslash\\ ', "x-fwd-a2": "  leading"}
+    assert theirs["grpc"] == theirs["grpc stream"] == expected, theirs
+    assert ours == theirs

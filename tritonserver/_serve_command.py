@@ -16,7 +16,7 @@ import threading
 from typing import Any, Optional
 
 from ._api._enums import ModelControlMode
-from ._api._errors import TritonError
+from ._api._errors import InvalidArgumentError, TritonError
 from ._api._logging import echo_core_lines
 from ._api._options import BinaryFlagOptions
 from ._api._server import Server
@@ -48,7 +48,11 @@ def _frontends(server: Server, config: ServeSettings) -> list[tuple[str, Any]]:
 
 
 def serve(argv: list[str]) -> int:
-    config = settings(argv)  # SystemExit(2) naming a bad flag
+    try:
+        config = settings(argv)  # SystemExit(2) naming a bad flag
+    except InvalidArgumentError as error:  # refused before anything starts, exit 1 as the binary
+        _say(f"error: {error}")
+        return 1
     stop = threading.Event()
     received: list[int] = []
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ._api._enums import LogFormat, ModelControlMode, RateLimitMode
+from ._kserve.restricted import parse_restrictions
 
 
 def _bool(text: str) -> bool:
@@ -65,6 +66,13 @@ def _key_value(separator: str, shape: str) -> Callable[[str], tuple[str, str, st
             raise argparse.ArgumentTypeError(f"{text!r} is not of the form {shape}")
         return group, setting, value
     return parse
+
+
+def _header_pattern(text: str) -> str:
+    """A header forward pattern as the binary's command line gives it to
+    its frontend: case-insensitive ("(?i)" before it, header names being
+    case-insensitive), so that even "" forwards every header."""
+    return "(?i)" + text
 
 
 def _metrics_setting(text: str) -> tuple[str, str, str]:
@@ -138,7 +146,7 @@ def parser() -> argparse.ArgumentParser:
         add(f"--{kind}-address", default="0.0.0.0")
         add(f"--{kind}-port", type=_port, default=port)
         add(f"--reuse-{kind}-port", type=_bool, default=False)
-        add(f"--{kind}-header-forward-pattern", default="")
+        add(f"--{kind}-header-forward-pattern", type=_header_pattern, default=None)
     add("--http-thread-count", type=_uint, default=8)
     add("--http-restricted-api", type=_key_value(":", "<api>[,<api>...]:<key>=<value>"), action="append",
         default=[])
@@ -201,9 +209,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def settings(argv: list[str]) -> ServeSettings:
-    """The settings for `argv` (SystemExit(2) with a message naming the flag when it cannot be served)."""
+    """The settings for `argv` (SystemExit(2) with a message naming the flag when it cannot be served;
+    InvalidArgumentError in the binary's words for a restricted group it refuses, which exits 1)."""
     p = parser()
     a = p.parse_args(argv)
+    for flag, specs, noun in (("--http-restricted-api", a.http_restricted_api, "api"),
+                              ("--grpc-restricted-protocol", a.grpc_restricted_protocol, "protocol")):
+        parse_restrictions(specs, flag, noun)
     for flag, reason in _REFUSED.items():
         if getattr(a, flag[2:].replace("-", "_")):
             p.error(f"{flag}: {reason}")
@@ -244,7 +256,7 @@ def settings(argv: list[str]) -> ServeSettings:
     if a.allow_http:
         result.http = dict(address=a.http_address, port=a.http_port, reuse_port=a.reuse_http_port,
                            thread_count=max(a.http_thread_count, 1),
-                           header_forward_pattern=a.http_header_forward_pattern,
+                           header_forward_pattern=a.http_header_forward_pattern or "",
                            restricted_apis=[(group, key, value) for group, key, value in a.http_restricted_api],
                            max_input_size=a.http_max_input_size,
                            **({"transport": a.http_transport} if a.http_transport else {}))
@@ -261,7 +273,7 @@ def settings(argv: list[str]) -> ServeSettings:
             http2_max_ping_strikes=a.grpc_http2_max_ping_strikes, max_connection_age_ms=a.grpc_max_connection_age,
             max_connection_age_grace_ms=a.grpc_max_connection_age_grace,
             infer_allocation_pool_size=a.grpc_infer_allocation_pool_size,
-            forward_header_pattern=a.grpc_header_forward_pattern,
+            forward_header_pattern=a.grpc_header_forward_pattern or "",
             restricted_protocols=[(group, key, value) for group, key, value in a.grpc_restricted_protocol],
             transport=a.grpc_transport)
     if a.allow_metrics:

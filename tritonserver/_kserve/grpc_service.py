@@ -13,7 +13,6 @@ TritonError maps to the gRPC code its core error code maps to there.
 from __future__ import annotations
 
 import asyncio
-import re
 import weakref
 from typing import Any, AsyncIterator, Callable, Optional
 
@@ -36,6 +35,7 @@ from .._api._model import Model
 from .._api._server import Server
 from .._api._tensor import Tensor
 from .codec import DATATYPES, RESERVED_PARAMETER_PREFIX, _raw_bytes
+from .header_pattern import compile_header_pattern
 from .log_settings import LogSettings
 from .shared_memory import system_shared_memory
 from .stream_flow import StreamFlow, Turn
@@ -341,7 +341,7 @@ class GrpcInferenceService:
 
     `restrictions`: protocol group -> (metadata key, value) a request must
     carry; `forward_header_pattern`: request metadata whose key matches it
-    (re.search) becomes a string request parameter of infer requests;
+    (search; RE2 syntax, header_pattern.py) becomes a string request parameter of infer requests;
     `compression`: the grpc.Compression of infer responses (None: none).
     """
 
@@ -350,7 +350,7 @@ class GrpcInferenceService:
         self._pb, _, self._config_pb = generated_modules()
         self._server = server
         self._restrictions = {group: (key.lower(), value) for group, (key, value) in (restrictions or {}).items()}
-        self._forward = re.compile(forward_header_pattern) if forward_header_pattern else None
+        self._forward = compile_header_pattern(forward_header_pattern, "forward_header_pattern")
         self._shared_memory = system_shared_memory(server)
         self._log_settings = LogSettings.of(server)
         self._compression = compression

@@ -17,10 +17,12 @@ GROUPS = (
 )
 
 
-def parse_restrictions(specs: Iterable[Any], what: str, key_prefix: str = "") -> dict[str, tuple[str, str]]:
+def parse_restrictions(specs: Iterable[Any], what: str, noun: str, key_prefix: str = "") -> dict[str, tuple[str, str]]:
     """group -> (header, value) from the flags' values; InvalidArgumentError
     naming `what` (e.g. "KServeGrpc.Options.restricted_protocols") for a
-    malformed one, an unknown group, or a group given twice."""
+    malformed one, an unknown group, or a group given twice, the last two
+    in the binary's words for a group (`noun`: its "api" of HTTP,
+    "protocol" of gRPC)."""
     if isinstance(specs, str):
         specs = [specs]
     restrictions: dict[str, tuple[str, str]] = {}
@@ -29,11 +31,11 @@ def parse_restrictions(specs: Iterable[Any], what: str, key_prefix: str = "") ->
         for group in groups:
             if group not in GROUPS:
                 raise InvalidArgumentError(
-                    f"{what}: unknown restricted group '{group}' in {spec!r} (one of {', '.join(GROUPS)})"
+                    f"{what}: unknown restricted {noun} '{group}' (in {spec!r}; one of {', '.join(GROUPS)})"
                 )
             if group in restrictions:
                 raise InvalidArgumentError(
-                    f"{what}: restricted group '{group}' can not be specified in multiple config groups"
+                    f"{what}: restricted {noun} '{group}' can not be specified in multiple config groups"
                 )
             restrictions[group] = (key_prefix + key, value)
     return restrictions

@@ -34,7 +34,6 @@ from typing import Any, AsyncIterator, Collection, Mapping, Optional
 
 from .._api._errors import (
     InternalError,
-    InvalidArgumentError,
     NotFoundError,
     TritonError,
     UnavailableError,
@@ -57,6 +56,7 @@ from .codec import (
     load_json,
     parse_header_length,
 )
+from .header_pattern import compile_header_pattern
 from .log_settings import LogSettings
 from .shared_memory import SystemSharedMemory
 
@@ -157,15 +157,7 @@ class KServeRoutes:
         self._restricted = {group: (header.lower(), value)
                             for group, (header, value) in dict(restricted_apis or {}).items()}
         self._log_settings = LogSettings.of(server) if logging else None
-        if not isinstance(header_forward_pattern, str):
-            raise InvalidArgumentError(f"header_forward_pattern must be a str (a regular expression), "
-                                       f"not {type(header_forward_pattern).__name__}")
-        try:
-            self._forward = re.compile(header_forward_pattern, re.IGNORECASE) if header_forward_pattern else None
-        except re.error as error:
-            raise InvalidArgumentError(
-                f"header_forward_pattern {header_forward_pattern!r} is not a valid regular expression: {error}"
-            ) from None
+        self._forward = compile_header_pattern(header_forward_pattern, "header_forward_pattern", re.IGNORECASE)
 
     @property
     def extensions(self) -> frozenset[str]:

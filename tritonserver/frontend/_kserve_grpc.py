@@ -13,6 +13,7 @@ from typing import Any, Optional
 from .._api._errors import InvalidArgumentError, UnavailableError
 from .._api._server import Server
 from .._kserve.grpc_service import INSTALL_HINT, GrpcInferenceService, generated_modules, grpc_module
+from .._kserve.header_pattern import compile_header_pattern
 from .._kserve.restricted import parse_restrictions
 from ._asgi_server import listening_socket
 from ._frontend import Frontend
@@ -133,15 +134,7 @@ class KServeGrpc(Frontend):
                 raise InvalidArgumentError(
                     "KServeGrpc.Options: use_mutual_auth needs use_ssl and root_cert (a PEM file of the client "
                     "certificates' authority)")
-            if self.forward_header_pattern:
-                import re
-
-                try:
-                    re.compile(self.forward_header_pattern)
-                except re.error as error:
-                    raise InvalidArgumentError(
-                        f"KServeGrpc.Options.forward_header_pattern {self.forward_header_pattern!r} is not a "
-                        f"regular expression: {error}") from None
+            compile_header_pattern(self.forward_header_pattern, "KServeGrpc.Options.forward_header_pattern")
             if self.transport is None:
                 self.transport = "grpcio" if self._native_refusal() else "native"
             check_str(self, "transport")
@@ -153,7 +146,7 @@ class KServeGrpc(Frontend):
                 if refusal:
                     raise InvalidArgumentError(refusal)
             self.restrictions = parse_restrictions(
-                self.restricted_protocols, "KServeGrpc.Options.restricted_protocols", RESTRICTED_HEADER_PREFIX)
+                self.restricted_protocols, "KServeGrpc.Options.restricted_protocols", "protocol", RESTRICTED_HEADER_PREFIX)
 
         def _native_refusal(self) -> str:
             """Why the native transport cannot serve these options (what it

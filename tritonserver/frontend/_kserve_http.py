@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from .._api._errors import InvalidArgumentError
 from .._api._server import Server
 from .._kserve import fast_infer
+from .._kserve.header_pattern import compile_header_pattern
 from .._kserve.restricted import parse_restrictions
 from .._kserve.routes import KServeRoutes, Reply
 from .._kserve.shared_memory import system_shared_memory
@@ -84,13 +84,8 @@ class KServeHttp(Frontend):
             if self.max_input_size is not None:
                 check_int(self, "max_input_size", 1)
             check_str(self, "header_forward_pattern")
-            try:
-                re.compile(self.header_forward_pattern)
-            except re.error as error:
-                raise InvalidArgumentError(f"KServeHttp.Options.header_forward_pattern "
-                                           f"{self.header_forward_pattern!r} is not a valid regular expression: "
-                                           f"{error}") from None
-            parse_restrictions(self.restricted_apis, "KServeHttp.Options.restricted_apis")
+            compile_header_pattern(self.header_forward_pattern, "KServeHttp.Options.header_forward_pattern")
+            self.restrictions()
             check_str(self, "transport")
             if self.transport not in ("uvicorn", "native"):
                 raise InvalidArgumentError(f"KServeHttp.Options.transport {self.transport!r} is not one of "
@@ -99,6 +94,10 @@ class KServeHttp(Frontend):
                 raise InvalidArgumentError("KServeHttp.Options.transport 'native': this build of the package has "
                                            "no native HTTP transport (built with TRITONSERVER_NATIVE_HTTP=OFF): "
                                            "use transport='uvicorn'")
+
+        def restrictions(self) -> dict[str, tuple[str, str]]:
+            """restricted_apis as group -> (header, value)."""
+            return parse_restrictions(self.restricted_apis, "KServeHttp.Options.restricted_apis", "api")
 
     def __init__(self, server: Server, options: Optional["KServeHttp.Options"] = None) -> None:
         super().__init__(server, options)
@@ -126,12 +125,11 @@ class KServeHttp(Frontend):
         routes = KServeRoutes(
             self._server, max_body_bytes=limit, shared_memory=system_shared_memory(self._server),
             model_repository=True, logging=True, generate=True, trace=True,
-            restricted_apis=parse_restrictions(options.restricted_apis, "KServeHttp.Options.restricted_apis"),
+            restricted_apis=options.restrictions(),
             header_forward_pattern=options.header_forward_pattern)
         if options.transport == "native":
-            restrictions = parse_restrictions(options.restricted_apis, "KServeHttp.Options.restricted_apis")
             native_infer = (self._server._started() if fast_infer.enabled and not options.header_forward_pattern
-                            and "inference" not in restrictions else None)
+                            and "inference" not in options.restrictions() else None)
             self._http = native_http.NativeHttpServer(
                 "KServeHttp", routes, options.address, options.port, options.reuse_port, options.thread_count,
                 limit, _too_large, native_infer)
