@@ -1094,6 +1094,38 @@ def test_generate_stream_answers_a_models_failure_as_the_binary(binary_url, url)
     assert json.loads(ours[2][len(b"data: "):]) == json.loads(theirs[2][len(b"data: "):])
 
 
+def test_an_input_whose_bytes_do_not_fit_its_shape_is_refused_as_by_the_binary(binary_url, url):
+    """Binary data (on the general path: a request parameter leaves the
+    native one) or a shared-memory region of another size than the shape:
+    the core's 400 "input byte size mismatch for input ...", as the
+    binary's. The routes answered with a text of their own ("... bytes of
+    binary data do not hold shape ...")."""
+    key = f"/http_mismatch_{os.getpid()}"
+    region = shm.create_shared_memory_region("mismatch", key, 16)
+    header = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2],
+                                     "parameters": {"binary_data_size": 12}}],
+                         "parameters": {"leave_the_native_path": True}}).encode()
+    binary_case = (header + b"\0" * 12, {"Inference-Header-Content-Length": str(len(header))})
+    cases = [binary_case] + [
+        (_infer_body({"name": "INPUT0", "datatype": "FP32", "shape": [2], "parameters": {
+            "shared_memory_region": "mismatch", "shared_memory_byte_size": size}}), {}) for size in (16, 4)]
+    try:
+        for where in (binary_url, url):
+            assert raw(where, "POST", "/v2/systemsharedmemory/region/mismatch/register",
+                       json.dumps({"key": key, "offset": 0, "byte_size": 16}).encode())[0] == 200
+        for body, headers in cases:
+            theirs = raw(binary_url, "POST", "/v2/models/identity_fp32/infer", body, headers)
+            ours = raw(url, "POST", "/v2/models/identity_fp32/infer", body, headers)
+            assert theirs[0] == ours[0] == 400, (ours, theirs)
+            words = json.loads(theirs[2])["error"].removeprefix("[request id: <id_unknown>] ")
+            assert words.startswith("input byte size mismatch for input 'INPUT0' for model 'identity_fp32'. "), words
+            assert json.loads(ours[2])["error"] == words, (ours, theirs)
+    finally:
+        for where in (binary_url, url):
+            raw(where, "POST", "/v2/systemsharedmemory/unregister", b"")
+        shm.destroy_shared_memory_region(region)
+
+
 @pytest.mark.parametrize("outputs", [[{"name": "OUTPUT0", "parameters": {"binary_data": False}}],
                                      [{"name": "OUTPUT0"}]], ids=["binary_data-false", "no-binary_data"])
 def test_an_outputs_own_binary_data_wins_as_with_the_binary(binary_url, url, outputs):
