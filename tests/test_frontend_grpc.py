@@ -898,8 +898,14 @@ def test_errors_have_the_binarys_status_codes(served, client):
     assert status == "StatusCode.INVALID_ARGUMENT"
     status, message = _code(lambda: client.get_trace_settings())
     assert status == "StatusCode.UNAVAILABLE" and "does not support trace" in message
-    status, message = _code(lambda: client.register_cuda_shared_memory("c", b"\x00" * 64, 0, 16))
-    assert status == "StatusCode.INVALID_ARGUMENT" and "GPUs not supported" in message
+    for name, handle, size in (("c", b"\x00" * 64, 16), ("", b"", 0)):  # the binary's code and words, then why
+        status, message = _code(lambda: client.register_cuda_shared_memory(name, handle, 0, size))
+        assert status == "StatusCode.INVALID_ARGUMENT", message
+        assert message.startswith("failed to register shared memory region: invalid args: ") and \
+            "GPUs not supported" in message
+    # a key shm_open would not open: INTERNAL, the binary's words, then why (was INVALID_ARGUMENT)
+    status, message = _code(lambda: client.register_system_shared_memory("", "", 0))
+    assert status == "StatusCode.INTERNAL" and message.startswith("Unable to open shared memory region: '': ")
     assert client.get_cuda_shared_memory_status(as_json=True) == {}
     status, _ = _code(lambda: client.get_cuda_shared_memory_status("c"))
     assert status == "StatusCode.NOT_FOUND"
@@ -952,7 +958,7 @@ def test_system_shared_memory_inputs_and_outputs(served, client):
         code, _ = _code(lambda: client.register_system_shared_memory("io", key, 64))
         assert code == "StatusCode.ALREADY_EXISTS"
         code, _ = _code(lambda: client.register_system_shared_memory("bad", "/etc/passwd", 64))
-        assert code == "StatusCode.INVALID_ARGUMENT"
+        assert code == "StatusCode.INTERNAL"  # the binary's: shm_open does not open it
         client.unregister_system_shared_memory("io")
         assert client.get_system_shared_memory_status(as_json=True) == {}
         code, message = _code(lambda: client.infer("add_sub", shm_inputs()))
@@ -1637,6 +1643,116 @@ def test_a_region_is_free_to_unregister_once_the_answer_came(served, client):
         client.unregister_system_shared_memory()
         region.close()
         region.unlink()
+
+
+def _shared_memory_with_a_request_in_flight(command: list[str], tmp_path, flags: list[str] = ()) -> dict:
+    """What a server (`command`: the binary or this package's serve) answers
+    over gRPC about regions a ModelInfer uses while it is in flight (`gate`
+    holds it until the test releases it): its input from region 'in', its
+    output into 'out', 'free' unused. Then: a refused request's regions
+    are free at once, and a request its client cancelled frees its regions
+    (once the model ended, with the binary). Each error is (code name,
+    message)."""
+    import common
+    import tritonclient.utils.shared_memory as shm
+
+    repo, started, release = common.gate_model_repository(tmp_path)
+
+    def answer(call):
+        try:
+            call()
+            return "ok"
+        except InferenceServerException as error:
+            return (error.status(), _without_request_id(error.message()))
+
+    def request(output_region="out"):
+        seconds = grpcclient.InferInput("SECONDS", [1], "FP32")
+        seconds.set_shared_memory("in", 4)
+        out = grpcclient.InferRequestedOutput("OUT")
+        out.set_shared_memory(output_region, 4)
+        return {"inputs": [seconds], "outputs": [out]}
+
+    seen: dict = {}
+    names = ("in", "out", "free")
+    keys = {name: f"/grpc_in_use_{id(seen)}_{tmp_path.name}_{name}" for name in names}
+    regions = [shm.create_shared_memory_region(name, keys[name], 4) for name in names]
+    with common.server_process(command, repo, flags) as served, \
+            grpcclient.InferenceServerClient(served.grpc_url) as client:
+        def register(*which):
+            for name in which:
+                client.register_system_shared_memory(name, keys[name], 4)
+
+        def registered():
+            return sorted(client.get_system_shared_memory_status(as_json=True).get("regions", {}))
+
+        try:
+            shm.set_shared_memory_region(regions[0], [numpy.array([2.5], numpy.float32)])
+            register("out", "in", "free")
+            in_flight = threading.Thread(target=lambda: seen.setdefault(
+                "in-flight infer", answer(lambda: client.infer("gate", **request(), client_timeout=60))))
+            in_flight.start()
+            try:
+                assert wait_for(started.exists, 60)
+                seen["unregister out"] = answer(lambda: client.unregister_system_shared_memory("out"))
+                seen["unregister in"] = answer(lambda: client.unregister_system_shared_memory("in"))
+                seen["unregister free"] = answer(lambda: client.unregister_system_shared_memory("free"))
+                register("free")
+                seen["unregister all"] = answer(lambda: client.unregister_system_shared_memory())
+                seen["registered while in flight"] = registered()
+                seen["request still in flight"] = in_flight.is_alive()
+            finally:
+                release.touch()
+                in_flight.join(60)
+            seen["output written"] = shm.get_contents_as_numpy(regions[1], numpy.float32, [1]).tolist()
+            seen["unregister all once answered"] = answer(lambda: client.unregister_system_shared_memory())
+            # a request refused (its output region unknown) once its input region was taken
+            register("in", "out")
+            seen["refused infer"] = answer(lambda: client.infer("gate", **request("nope")))[0]
+            seen["unregister in once refused"] = answer(lambda: client.unregister_system_shared_memory("in"))
+            # a request its client cancels while the model runs
+            register("in")
+            started.unlink()
+            release.unlink()
+            call = client.async_infer("gate", callback=lambda *_: None, **request())
+            assert wait_for(started.exists, 60)
+            call.cancel()
+            release.touch()
+            seen["regions free once cancelled"] = wait_for(
+                lambda: answer(lambda: client.unregister_system_shared_memory()) == "ok", 60)
+            seen["registered in the end"] = registered()
+        finally:
+            for region in regions:
+                shm.destroy_shared_memory_region(region)
+    return seen
+
+
+@pytest.mark.python_stub
+def test_regions_of_a_request_in_flight_are_in_use_as_the_binarys(tmp_path):
+    """A region a ModelInfer in flight reads or writes can not be
+    unregistered: INTERNAL "Cannot unregister shared memory region '...',
+    it is currently in use." (unregistering all: the others go, and the
+    binary's "Failed to unregister the following system shared memory
+    regions: in ,out ,"), and the request writes its output into its
+    region. The package used to refuse only the inputs (while the core held
+    them), with other words, and unregister the output region. On both
+    transports."""
+    import common
+
+    theirs = _shared_memory_with_a_request_in_flight(common.reference_command(), tmp_path / "binary")
+    assert theirs["unregister out"] == (
+        "StatusCode.INTERNAL", "Cannot unregister shared memory region 'out', it is currently in use."), theirs
+    assert theirs["unregister all"] == (
+        "StatusCode.INTERNAL", "Failed to unregister the following system shared memory regions: in ,out ,"), theirs
+    assert theirs["output written"] == [1.0] and theirs["request still in flight"], theirs
+    for transport in ("native", "grpcio"):
+        ours = _shared_memory_with_a_request_in_flight(common.package_serve_command(), tmp_path / transport,
+                                                       ["--grpc-transport", transport])
+        for key, value in theirs.items():
+            mine = ours[key]
+            if isinstance(value, tuple):  # the binary's code and words, then the cause
+                assert mine[0] == value[0] and mine[1].startswith(value[1]), (transport, key, mine, value)
+            else:
+                assert mine == value, (transport, key, mine, value)
 
 
 def test_hostile_requests_are_invalid_argument_and_the_server_keeps_serving(served):

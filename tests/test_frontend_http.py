@@ -7,6 +7,7 @@ hostile requests and a stop with a request in flight."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import gzip
 import json
@@ -303,22 +304,153 @@ def test_a_request_head_past_64_kib_is_refused_before_it_is_kept(url, transport)
 
 
 def test_shared_memory_keys_are_posix_names_not_paths(client, url):
-    # JSON's lone surrogate: a key no file name has (a 400, not a 500)
+    """A key shm_open would not open (a path, an empty key, JSON's lone
+    surrogate) is refused with the binary's 500 and words, then the cause."""
     body = b'{"key": "/\\ud800", "offset": 0, "byte_size": 8}'
-    assert "not a path" in error_of(raw(url, "POST", "/v2/systemsharedmemory/region/evil/register", body), 400)
-    for key in ("/etc/passwd", "../x", "/a/b"):
+    assert "not a path" in error_of(raw(url, "POST", "/v2/systemsharedmemory/region/evil/register", body), 500)
+    for key in ("/etc/passwd", "../x", "/a/b", ""):
         with pytest.raises(InferenceServerException) as refused:
             client.register_system_shared_memory("evil", key, 8)
-        assert refused.value.status() == "400" and "not a path" in refused.value.message()
+        assert refused.value.status() == "500", refused.value.message()
+        assert refused.value.message().startswith(f"Unable to open shared memory region: '{key}': ")
+        assert "not a path" in refused.value.message()
     assert client.get_system_shared_memory_status() == []
 
 
 def test_cuda_shared_memory_is_refused_as_by_a_binary_without_gpus(client, url):
+    """The binary on a host without GPUs: the raw_handle checked (400, its
+    words), then "failed to register shared memory region: invalid args"
+    (400); this server adds why (it was "failed to register CUDA shared
+    memory region: ..., GPUs not supported", for any request)."""
     assert client.get_cuda_shared_memory_status() == []
     with pytest.raises(InferenceServerException) as refused:
-        client.register_cuda_shared_memory("gpu", b"\0" * 64, 0, 8)
-    assert refused.value.status() == "400" and "GPUs not supported" in refused.value.message()
+        client.register_cuda_shared_memory("gpu", base64.b64encode(b"\0" * 64), 0, 8)  # the client's form of it
+    assert refused.value.status() == "400"
+    assert refused.value.message().startswith("failed to register shared memory region: invalid args: ")
+    assert "GPUs not supported" in refused.value.message()
+    path = "/v2/cudasharedmemory/region/gpu/register"
+    for document, message in (
+            ({"device_id": 0, "byte_size": 8}, "Shared memory register request has no 'raw_handle' field"),
+            ({"raw_handle": {"b64": ""}, "device_id": 0, "byte_size": 0},
+             "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t"),
+            ({"raw_handle": {"b64": "AAAAAAAAAAA="}, "device_id": 0, "byte_size": 8},  # 8 bytes, not 64
+             "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")):
+        assert error_of(raw(url, "POST", path, json.dumps(document).encode()), 400) == message
     client.unregister_cuda_shared_memory()
+
+
+def _shared_memory_with_a_request_in_flight(command: list[str], tmp_path, flags: list[str] = ()) -> dict:
+    """What a server (`command`: the binary or this package's serve) answers
+    over HTTP about regions a request uses while it is in flight (`gate`
+    holds it until the test releases it): its input from region 'in', its
+    output into 'out', 'free' unused. Then: a refused request's regions
+    are free at once, and a request whose client left frees its regions
+    (once the model ended, with the binary). Each answer is (status,
+    error or body)."""
+    import common
+
+    repo, started, release = common.gate_model_repository(tmp_path)
+    infer_path = "/v2/models/gate/infer"
+
+    def answer(reply):
+        return (reply[0], json.loads(reply[2])["error"] if reply[0] >= 400 else reply[2].decode())
+
+    def body(output_region="out"):
+        return json.dumps({
+            "inputs": [{"name": "SECONDS", "datatype": "FP32", "shape": [1],
+                        "parameters": {"shared_memory_region": "in", "shared_memory_byte_size": 4}}],
+            "outputs": [{"name": "OUT", "parameters": {"shared_memory_region": output_region,
+                                                       "shared_memory_byte_size": 4}}]}).encode()
+
+    seen: dict = {}
+    names = ("in", "out", "free")
+    keys = {name: f"/http_in_use_{os.getpid()}_{tmp_path.name}_{name}" for name in names}
+    regions = [shm.create_shared_memory_region(name, keys[name], 4) for name in names]
+    with common.server_process(command, repo, flags) as served:
+        url = served.http_url
+        client = httpclient.InferenceServerClient(url, network_timeout=60)
+
+        def register(*which):
+            for name in which:
+                client.register_system_shared_memory(name, keys[name], 4)
+
+        def unregister(name=""):
+            return answer(raw(url, "POST", f"/v2/systemsharedmemory{'/region/' + name if name else ''}/unregister",
+                              b""))
+
+        def registered():
+            return [region["name"] for region in client.get_system_shared_memory_status()]
+
+        try:
+            shm.set_shared_memory_region(regions[0], [numpy.array([2.5], numpy.float32)])
+            register("out", "in", "free")
+            seen["registered"] = registered()
+            in_flight = threading.Thread(
+                target=lambda: seen.setdefault("in-flight infer", answer(raw(url, "POST", infer_path, body()))))
+            in_flight.start()
+            try:
+                assert wait_for(started.exists, 60)
+                seen["unregister out"] = unregister("out")
+                seen["unregister in"] = unregister("in")
+                seen["unregister free"] = unregister("free")
+                register("free")
+                seen["unregister all"] = unregister()
+                seen["registered while in flight"] = registered()
+                seen["request still in flight"] = in_flight.is_alive()
+            finally:
+                release.touch()
+                in_flight.join(60)
+            seen["output written"] = shm.get_contents_as_numpy(regions[1], numpy.float32, [1]).tolist()
+            seen["unregister all once answered"] = unregister()
+            # a request refused (its output region unknown) once its input region was taken
+            register("in", "out")
+            seen["refused infer"] = answer(raw(url, "POST", infer_path, body("nope")))[0]
+            seen["unregister in once refused"] = unregister("in")
+            # a request whose client leaves while the model runs
+            register("in")
+            started.unlink()
+            release.unlink()
+            with socket.create_connection(("127.0.0.1", served.http_port)) as sock:
+                payload = body()
+                sock.sendall(f"POST {infer_path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(payload)}\r\n"
+                             "\r\n".encode() + payload)
+                assert wait_for(started.exists, 60)
+            release.touch()
+            seen["regions free once the client left"] = wait_for(lambda: unregister() == (200, ""), 60)
+            seen["registered in the end"] = registered()
+        finally:
+            client.close()
+            for region in regions:
+                shm.destroy_shared_memory_region(region)
+    return seen
+
+
+@pytest.mark.python_stub
+def test_regions_of_a_request_in_flight_are_in_use_as_the_binarys(tmp_path):
+    """A region a request in flight reads or writes can not be unregistered:
+    500 "Cannot unregister shared memory region '...', it is currently in
+    use." (unregistering all: the others go, and the binary's "Failed to
+    unregister the following system shared memory regions: in ,out ,"),
+    and the request writes its output into its region. The package used to
+    unregister them (a region counted in use only while a view of it was
+    alive) and fail the request with 404, the region left unwritten. On
+    both transports; statuses list regions by name, as the binary's."""
+    import common
+
+    theirs = _shared_memory_with_a_request_in_flight(common.reference_command(), tmp_path / "binary")
+    assert theirs["unregister out"] == (500, "Cannot unregister shared memory region 'out', it is currently in use.")
+    assert theirs["unregister all"] == (
+        500, "Failed to unregister the following system shared memory regions: in ,out ,"), theirs
+    assert theirs["output written"] == [1.0] and theirs["request still in flight"], theirs
+    for transport in ("native", "uvicorn"):
+        ours = _shared_memory_with_a_request_in_flight(common.package_serve_command(), tmp_path / transport,
+                                                       ["--http-transport", transport])
+        for key, value in sorted(theirs.items(), key=lambda item: item[0].startswith("registered")):  # those last
+            mine = ours[key]
+            if isinstance(value, tuple) and value[0] >= 400:  # the binary's status and words, then the cause
+                assert mine[0] == value[0] and mine[1].startswith(value[1]), (transport, key, mine, value)
+            else:
+                assert mine == value, (transport, key, mine, value)
 
 
 def test_log_settings(client, server):
@@ -966,6 +1098,38 @@ def test_generate_stream_answers_a_models_failure_as_the_binary(binary_url, url)
     assert ours[0] == theirs[0] == 400
     assert ours[1]["content-type"] == theirs[1]["content-type"]
     assert json.loads(ours[2][len(b"data: "):]) == json.loads(theirs[2][len(b"data: "):])
+
+
+def test_an_input_whose_bytes_do_not_fit_its_shape_is_refused_as_by_the_binary(binary_url, url):
+    """Binary data (on the general path: a request parameter leaves the
+    native one) or a shared-memory region of another size than the shape:
+    the core's 400 "input byte size mismatch for input ...", as the
+    binary's. The routes answered with a text of their own ("... bytes of
+    binary data do not hold shape ...")."""
+    key = f"/http_mismatch_{os.getpid()}"
+    region = shm.create_shared_memory_region("mismatch", key, 16)
+    header = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2],
+                                     "parameters": {"binary_data_size": 12}}],
+                         "parameters": {"leave_the_native_path": True}}).encode()
+    binary_case = (header + b"\0" * 12, {"Inference-Header-Content-Length": str(len(header))})
+    cases = [binary_case] + [
+        (_infer_body({"name": "INPUT0", "datatype": "FP32", "shape": [2], "parameters": {
+            "shared_memory_region": "mismatch", "shared_memory_byte_size": size}}), {}) for size in (16, 4)]
+    try:
+        for where in (binary_url, url):
+            assert raw(where, "POST", "/v2/systemsharedmemory/region/mismatch/register",
+                       json.dumps({"key": key, "offset": 0, "byte_size": 16}).encode())[0] == 200
+        for body, headers in cases:
+            theirs = raw(binary_url, "POST", "/v2/models/identity_fp32/infer", body, headers)
+            ours = raw(url, "POST", "/v2/models/identity_fp32/infer", body, headers)
+            assert theirs[0] == ours[0] == 400, (ours, theirs)
+            words = json.loads(theirs[2])["error"].removeprefix("[request id: <id_unknown>] ")
+            assert words.startswith("input byte size mismatch for input 'INPUT0' for model 'identity_fp32'. "), words
+            assert json.loads(ours[2])["error"] == words, (ours, theirs)
+    finally:
+        for where in (binary_url, url):
+            raw(where, "POST", "/v2/systemsharedmemory/unregister", b"")
+        shm.destroy_shared_memory_region(region)
 
 
 @pytest.mark.parametrize("outputs", [[{"name": "OUTPUT0", "parameters": {"binary_data": False}}],

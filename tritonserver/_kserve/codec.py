@@ -5,8 +5,9 @@ tensor data extension: the ``Inference-Header-Content-Length`` header gives
 the JSON's length, and each binary input says its ``binary_data_size``).
 Responses are JSON, with the outputs that asked for it (or all, with the
 request parameter ``binary_data_output``) as raw bytes after the JSON.
-With a shared-memory registry (``shared_memory.SystemSharedMemory``),
-inputs may be read from registered regions and outputs written into them
+With the request's shared-memory uses (``shared_memory.RegionUses``, which
+hold each region the request names in use), inputs may be read from
+registered regions and outputs written into them
 (the ``shared_memory_region``/``_offset``/``_byte_size`` parameters of
 Triton's shared-memory extension); without one those parameters are
 refused. ``decode_generate``/``encode_generate``: the bodies of Triton's
@@ -138,8 +139,8 @@ class DecodedRequest:
 def decode_request(body: bytes, header_length: Optional[int] = None,
                    shared_memory: Optional[Any] = None) -> DecodedRequest:
     """Parse an infer request body; raises ProtocolError (400) when it is
-    not a valid request. `shared_memory`: the registry that inputs and
-    outputs in shared memory use (None: refused).
+    not a valid request. `shared_memory`: the request's RegionUses, through
+    which inputs and outputs in shared memory are viewed (None: refused).
 
     A JSON header of length 0 (Inference-Header-Content-Length: 0, or an
     empty body without that header) makes the raw binary request, as in
@@ -257,8 +258,8 @@ def _parameters(value: Any, where: str, reserved: bool = False) -> dict[str, Par
 
 
 def _tensor_parameters(value: Any, where: str, shared_memory: Optional[Any]) -> dict[str, ParameterValue]:
-    """An input's or requested output's parameters. Without a shared-memory
-    registry Triton's shared-memory extension is refused: an output asked
+    """An input's or requested output's parameters. Without shared-memory
+    uses Triton's shared-memory extension is refused: an output asked
     into a region would be answered inline while the client reads its
     region."""
     parameters = _parameters(value, where)
@@ -380,12 +381,21 @@ def _from_binary(name: str, datatype: str, shape: list[int], count: int, raw: by
             raise bad_request(f"input '{name}': BYTES data is longer than {count} elements")
         return _object_array(items, shape)
     dtype = DATATYPES[datatype][1]
-    if len(raw) != count * dtype.itemsize:
-        raise bad_request(
-            f"input '{name}': {len(raw)} bytes of binary data do not hold shape {shape} of {datatype} "
-            f"({count * dtype.itemsize} bytes)"
-        )
+    if len(raw) != count * dtype.itemsize:  # the core's refusal, the binary's words
+        return core_judged(datatype, shape, numpy.frombuffer(raw, dtype=numpy.uint8))
     return numpy.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+def core_judged(datatype: str, shape: list[int], raw: Any) -> Tensor:
+    """Raw little-endian bytes (a uint8 array, which the Tensor holds) as an
+    input of `datatype` and `shape`, whatever their size: the core checks
+    them against the model with its own messages, as the binary answers
+    ("input byte size mismatch for input ...", after a datatype the model
+    does not take)."""
+    kind = DATATYPES.get(datatype)
+    data_type = kind[0] if kind is not None else DataType.INVALID
+    pointer = raw.__array_interface__["data"][0]
+    return Tensor(data_type, shape, MemoryBuffer(pointer, MemoryType.CPU, 0, raw.nbytes, raw))
 
 
 # Element checks for JSON data: the Python type each datatype accepts.
@@ -525,7 +535,7 @@ def _from_bf16_bits(bits: Any) -> Any:
 
 def _as_input(datatype: str, array: Any) -> Any:
     """BF16 bit patterns need a Tensor to say their type; the rest go as is."""
-    if datatype != "BF16":
+    if datatype != "BF16" or isinstance(array, Tensor):
         return array
     array = numpy.ascontiguousarray(array)
     pointer = array.__array_interface__["data"][0]
@@ -577,7 +587,8 @@ def encode_response(
 ) -> tuple[bytes, Optional[int]]:
     """The response body, and the JSON's length when binary data follows
     (the value of the Inference-Header-Content-Length header). Outputs
-    asked into shared memory are written there and carry no data."""
+    asked into shared memory are written there (through `shared_memory`,
+    the request's RegionUses) and carry no data."""
     document: dict[str, Any] = {"model_name": model_name}
     if model_version is not None:
         document["model_version"] = str(model_version)

@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator, Callable, Optional
 
 import numpy
 
-from .._api._enums import DataType, MemoryType
+from .._api._enums import DataType
 from .._api._errors import (
     InternalError,
     InvalidArgumentError,
@@ -30,14 +30,12 @@ from .._api._errors import (
     error_from_code,
     network_text,
 )
-from .._api._memorybuffer import MemoryBuffer
 from .._api._model import Model
 from .._api._server import Server
-from .._api._tensor import Tensor
-from .codec import DATATYPES, RESERVED_PARAMETER_PREFIX, _raw_bytes
+from .codec import DATATYPES, RESERVED_PARAMETER_PREFIX, _raw_bytes, core_judged
 from .header_pattern import compile_header_pattern
 from .log_settings import LogSettings
-from .shared_memory import system_shared_memory
+from .shared_memory import NO_CUDA_SHARED_MEMORY, RegionUses, SystemSharedMemory, system_shared_memory
 from .stream_flow import StreamFlow, Turn
 
 INSTALL_HINT = 'pip install "tritonserver-binding[serve]"'
@@ -201,16 +199,19 @@ RELEASE_WAIT_SECONDS = 2.0
 
 
 class _HeldRegions:
-    """The arrays over shared memory a request's inputs are made of (the
-    region's mapping is exported to them until they go). The core holds
-    a request's inputs until it releases the request, which may come just
-    after its final response; the answer waits for that, so that a client
-    may unregister the region once it has the answer (as the binary lets
-    it, which holds regions until the response is complete)."""
+    """The regions a request uses (`uses`: in use from its decoding until
+    the caller releases them, on every path) and the arrays over shared
+    memory its inputs are made of (the region's mapping is exported to
+    them until they go). The core holds a request's inputs until it
+    releases the request, which may come just after its final response;
+    the answer waits for that, so that a client may unregister the region
+    once it has the answer (as the binary lets it, which holds regions
+    until the response is complete)."""
 
-    __slots__ = ("_loop", "_left", "_done", "_refs")
+    __slots__ = ("uses", "_loop", "_left", "_done", "_refs")
 
-    def __init__(self) -> None:
+    def __init__(self, registry: SystemSharedMemory) -> None:
+        self.uses = registry.uses()
         self._loop = asyncio.get_running_loop()
         self._left = 0
         self._done: Optional[asyncio.Future[None]] = None
@@ -242,14 +243,15 @@ class _Infer:
     """One ModelInferRequest, decoded: the arguments of async_infer and
     where outputs go."""
 
-    __slots__ = ("model", "kwargs", "output_regions", "empty_final")
+    __slots__ = ("model", "kwargs", "output_regions", "empty_final", "regions")
 
     def __init__(self, model: Model, kwargs: dict[str, Any], output_regions: dict[str, _OutputRegion],
-                 empty_final: bool) -> None:
+                 empty_final: bool, regions: RegionUses) -> None:
         self.model = model
         self.kwargs = kwargs
         self.output_regions = output_regions
         self.empty_final = empty_final
+        self.regions = regions  # through which outputs are written into their regions
 
 
 def _typed_parameter(tensor: Any, key: str, kind: str, region: Optional[str]) -> Any:
@@ -302,9 +304,7 @@ def _input_value(datatype: str, shape: list[int], data: Any, track: Optional[Cal
             count *= d
         if raw.nbytes == count * dtype.itemsize:
             return raw.view(dtype).reshape(shape)
-    data_type = kind[0] if kind is not None else DataType.INVALID
-    pointer = raw.__array_interface__["data"][0]
-    return Tensor(data_type, shape, MemoryBuffer(pointer, MemoryType.CPU, 0, raw.nbytes, raw))
+    return core_judged(datatype, shape, raw)
 
 
 def _typed_contents(io: Any, model_name: str) -> bytes:
@@ -540,10 +540,7 @@ class GrpcInferenceService:
         return self._pb.CudaSharedMemoryStatusResponse()
 
     def _CudaSharedMemoryRegister(self, request: Any, context: Any) -> Any:
-        raise InvalidArgumentError(
-            f"failed to register CUDA shared memory region: '{request.name}', GPUs not supported (this server's "
-            "gRPC frontend serves system shared memory only: register a region with "
-            "SystemSharedMemoryRegister, or send the tensors in the request)")
+        raise InvalidArgumentError(f"failed to register shared memory region: invalid args: {NO_CUDA_SHARED_MEMORY}")
 
     def _CudaSharedMemoryUnregister(self, request: Any, context: Any) -> Any:
         return self._pb.CudaSharedMemoryUnregisterResponse()
@@ -658,7 +655,7 @@ class GrpcInferenceService:
                         f"for model '{request.model_name}'")
                 region, offset, byte_size = shared
                 # an array over the region's memory: the region stays mapped while the request holds it
-                data: Any = self._shared_memory.view(region, offset, byte_size)
+                data: Any = held.uses.view(region, offset, byte_size)
             elif io.HasField("contents"):
                 if len(raw_contents):
                     raise InvalidArgumentError(
@@ -686,12 +683,12 @@ class GrpcInferenceService:
                 shared = _shared_memory_parameters(output)
                 if shared is not None:
                     region, offset, byte_size = shared
-                    # checked now, as the binary does when it reads the request
-                    self._shared_memory.view(region, offset, byte_size).release()
+                    # checked now, as the binary does when it reads the request, and in use from now
+                    held.uses.view(region, offset, byte_size).release()
                     output_regions[output.name] = _OutputRegion(region, offset, byte_size)
                 names.append(output.name)
             kwargs["output_names"] = names
-        return _Infer(model, kwargs, output_regions, empty_final)
+        return _Infer(model, kwargs, output_regions, empty_final, held.uses)
 
     def _encode(self, decoded: _Infer, response: Any, message: Any) -> None:
         """Fill a ModelInferResponse from an InferenceResponse."""
@@ -714,7 +711,7 @@ class GrpcInferenceService:
                 raise InternalError(
                     f"shared memory size specified with the request for output '{name}' ({target.byte_size} "
                     f"bytes) should be at least {len(raw)} bytes to hold the results")
-            view = self._shared_memory.view(target.region, target.offset, len(raw))
+            view = decoded.regions.view(target.region, target.offset, len(raw))
             try:
                 view[:] = raw
             finally:
@@ -725,15 +722,18 @@ class GrpcInferenceService:
         await self.check_restriction("inference", context)
         if self._compression is not None:
             context.set_compression(self._compression)
-        held = _HeldRegions()
+        held = _HeldRegions(self._shared_memory)
         try:
-            message = await self._infer(request, context.invocation_metadata(), held)
-            code = None
-        except (TritonError, ValueError) as error:
-            code, text = status_code(error), network_text(error)
-        # answered once the request's frames (holding its inputs) are gone
-        # and the core let go of its shared-memory inputs
-        await held.released()
+            try:
+                message = await self._infer(request, context.invocation_metadata(), held)
+                code = None
+            except (TritonError, ValueError) as error:
+                code, text = status_code(error), network_text(error)
+            # answered once the request's frames (holding its inputs) are gone
+            # and the core let go of its shared-memory inputs
+            await held.released()
+        finally:
+            held.uses.release()  # before the answer; at once when cancelled (the client left)
         if code is None:
             return message
         await context.abort(code, status_details(text))
@@ -834,14 +834,16 @@ class GrpcInferenceService:
                           release: Callable[..., None], end_at_error: bool) -> None:
         """Queues the responses of one request of a stream in its turn, the
         final one once the core let go of its shared-memory inputs."""
-        held = _HeldRegions()
+        held = _HeldRegions(self._shared_memory)
         try:
             final = await self._stream_responses(request, metadata, flow, held, turn, release, end_at_error)
             await held.released()
+            held.uses.release()  # before the final response goes
             if final is not None:
                 message, code, size = final
                 flow.put((message, code), size, None if code is not None and end_at_error else turn)
         finally:
+            held.uses.release()  # at once when cancelled
             turn.end()
 
     async def _stream_responses(self, request: Any, metadata: Any, flow: StreamFlow, held: _HeldRegions,

@@ -58,7 +58,7 @@ from .codec import (
 )
 from .header_pattern import compile_header_pattern
 from .log_settings import LogSettings
-from .shared_memory import SystemSharedMemory
+from .shared_memory import NO_CUDA_SHARED_MEMORY, RegionUses, SystemSharedMemory
 
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -87,6 +87,10 @@ _STATUS = (
     (UnsupportedError, 501),
     (InternalError, 500),
 )
+
+# A CUDA IPC handle's size (cudaIpcMemHandle_t), as the binary decodes raw_handle.
+CUDA_IPC_HANDLE_BYTES = 64
+
 
 @dataclass
 class Reply:
@@ -202,7 +206,7 @@ class KServeRoutes:
         if rest[0] == "systemsharedmemory" and self._shm is not None:
             return self._system_shared_memory(rest[1:], method, headers, body)
         if rest[0] == "cudasharedmemory" and self._shm is not None:
-            return self._cuda_shared_memory(rest[1:], method, headers)
+            return self._cuda_shared_memory(rest[1:], method, headers, body)
         if rest[0] == "repository" and self._model_repository:
             return await self._repository(rest[1:], method, headers, body)
         if rest == ["logging"] and self._log_settings is not None:
@@ -287,7 +291,18 @@ class KServeRoutes:
                 + ("stream it with POST .../generate_stream or gRPC's ModelStreamInfer" if self._generate
                    else "stream it through a DeploymentHandle instead")), {"content-type": "text/plain"})
         body = _decompress(headers.get("content-encoding"), body, self._max_body_bytes)
-        request = decode_request(body, parse_header_length(headers.get(HEADER_LENGTH)), self._shm)
+        # The regions the request names are in use until its reply is made
+        # or it fails or is cancelled (the client left), on every path.
+        regions = self._shm.uses() if self._shm is not None else None
+        try:
+            return await self._infer_decoded(model, headers, body, regions)
+        finally:
+            if regions is not None:
+                regions.release()
+
+    async def _infer_decoded(self, model: Model, headers: Mapping[str, str], body: bytes,
+                             regions: Optional[RegionUses]) -> Reply:
+        request = decode_request(body, parse_header_length(headers.get(HEADER_LENGTH)), regions)
         parameters = {**request.parameters, **self._forwarded(headers)}
         response = None
         responses = model.async_infer(
@@ -308,7 +323,7 @@ class KServeRoutes:
             return Reply.error(500, f"model '{model.name}' sent no response")
         payload, header_length = encode_response(
             model.name, response.model_version, request, response.outputs,
-            {**response.parameters, **self._response_parameters}, self._shm,
+            {**response.parameters, **self._response_parameters}, regions,
         )
         return _compressed(_infer_reply(payload, header_length), headers.get("accept-encoding"))
 
@@ -386,9 +401,12 @@ class KServeRoutes:
         registry.register(region, document["key"], document.get("offset", 0), document["byte_size"])
         return Reply(200, b"", {"content-type": "application/json"})
 
-    def _cuda_shared_memory(self, rest: list[str], method: str, headers: Mapping[str, str]) -> Reply:
-        """As the binary built without GPU support: no region is ever
-        registered, so the status is empty and unregistering does nothing."""
+    def _cuda_shared_memory(self, rest: list[str], method: str, headers: Mapping[str, str],
+                            body: bytes) -> Reply:
+        """As the binary on a host without GPUs: no region is ever
+        registered, so the status is empty and unregistering does nothing;
+        a register request is checked as the binary checks it, then refused
+        with its words."""
         region, action = _region_path(rest)
         self._check("shared-memory", headers, method, "GET" if action == "status" else "POST")
         if action == "status":
@@ -399,8 +417,18 @@ class KServeRoutes:
             return Reply(200, b"", {"content-type": "application/json"})
         if not region:
             raise bad_request("'region name' is necessary to register cuda shared memory region")
-        raise bad_request(f"failed to register CUDA shared memory region: '{region}', GPUs not supported "
-                          "(this server does not serve CUDA shared memory: use system shared memory)")
+        document = _json_object(body, "the shared memory register request")
+        if "raw_handle" not in document:
+            raise bad_request("Shared memory register request has no 'raw_handle' field")
+        handle = document["raw_handle"]
+        encoded = handle.get("b64") if isinstance(handle, dict) else None
+        try:
+            decoded = base64.b64decode(encoded, validate=True) if isinstance(encoded, str) else b""
+        except (binascii.Error, ValueError):
+            decoded = b""
+        if len(decoded) != CUDA_IPC_HANDLE_BYTES:
+            raise bad_request("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
+        raise bad_request(f"failed to register shared memory region: invalid args: {NO_CUDA_SHARED_MEMORY}")
 
     # -- model repository ----------------------------------------------------
     async def _repository(self, rest: list[str], method: str, headers: Mapping[str, str],
