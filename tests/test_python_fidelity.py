@@ -10,7 +10,7 @@ import numpy
 import pytest
 
 import tritonserver
-from common import MODELS, ROOT, as_numpy, make_options
+from common import MODELS, ROOT, as_numpy, call_with_deadline, make_options, single
 
 pytestmark = pytest.mark.python_stub
 
@@ -250,3 +250,210 @@ def test_bls_requests_the_core_refuses_are_answered_as_the_stubs(servers):
     assert seen["in-process"] == seen["stub"]
     assert seen["stub"][1] == ("unknown_model: 1 Model no_such_model - Error when running inference: Failed for "
                                "execute the inference request. Model 'no_such_model' is not ready.")
+
+
+ANSWERS_LATER = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.waiting = None  # the sender of a request answered by the next one
+
+    def execute(self, requests):
+        for request in requests:
+            value = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            if self.waiting is not None:
+                sender, kept = self.waiting
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", kept + 100)]),
+                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                self.waiting = None
+                request.get_response_sender().send(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", value)]),
+                                                   flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            else:
+                self.waiting = (request.get_response_sender(), value)
+        return None
+'''
+
+
+def test_a_non_decoupled_model_answers_after_execute_returned_as_with_the_stub(servers):
+    """A non-decoupled model returns None and answers the request later,
+    through its sender (here: when the next request comes): the client gets
+    that response, as with the stub (it failed when execute() returned)."""
+    config = {"name": "answers_later", "backend": "python", "max_batch_size": 0,
+              "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+              "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}
+    seen = {}
+    for mode, server in servers.items():
+        server.load("answers_later", {"config": json.dumps(config), "file:1/model.py": ANSWERS_LATER.encode()})
+        model = server.model("answers_later")
+        first = model.infer(inputs={"INPUT0": numpy.array([1.0], numpy.float32)}, raise_on_error=False)
+        second = model.infer(inputs={"INPUT0": numpy.array([2.0], numpy.float32)}, raise_on_error=False)
+        seen[mode] = [[(r.final, None if r.error is None else str(r.error),
+                        as_numpy(r.outputs["OUTPUT0"]).tolist() if "OUTPUT0" in r.outputs else None)
+                       for r in call_with_deadline(lambda: list(responses), 30)] for responses in (first, second)]
+    assert seen["in-process"] == seen["stub"]
+    assert seen["stub"] == [[(True, None, [101.0])], [(True, None, [2.0])]]
+
+
+BATCHING = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0",
+                pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]) for r in requests]
+'''
+
+
+def test_batch_statistics_count_the_batch_size_as_the_stubs(servers):
+    """A batching model's batch statistics: the batch size of each
+    execution (requests of batch 2 and 3 count 2 and 3), the stub's; a
+    model without batching counts its requests (it counted requests)."""
+    seen = {}
+    for mode, server in servers.items():
+        for name, max_batch_size in (("batching", 8), ("not_batching", 0)):
+            config = {"name": name, "backend": "python", "max_batch_size": max_batch_size,
+                      "dynamic_batching": {},
+                      "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+                      "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}
+            server.load(name, {"config": json.dumps(config), "file:1/model.py": BATCHING.encode()})
+            for rows in (2, 3):  # one at a time: one execution each
+                outcome(server, name, {"INPUT0": numpy.ones((rows, 4), numpy.float32)})
+            stats = server.model(name).statistics()
+            stats = stats["model_stats"][0] if "model_stats" in stats else stats
+            seen[(mode, name)] = (stats["inference_count"], stats["execution_count"],
+                                  sorted((b["batch_size"], b["compute_infer"]["count"]) for b in stats["batch_stats"]))
+    for name in ("batching", "not_batching"):
+        assert seen[("in-process", name)] == seen[("stub", name)], name
+    assert seen[("stub", "batching")] == (5, 2, [(2, 1), (3, 1)])
+
+
+BF16_MODEL = '''
+import numpy as np
+import torch
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            given = pb_utils.get_input_tensor_by_name(request, "INPUT0")
+            try:
+                given.as_numpy()
+                said = "as_numpy() gave an array"
+            except pb_utils.TritonModelException as e:
+                said = str(e)
+            doubled = torch.utils.dlpack.from_dlpack(given.to_dlpack()) * 2
+            out = pb_utils.Tensor.from_dlpack("OUTPUT0", torch.utils.dlpack.to_dlpack(doubled))
+            echo = pb_utils.InferenceRequest(  # BLS: BF16 both ways
+                model_name="identity_bf16", requested_output_names=["OUTPUT0"],
+                inputs=[pb_utils.Tensor.from_dlpack("INPUT0", torch.utils.dlpack.to_dlpack(doubled.flatten()))]).exec()
+            echoed = torch.utils.dlpack.from_dlpack(pb_utils.get_output_tensor_by_name(echo, "OUTPUT0").to_dlpack())
+            facts = [said, str(doubled.dtype), str(out.shape()), str(echoed.dtype), str(echoed.tolist())]
+            responses.append(pb_utils.InferenceResponse(
+                [out, pb_utils.Tensor("FACTS", np.array([f.encode() for f in facts], dtype=np.object_))]))
+        return responses
+'''
+
+
+def test_a_bf16_model_loads_and_runs_through_dlpack_as_with_the_stub(servers):
+    """A model with BF16 inputs and outputs (it failed to load in-process,
+    KeyError: 'TYPE_BF16'): its input reaches torch through to_dlpack()
+    as bfloat16, as_numpy() refuses it in the stub's words, and a
+    bfloat16 tensor from from_dlpack() goes back as BF16, and through BLS
+    both ways."""
+    pytest.importorskip("torch")
+    from tritonserver._api._memorybuffer import MemoryBuffer
+
+    config = {"name": "bf16_torch", "backend": "python", "max_batch_size": 0,
+              "input": [{"name": "INPUT0", "data_type": "TYPE_BF16", "dims": [-1, -1]}],
+              "output": [{"name": "OUTPUT0", "data_type": "TYPE_BF16", "dims": [-1, -1]},
+                         {"name": "FACTS", "data_type": "TYPE_STRING", "dims": [-1]}]}
+    floats = numpy.array([[1.0, -2.5], [3.140625, 0.0]], numpy.float32)
+    bits = (floats.view(numpy.uint32) >> 16).astype(numpy.uint16)  # exact in bfloat16
+    seen = {}
+    for mode, server in servers.items():
+        if not server.model("identity_bf16").ready():
+            server.load("identity_bf16")
+        server.load("bf16_torch", {"config": json.dumps(config), "file:1/model.py": BF16_MODEL.encode()})
+        given = tritonserver.Tensor(tritonserver.DataType.BF16, [2, 2], MemoryBuffer.from_dlpack(bits))
+        response = single(server.model("bf16_torch").infer(inputs={"INPUT0": given}))
+        out = response.outputs["OUTPUT0"]
+        words = numpy.from_dlpack(tritonserver.Tensor(tritonserver.DataType.UINT16, out.shape, out.memory_buffer))
+        seen[mode] = (out.data_type.name, (words.astype(numpy.uint32) << 16).view(numpy.float32).tolist(),
+                      [f.decode() for f in response.outputs["FACTS"].to_bytes_array()])
+        del response, out
+    assert seen["in-process"] == seen["stub"]
+    assert seen["stub"] == ("BF16", (floats * 2).tolist(),
+                            ["Tensor dtype is BF16 and cannot be converted to NumPy. Use to_dlpack() and "
+                             "from_dlpack() instead.", "torch.bfloat16", "[2, 2]", "torch.bfloat16",
+                             str((floats * 2).flatten().tolist())])
+
+
+BLS_ITERATES = '''
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+def count(n):
+    return pb_utils.InferenceRequest(model_name="streaming", inputs=[pb_utils.Tensor("COUNT", np.array([n], np.int32))],
+                                     requested_output_names=["OUT"])
+
+
+def values(responses):
+    return [pb_utils.get_output_tensor_by_name(r, "OUT").as_numpy().tolist() if r.output_tensors() else "final"
+            for r in responses]
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        seen = {}
+        responses = count(3).exec(decoupled=True)
+        seen["first"] = values(responses)
+        seen["again"] = values(responses)  # the stub replays them
+        responses = count(2).exec(decoupled=True)
+        seen["one"] = values([next(responses)])
+        seen["rest"] = values(responses)  # resumes, then replays from the first
+        seen["after"] = values(responses)
+        for name, kwargs in (("no_model_name", {"inputs": [], "requested_output_names": []}),
+                             ("no_inputs", {"model_name": "streaming", "requested_output_names": []}),
+                             ("no_requested_output_names", {"model_name": "streaming", "inputs": []}),
+                             ("model_name_none", {"model_name": None, "inputs": [], "requested_output_names": []})):
+            try:
+                pb_utils.InferenceRequest(**kwargs)
+                seen[name] = "accepted"
+            except Exception as e:
+                seen[name] = type(e).__name__
+        text = np.array([json.dumps(seen, sort_keys=True).encode()], dtype=np.object_)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", text)]) for _ in requests]
+'''
+
+
+def test_decoupled_bls_iterator_and_request_arguments_are_the_stubs(servers):
+    """The iterator of exec(decoupled=True) gives its responses again in a
+    new loop once they all came (it gave nothing in-process), and resumes
+    where a loop left it; InferenceRequest() without model_name, inputs or
+    requested_output_names (or with None) raises TypeError, as the stub's
+    signature does (in-process took them)."""
+    config = {"name": "bls_iterates", "backend": "python", "max_batch_size": 0,
+              "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+              "output": [{"name": "OUTPUT0", "data_type": "TYPE_STRING", "dims": [-1]}]}
+    seen = {}
+    for mode, server in servers.items():
+        if not server.model("streaming").ready():
+            server.load("streaming")
+        server.load("bls_iterates", {"config": json.dumps(config), "file:1/model.py": BLS_ITERATES.encode()})
+        result = outcome(server, "bls_iterates", {"INPUT0": numpy.zeros(1, numpy.float32)})
+        assert result[-1][1] is None, (mode, result)
+        seen[mode] = json.loads(result[-1][2]["OUTPUT0"][0])
+    assert seen["in-process"] == seen["stub"]
+    stub = seen["stub"]
+    assert stub["again"] == stub["first"] and stub["first"][:3] == [[0], [1], [2]], stub
+    assert stub["one"] + stub["rest"] == stub["after"], stub
+    assert [stub[k] for k in ("no_model_name", "no_inputs", "no_requested_output_names", "model_name_none")] == [
+        "TypeError"] * 4

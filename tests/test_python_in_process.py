@@ -15,7 +15,7 @@ import pytest
 
 import tritonserver
 from common import (BY_POINTER_FP32, MODELS, ROOT, address, as_numpy, call_with_deadline, dedicated_server, hooks,
-                    make_options, python_model_repository, refused, run_script, single)
+                    fp32, make_options, python_model_repository, refused, run_script, single)
 
 
 def test_add_sub(inproc):
@@ -355,14 +355,16 @@ def test_backend_library_links_neither_python_nor_the_core():
      "    def execute(self, requests):\n"
      "        return None\n",
      False, r"': execute\(\) returned None, and this request got no final response through its response sender "
-            r"\(the python backend's stub leaves such a request unanswered\): return a list of one InferenceResponse "
-            r"per request, or send each request's response with the flag TRITONSERVER_RESPONSE_COMPLETE_FINAL"),
+            r"before the model let go of both \(the python backend's stub leaves such a request unanswered\): return a "
+            r"list of one InferenceResponse per request, or send each request's response with the flag "
+            r"TRITONSERVER_RESPONSE_COMPLETE_FINAL"),
     ("none_in_the_list",
      "class TritonPythonModel:\n"
      "    def execute(self, requests):\n"
      "        return [None] * len(requests)\n",
      False, r"': execute\(\) returned None in its list for this request, and this request got no final response "
-            r"through its response sender \(the python backend's stub leaves such a request unanswered\)[^\n]*$"),
+            r"through its response sender before the model let go of both \(the python backend's stub leaves such a "
+            r"request unanswered\)[^\n]*$"),
     ("wrong_count",
      "class TritonPythonModel:\n"
      "    def execute(self, requests):\n"
@@ -389,6 +391,63 @@ def test_a_request_left_unanswered_gets_an_error_not_a_hang(backend_directory, t
         model = server.load(case)
         with refused(tritonserver.InternalError, match=f"model '{case}{message}"):
             call_with_deadline(lambda: list(model.infer(inputs={"INPUT0": a, "INPUT1": a})), 30)
+    finally:
+        server.stop()
+
+
+LATER_SOURCE = """
+import gc
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def initialize(self, args):
+        self.kept = None  # what the first request left behind: its sender, or the request itself
+    def execute(self, requests):
+        request = requests[0]
+        a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+        if self.kept is None:
+            self.kept = request.get_response_sender() if {keep!r} == "sender" else request
+            return None
+        if {answer!r}:
+            sender = self.kept if {keep!r} == "sender" else self.kept.get_response_sender()
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a), pb_utils.Tensor("OUTPUT1", a)]),
+                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        self.kept = None
+        gc.collect()
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a), pb_utils.Tensor("OUTPUT1", a)])]
+"""
+
+
+@pytest.mark.parametrize("keep, answer", [("sender", True), ("sender", False), ("request", True),
+                                          ("request", False)])
+def test_a_request_left_open_after_execute_is_answered_later_or_failed_when_let_go(backend_directory, tmp_path,
+                                                                                   keep, answer):
+    """A non-decoupled model returns None and keeps the request's sender (or
+    the request): the request stays open, and the model answers it later
+    (here from the next request's execute(), as the stub allows); when the
+    model lets go of it unanswered, the client gets the error naming why
+    (the stub leaves it waiting), not before."""
+    name = f"later_{keep}_{answer}".lower()
+    repo = python_model_repository(tmp_path, name, LATER_SOURCE.format(keep=keep, answer=answer))
+    server = tritonserver.Server(make_options(backend_directory, server_id=f"inproc-{name}",
+                                              python_models="in-process", model_repository=str(repo),
+                                              log_error=False))
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        model = server.load(name)
+        first = model.infer(inputs={"INPUT0": fp32(1), "INPUT1": fp32(1)}, raise_on_error=False)
+        second = model.infer(inputs={"INPUT0": fp32(2), "INPUT1": fp32(2)}, raise_on_error=False)
+        answers = [call_with_deadline(lambda: list(responses), 30) for responses in (first, second)]
+        (late,), (own,) = answers
+        assert own.error is None and as_numpy(own.outputs["OUTPUT0"]).tolist() == [2.0]
+        if answer:
+            assert late.error is None and as_numpy(late.outputs["OUTPUT0"]).tolist() == [2.0]
+        else:
+            assert isinstance(late.error, tritonserver.InternalError)
+            assert str(late.error) == (
+                f"model '{name}': execute() returned None, and this request got no final response through its "
+                "response sender before the model let go of both (the python backend's stub leaves such a request "
+                "unanswered): return a list of one InferenceResponse per request, or send each request's response "
+                "with the flag TRITONSERVER_RESPONSE_COMPLETE_FINAL")
     finally:
         server.stop()
 

@@ -95,8 +95,10 @@ BackendRequest::~BackendRequest() {
   if (!sender_made_ && !state_->final_sent) {
     try {
       fail_if_unanswered(TRITONSERVER_ERROR_INTERNAL,
-                         "model '" + state_->model_name +
-                             "': execute() gave no response for this request");
+                         !state_->unanswered_message.empty()
+                             ? state_->unanswered_message
+                             : "model '" + state_->model_name +
+                                   "': execute() gave no response for this request");
     } catch (...) {
     }
   }
@@ -404,6 +406,10 @@ void BackendRequest::fail_if_unanswered(int code, const std::string& message) {
     send(Outputs(), ErrorSpec({code, message}), TRITONSERVER_RESPONSE_COMPLETE_FINAL,
          nb::dict());
   }
+}
+
+void BackendRequest::answer_when_dropped(std::string message) {
+  state_->unanswered_message = std::move(message);
 }
 
 void BackendRequest::release_sender_after_final() noexcept {

@@ -90,6 +90,11 @@ class BackendRequest {
   // Sends an error response with the final flag unless the final response
   // was sent already (execute() failed or gave no response for it).
   void fail_if_unanswered(int code, const std::string& message);
+  // For a request execute() returned without answering (a non-decoupled
+  // model's None): it stays open while the model holds it or its sender,
+  // and gets an error response of `message` if both go without its final
+  // response (ResponseState::unanswered_message).
+  void answer_when_dropped(std::string message);
   // The response factory of this request (one per request).
   std::shared_ptr<ResponseSender> response_sender();
   // After execute(): a sender the model made gives up its response

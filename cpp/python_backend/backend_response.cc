@@ -287,9 +287,11 @@ ResponseSender::~ResponseSender() {
   if (!state_->final_sent && !state_->rescheduled) {
     try {
       send_error(TRITONSERVER_ERROR_INTERNAL,
-                 "model '" + state_->model_name +
-                     "': the response sender was deleted before it sent the "
-                     "final flag (TRITONSERVER_RESPONSE_COMPLETE_FINAL)");
+                 !state_->unanswered_message.empty()
+                     ? state_->unanswered_message
+                     : "model '" + state_->model_name +
+                           "': the response sender was deleted before it sent "
+                           "the final flag (TRITONSERVER_RESPONSE_COMPLETE_FINAL)");
     } catch (...) {
     }
   }

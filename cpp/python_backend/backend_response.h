@@ -105,6 +105,12 @@ struct ResponseState {
   // Released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE: execute() gets
   // the request again, so its sender may go without the final flag.
   std::atomic<bool> rescheduled{false};
+  // Set when execute() returned without answering the request (a
+  // non-decoupled model's None): the error it gets when the request and its
+  // sender both go (the model kept neither, or let go of them) without its
+  // final response; empty: the words of whichever went last. Used with the
+  // GIL held.
+  std::string unanswered_message;
 };
 
 // Fills `response` with the parameters and outputs (deleting it on

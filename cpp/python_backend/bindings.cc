@@ -71,6 +71,8 @@ void bind_python_backend(nb::module_& m, LiveRequests live_requests) {
            "flags"_a, "parameters"_a, nb::sig(kSendSignature))
       .def("fail_if_unanswered", &BackendRequest::fail_if_unanswered,
            "code"_a, "message"_a)
+      .def("answer_when_dropped", &BackendRequest::answer_when_dropped,
+           "message"_a)
       .def("response_sender", &BackendRequest::response_sender)
       .def("set_release_flags", &BackendRequest::set_release_flags, "flags"_a)
       .def_prop_ro("rescheduled", &BackendRequest::rescheduled)

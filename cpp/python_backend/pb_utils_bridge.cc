@@ -97,6 +97,7 @@ RunnerFacts runner_facts(nb::handle runner) {
   RunnerFacts facts{nb::cast<bool>(runner.attr("device_inputs")),
                     nb::cast<bool>(runner.attr("zero_copy_inputs")),
                     nb::cast<bool>(runner.attr("decoupled")),
+                    nb::cast<bool>(runner.attr("batching")),
                     nb::cast<bool>(runner.attr("hand_off")),
                     runner.attr("request_type"),
                     runner.attr("execute"),

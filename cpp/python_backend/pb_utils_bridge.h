@@ -23,7 +23,7 @@
 //   auto_complete(args) -> (config JSON | None, None | (code, message))
 //   warn_output_type(model, output, declared, returned)
 //   the runner's attributes, read once per instance (RunnerFacts):
-//     device_inputs, zero_copy_inputs, decoupled, hand_off (bool),
+//     device_inputs, zero_copy_inputs, decoupled, batching, hand_off (bool),
 //     request_type (pb_utils.InferenceRequest, or None: execute takes the
 //     BackendRequest objects), declared_outputs ({name: datatype}),
 //     execute(natives, requests), start_worker(run), finalize()
@@ -75,7 +75,7 @@ bool response_parts(nanobind::handle response, ResponseParts& parts);
 // What the runtime's instance object (`runner`) tells the backend, read
 // once when the instance is made.
 struct RunnerFacts {
-  bool device_inputs, zero_copy_inputs, decoupled, hand_off;
+  bool device_inputs, zero_copy_inputs, decoupled, batching, hand_off;
   nanobind::object request_type, execute;
   std::unordered_map<std::string, int> declared_outputs;
 };

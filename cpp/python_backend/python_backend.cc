@@ -43,6 +43,9 @@ struct InstanceState {
   nb::object execute;  // runner.execute, looked up once
   // Decoupled: requests (and their senders) are the model's past execute().
   bool decoupled = false;
+  // max_batch_size > 0: a batch's size is the sum of its requests' batch
+  // sizes (batch_size_of), else its request count.
+  bool batching = false;
   // The final responses of the batches run since they were last sent (one
   // batch at a time: the core's thread or the worker runs them), sent once
   // the GIL is let go.
@@ -209,7 +212,8 @@ TRITONSERVER_Error* instance_initialize_with_gil(TRITONBACKEND_ModelInstance* in
     RunnerFacts facts = runner_facts(runner);
     auto* state = new InstanceState{
         runner, model_name, facts.device_inputs, facts.zero_copy_inputs,
-        facts.request_type, nb::str(model_name), facts.execute, facts.decoupled};
+        facts.request_type, nb::str(model_name), facts.execute, facts.decoupled,
+        facts.batching};
     TRITONSERVER_Error* err =
         api.TRITONBACKEND_ModelInstanceSetState(instance, state);
     if (err != nullptr) {
@@ -257,9 +261,37 @@ TRITONSERVER_Error* instance_finalize_with_gil(TRITONBACKEND_ModelInstance* inst
   });
 }
 
+// The batch size the statistics count, as the stub counts it: for a
+// batching model the first dimension of each request's first input (a
+// request without one counts none), else one per request.
+uint64_t batch_size_of(const InstanceState& state,
+                       TRITONBACKEND_Request** requests, uint32_t count) noexcept {
+  if (!state.batching) return count;
+  const TritonApi& api = triton();
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    TRITONBACKEND_Input* input = nullptr;
+    const int64_t* shape = nullptr;
+    uint32_t dims = 0;
+    TRITONSERVER_Error* err = api.TRITONBACKEND_RequestInputByIndex(requests[i], 0, &input);
+    if (err == nullptr) {
+      err = api.TRITONBACKEND_InputProperties(input, nullptr, nullptr, &shape,
+                                              &dims, nullptr, nullptr);
+    }
+    if (err != nullptr) {
+      api.ErrorDelete(err);
+    } else if (dims > 0 && shape[0] > 0) {
+      total += static_cast<uint64_t>(shape[0]);
+    }
+  }
+  return total;
+}
+
 void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
                TRITONBACKEND_Request** requests, uint32_t count) noexcept {
   const TritonApi& api = triton();
+  // Read before the model has the requests (it may release them).
+  const uint64_t batch_size = batch_size_of(*state, requests, count);
   const uint64_t start = now_ns();
   // From here on the requests are ours: each BackendRequest releases its
   // own (and answers it if nothing did). `handles` are our references to
@@ -319,10 +351,13 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
         instance, request->raw(), request->succeeded(), start, start, end, end);
     if (report != nullptr) api.ErrorDelete(report);
     // A request a non-decoupled model keeps (not for input views of its
-    // memory) is released now: kept, it would hold up the model's unload.
-    // A rescheduled request goes back to the core now, kept or not.
-    if (request->rescheduled() ||
-        (kept && !state->decoupled && !state->zero_copy_inputs)) {
+    // memory) is released now if answered: kept, it would hold up the
+    // model's unload; one left unanswered stays open, for the model to
+    // answer later (as a decoupled model's). A rescheduled request goes back
+    // to the core now, kept or not.
+    if (request->rescheduled() || (kept && !state->decoupled &&
+                                   !state->zero_copy_inputs &&
+                                   request->final_sent())) {
       try {
         request->release_after_execute();
       } catch (...) {  // answered already; released in any case
@@ -330,7 +365,7 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
     }
   }
   TRITONSERVER_Error* report =
-      api.TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, count,
+      api.TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, batch_size,
                                                            start, start, end, end);
   if (report != nullptr) api.ErrorDelete(report);
 }  // `handles` go, and with them the requests only they held

@@ -154,6 +154,9 @@ def _response_of(response: Any) -> pb_utils.InferenceResponse:
         array: Any
         if tensor.data_type == DataType.BYTES:
             array = np.asarray(tensor.to_bytes_array(), dtype=np.object_).reshape(tensor.shape)
+        elif tensor.data_type == DataType.BF16 and tensor.memory_type != MemoryType.GPU:  # NumPy has no BF16
+            outputs.append(pb_utils._bf16_tensor(name, tensor))
+            continue
         elif tensor.memory_type == MemoryType.GPU:
             array = DeviceArray.of_dlpack(tensor, f"output '{name}'")
         else:
@@ -170,14 +173,63 @@ def _writable_view(tensor: Any) -> Any:
     dtype = _NUMPY_TYPES.get(tensor.data_type)
     buffer = tensor.memory_buffer
     if dtype is None or buffer.size == 0:
-        return np.from_dlpack(tensor)  # (BF16: NumPy has no such type, and says so)
+        return np.from_dlpack(tensor)
     memory = (ctypes.c_char * buffer.size).from_address(buffer.data_ptr)
     memory.owner = buffer.owner  # keeps the response's buffer alive as long as the array
     return np.frombuffer(memory, dtype).reshape(tensor.shape)
 
 
+def _input_of(tensor: pb_utils.Tensor) -> Any:
+    """What the request takes of a BLS input: the data of a GPU tensor, a
+    BF16 tensor itself (its DLPack export: NumPy has no BF16), else the
+    array."""
+    if not tensor.is_cpu():
+        return tensor._array
+    if tensor.triton_dtype() == DataType.BF16:
+        return tensor
+    return tensor.as_numpy()
+
+
+class ResponseIterator:
+    """The responses of a decoupled BLS request (the request is sent
+    already), as the stub's iterator gives them: once its final response
+    came, a new iteration (`for`, `iter()`) gives them all again from the
+    first; one left midway resumes where it was."""
+
+    def __init__(self, responses: Optional[Iterator[Any]], seen: Optional[list[pb_utils.InferenceResponse]] = None
+                 ) -> None:
+        """`responses`: the server's, to come; None: finished, with `seen`."""
+        self._responses = responses
+        self._seen = seen or []
+        self._index = 0  # the next of `_seen` to give, once finished
+
+    def __iter__(self) -> "ResponseIterator":
+        if self._responses is None and self._index >= len(self._seen):
+            self._index = 0
+        return self
+
+    def __next__(self) -> pb_utils.InferenceResponse:
+        if self._responses is not None:
+            try:
+                received = next(self._responses)
+            except StopIteration:  # (the final response was given already)
+                self._responses = None
+                self._index = len(self._seen)
+                raise
+            response = _response_of(received)
+            self._seen.append(response)
+            if received.final:
+                self._responses = None
+                self._index = len(self._seen)
+            return response
+        if self._index >= len(self._seen):
+            raise StopIteration
+        self._index += 1
+        return self._seen[self._index - 1]
+
+
 def execute(request: pb_utils.InferenceRequest,
-            decoupled: bool) -> Union[pb_utils.InferenceResponse, Iterator[pb_utils.InferenceResponse]]:
+            decoupled: bool) -> Union[pb_utils.InferenceResponse, "ResponseIterator"]:
     """The response (or, `decoupled`, an iterator of the responses) of
     `request` run on its model; a refused request gives a response with its
     error, as with the stub."""
@@ -203,12 +255,12 @@ def execute(request: pb_utils.InferenceRequest,
             return _refusal(name, f"Model {name} is using the decoupled. The current BLS request call doesn't support "
                                   "models using the decoupled transaction policy. Please use 'decoupled=True' argument "
                                   "to the 'exec' or 'async_exec' calls for decoupled models.'")
-        inputs: dict[str, Any] = {t.name(): t._array if not t.is_cpu() else t.as_numpy() for t in request._inputs}
+        inputs: dict[str, Any] = {t.name(): _input_of(t) for t in request._inputs}
         sent = model.create_request(inputs=inputs, **kwargs)
         sent._from_model_code = True  # a stop past its exit timeout cancels it
         responses = model.infer(sent, raise_on_error=False)
         if decoupled:
-            return (_response_of(r) for r in responses)
+            return ResponseIterator(responses)
         (result,) = [_response_of(r) for r in responses]  # a model that is not decoupled answers once
         return result
     except _errors.TritonError as e:
@@ -218,7 +270,7 @@ def execute(request: pb_utils.InferenceRequest,
             ready = False
         failed = _refusal(name, str(e) if ready else
                           f"Failed for execute the inference request. Model '{name}' is not ready.")
-        return iter([failed]) if decoupled else failed
+        return ResponseIterator(None, [failed]) if decoupled else failed
 
 
 def _refusal(model_name: str, why: str) -> pb_utils.InferenceResponse:

@@ -156,6 +156,9 @@ class Instance:
                     f"({why}); run python models with the stub: Options(python_models=\"stub\"), in an "
                     "environment with numpy<2 and a Python the core has a stub for", pb_utils.TritonError.UNSUPPORTED)
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
+        # A batching model's batch statistics count the batch size (the
+        # first dimension of each request's first input), as the stub's do.
+        self.batching = int(config.get("max_batch_size", 0)) > 0
         # Inputs in GPU memory reach the model there only when the config
         # says so, as with the stub; by default they are copied to the host.
         self.device_inputs = _parameter(config, "FORCE_CPU_ONLY_INPUT_TENSORS", "yes") == "no"
@@ -280,12 +283,12 @@ class Instance:
             self._fail_batch(natives, _describe(e), code)
             return
         if result is None:
-            # Accepted, as the stub accepts it; a request answered neither
-            # way would wait forever there: here it gets an error.
+            # Accepted, as the stub accepts it: the model may answer later
+            # through the request's sender. A request the model lets go of
+            # unanswered would wait forever there: here it gets an error.
             if not self.decoupled:
                 for native in natives:
-                    if not native.final_sent and not native.rescheduled:
-                        native.fail_if_unanswered(_INTERNAL, _UNANSWERED.format(self.name, "returned None"))
+                    native.answer_when_dropped(_UNANSWERED.format(self.name, "returned None"))
             return
         wrong = _wrong_return(result, self.decoupled, self.instance_name, len(natives))
         if wrong is not None:
@@ -312,9 +315,9 @@ class Instance:
             return
         for index in left:
             native, response = natives[index], result[index]
-            if response is None:  # (the stub leaves such a request waiting)
-                native.fail_if_unanswered(_INTERNAL, _UNANSWERED.format(self.name, "returned None in its list for "
-                                                                        "this request"))
+            if response is None:  # answered later, or an error once let go of
+                native.answer_when_dropped(_UNANSWERED.format(self.name, "returned None in its list for this "
+                                                              "request"))
                 continue
             try:
                 pb_utils._send(native, response, _FINAL)
@@ -351,9 +354,9 @@ class Instance:
 
 
 _UNANSWERED = ("model '{}': execute() {}, and this request got no final response through its response "
-               "sender (the python backend's stub leaves such a request unanswered): return a list of one "
-               "InferenceResponse per request, or send each request's response with the flag "
-               "TRITONSERVER_RESPONSE_COMPLETE_FINAL")
+               "sender before the model let go of both (the python backend's stub leaves such a request "
+               "unanswered): return a list of one InferenceResponse per request, or send each request's response "
+               "with the flag TRITONSERVER_RESPONSE_COMPLETE_FINAL")
 
 
 def _wrong_return(result: Any, decoupled: bool, instance: str, requests: int) -> Optional[str]:
@@ -374,13 +377,16 @@ def _wrong_return(result: Any, decoupled: bool, instance: str, requests: int) ->
     return None
 
 
+# The config's data type names: TRITONSERVER_DataType numbers.
+_CONFIG_TYPES = {"TYPE_" + ("STRING" if t == DataType.BYTES else t.name): int(t) for t in DataType
+                 if t != DataType.INVALID}
+
+
 def _declared_types(outputs: list[dict[str, Any]]) -> dict[str, int]:
-    """{name: TRITONSERVER_DataType number} of the config's `outputs` whose
-    data_type has a NumPy type (BF16 has none)."""
+    """{name: TRITONSERVER_DataType number} of the config's `outputs`."""
     declared = {}
     for output in outputs:
-        numpy_type = pb_utils.triton_string_to_numpy(output.get("data_type", ""))
-        number = None if numpy_type is None else pb_utils._triton_type(numpy_type)
+        number = _CONFIG_TYPES.get(output.get("data_type", ""))
         if number is not None:
             declared[output["name"]] = number
     return declared

@@ -11,6 +11,7 @@ pb_utils`` in model.py finds it.
 
 from __future__ import annotations
 
+import ctypes
 import enum
 import json
 import logging
@@ -25,7 +26,9 @@ from .. import _native
 from .._api import _errors
 from ._device_array import DeviceArray, input_on_device, is_on_device
 from .._api._datautils import numpy_types
-from .._api._enums import DataType
+from .._api._enums import DataType, MemoryType
+from .._api._memorybuffer import MemoryBuffer
+from .._api._tensor import Tensor as _ApiTensor
 
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
@@ -290,6 +293,9 @@ class Tensor:
                 f"Tensor '{self._name}' is in GPU memory (device {array.device_id}), which as_numpy() cannot "
                 "read: take it with to_dlpack() (e.g. torch.utils.dlpack.from_dlpack(tensor.to_dlpack())), or "
                 "let inputs be copied to the host (leave out FORCE_CPU_ONLY_INPUT_TENSORS \"no\")")
+        if self._triton_dtype == _BF16:  # held as its 16-bit words (uint16)
+            raise TritonModelException("Tensor dtype is BF16 and cannot be converted to NumPy. Use to_dlpack() and "
+                                       "from_dlpack() instead.")
         return array
 
     def triton_dtype(self) -> int:
@@ -317,6 +323,10 @@ class Tensor:
         consumer cannot take as read-only (a legacy capsule) is exported as a
         copy, so that no consumer writes into the request's memory."""
         array = self._array
+        if self._triton_dtype == _BF16 and not isinstance(array, DeviceArray):  # NumPy exports no BF16
+            return _ApiTensor(DataType.BF16, list(array.shape),
+                              MemoryBuffer(array.ctypes.data, MemoryType.CPU, 0, array.nbytes, array)
+                              ).__dlpack__(**kwargs)
         try:
             return array.__dlpack__(**kwargs)
         except BufferError:
@@ -342,14 +352,31 @@ class Tensor:
                 return Tensor(name, DeviceArray.of_dlpack(capsule, f"Tensor '{name}'"))
             except ValueError as e:
                 raise TritonModelException(str(e)) from None
-        if hasattr(capsule, "__dlpack__"):
-            array = np.from_dlpack(capsule)
-        else:
-            array = np.from_dlpack(_CapsuleHolder(capsule))
+        producer = capsule if hasattr(capsule, "__dlpack__") else _CapsuleHolder(capsule)
+        try:
+            array = np.from_dlpack(producer)
+        except RuntimeError:  # a type NumPy lacks (it leaves the capsule unused): BF16 is taken
+            imported = _ApiTensor.from_dlpack(producer)
+            if imported.data_type != DataType.BF16:
+                raise
+            return _bf16_tensor(name, imported)
         return Tensor(name, array)
 
     def __repr__(self) -> str:
         return f"Tensor({self._name!r}, dtype={self._triton_dtype}, shape={self.shape()})"
+
+
+def _bf16_tensor(name: str, tensor: _ApiTensor) -> Tensor:
+    """A Tensor of a BF16 tensor in host memory, which NumPy has no type
+    for: a copy of its 16-bit words (uint16), exported again through
+    DLPack as BF16 and sent as BF16."""
+    buffer = tensor.memory_buffer
+    words = np.zeros(buffer.size // 2, np.uint16)
+    if buffer.size:
+        ctypes.memmove(words.ctypes.data, buffer.data_ptr, buffer.size)
+    result = object.__new__(Tensor)
+    result._name, result._array, result._triton_dtype = name, words.reshape(tensor.shape), _BF16
+    return result
 
 
 class _CapsuleHolder:
@@ -406,10 +433,11 @@ def _input_value(name: str, found: tuple[int, tuple[int, ...], Union[Array, tupl
             return deserialize_bytes_tensor(data).reshape(shape)
         except (TritonModelException, ValueError) as e:
             raise TritonError(f"input '{name}': {e}", TritonError.INVALID_ARG) from None
-    kind = "BF16" if datatype == _BF16 else f"of data type {datatype}"
+    if datatype == _BF16:  # its 16-bit words (NumPy has no BF16): Tensor.to_dlpack() gives it as BF16
+        return data.view(np.uint16).reshape(shape)
     raise TritonModelException(
-        f"input '{name}' is {kind}, which NumPy has no type for: in-process models take it "
-        "only through the stub's DLPack path; run the model with Options(python_models=\"stub\")")
+        f"input '{name}' is of data type {datatype}, which NumPy has no type for: in-process models do not take "
+        "it; run the model with Options(python_models=\"stub\")")
 
 
 class ResponseSender:
@@ -505,6 +533,9 @@ def _text(value: Any, what: str) -> str:
     raise TypeError(f"{what} must be a str (or UTF-8 bytes), not {type(value).__name__}")
 
 
+_REQUIRED: Any = object()  # an argument InferenceRequest() requires, not given
+
+
 class InferenceRequest:
     """A request given to execute(); also, built by a model with
     ``model_name=``, a request to another model (``exec()``)."""
@@ -516,21 +547,30 @@ class InferenceRequest:
                  "_model_version", "_flags", "_timeout", "_parameters", "_sender")
 
     def __init__(self, request_id: str = "", correlation_id: Union[int, str] = 0,
-                 inputs: Optional[list[Tensor]] = None, requested_output_names: Optional[list[str]] = None,
-                 model_name: str = "", model_version: int = -1, flags: int = 0, timeout: int = 0,
+                 inputs: list[Tensor] = _REQUIRED,
+                 requested_output_names: list[str] = _REQUIRED,
+                 model_name: str = _REQUIRED, model_version: int = -1, flags: int = 0, timeout: int = 0,
                  preferred_memory: Optional[PreferredMemory] = None, trace: Optional[InferenceTrace] = None,
                  parameters: Any = None) -> None:
         """Checked as the stub checks its arguments (its words, where it
-        has its own): str arguments may be given as UTF-8 bytes, the
+        has its own): `inputs`, `requested_output_names` and `model_name`
+        are required and not None (else TypeError, as the stub's signature
+        raises it), str arguments may be given as UTF-8 bytes, the
         correlation id is an int or a str, no requested output name is
         empty, `parameters` a dict of str keys and bool, int or str values
         (or its JSON text), `trace` a request's trace()."""
+        for argument, value in (("inputs", inputs), ("requested_output_names", requested_output_names),
+                                ("model_name", model_name)):
+            if value is _REQUIRED or value is None:
+                raise TypeError(f"InferenceRequest.__init__(): incompatible constructor arguments: {argument} "
+                                f"{'is required' if value is _REQUIRED else 'cannot be None'} (a BLS request "
+                                "takes model_name, inputs and requested_output_names, as the stub's does)")
         self._native: Optional[_native.BackendRequest] = None
         request_id = _text(request_id, "InferenceRequest: request_id")
         model_name = _text(model_name, "InferenceRequest: model_name")
         if not isinstance(correlation_id, (int, str)):
             raise TritonModelException("Correlation ID must be integer or string")
-        requested = [_text(n, "InferenceRequest: a requested output name") for n in requested_output_names or ()]
+        requested = [_text(n, "InferenceRequest: a requested output name") for n in requested_output_names]
         if "" in requested:
             raise TritonModelException(f"Requested output name for request with id '{request_id}' and model name "
                                        f"'{model_name}' should not be empty.")
@@ -542,7 +582,7 @@ class InferenceRequest:
                             f"{type(preferred_memory).__name__}")
         self._request_id = request_id
         self._correlation_id = correlation_id
-        self._inputs = list(inputs or [])
+        self._inputs = list(inputs)
         self._requested = requested
         self._model_name = model_name
         self._model_version = model_version
@@ -649,7 +689,9 @@ class InferenceRequest:
         def run() -> Any:
             _bls.enter(*context)
             result = self.exec(decoupled)
-            return iter(list(result)) if decoupled else result
+            if decoupled:
+                list(result)  # all received here; iterating it gives them from the first
+            return result
 
         return await asyncio.get_running_loop().run_in_executor(None, run)
 
