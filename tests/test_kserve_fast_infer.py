@@ -354,15 +354,15 @@ BAD = [
     ("unknown-model", "no_such_model", _request(_header(_fp32()), FOUR), 404),
     # JSON that json.loads (the general path's reader) and the fast path's
     # reader take differently: the fast path leaves it to the general one.
-    # A key twice: json.loads keeps the last value.
+    # A key twice: the general path keeps the first value, as the binary.
     ("key-twice-the-last-wrong", "identity_fp32",
      _request(_header(_fp32()).replace(b'"binary_data_size": 16', b'"binary_data_size": 16, "binary_data_size": 12'),
-              FOUR), 400),
-    ("key-twice-the-last-right", "identity_fp32",
-     _request(_header(_fp32()).replace(b'"binary_data_size": 16', b'"binary_data_size": 12, "binary_data_size": 16'),
               FOUR), 200),
+    ("key-twice-the-first-wrong", "identity_fp32",
+     _request(_header(_fp32()).replace(b'"binary_data_size": 16', b'"binary_data_size": 12, "binary_data_size": 16'),
+              FOUR), 400),
     ("inputs-twice", "identity_fp32",
-     _request(_header(_fp32()).replace(b'{"inputs": ', b'{"inputs": [], "inputs": '), FOUR), 200),
+     _request(_header(_fp32()).replace(b'{"inputs": ', b'{"inputs": [], "inputs": '), FOUR), 400),
     # Nesting deeper than the fast path reads, in a field nobody reads: the
     # general path's json.loads answers (past its recursion limit 400, on
     # Pythons whose json has one at this depth).
