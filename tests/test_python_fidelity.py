@@ -10,7 +10,7 @@ import numpy
 import pytest
 
 import tritonserver
-from common import MODELS, ROOT, as_numpy, call_with_deadline, make_options, single
+from common import MODELS, ROOT, as_numpy, call_with_deadline, make_options, single, wait_for
 
 pytestmark = pytest.mark.python_stub
 
@@ -322,8 +322,14 @@ def test_batch_statistics_count_the_batch_size_as_the_stubs(servers):
             server.load(name, {"config": json.dumps(config), "file:1/model.py": BATCHING.encode()})
             for rows in (2, 3):  # one at a time: one execution each
                 outcome(server, name, {"INPUT0": numpy.ones((rows, 4), numpy.float32)})
-            stats = server.model(name).statistics()
-            stats = stats["model_stats"][0] if "model_stats" in stats else stats
+
+            def statistics():
+                stats = server.model(name).statistics()
+                return stats["model_stats"][0] if "model_stats" in stats else stats
+
+            # The stub reports an execution's statistics after its responses.
+            assert wait_for(lambda: statistics()["execution_count"] == 2, 30), statistics()
+            stats = statistics()
             seen[(mode, name)] = (stats["inference_count"], stats["execution_count"],
                                   sorted((b["batch_size"], b["compute_infer"]["count"]) for b in stats["batch_stats"]))
     for name in ("batching", "not_batching"):
