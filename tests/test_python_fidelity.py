@@ -317,8 +317,8 @@ def test_batch_statistics_count_the_batch_size_as_the_stubs(servers):
         for name, max_batch_size in (("batching", 8), ("not_batching", 0)):
             config = {"name": name, "backend": "python", "max_batch_size": max_batch_size,
                       "dynamic_batching": {},
-                      "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
-                      "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}
+                      "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1] * (2 - bool(max_batch_size))}],
+                      "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1] * (2 - bool(max_batch_size))}]}
             server.load(name, {"config": json.dumps(config), "file:1/model.py": BATCHING.encode()})
             for rows in (2, 3):  # one at a time: one execution each
                 outcome(server, name, {"INPUT0": numpy.ones((rows, 4), numpy.float32)})
@@ -335,6 +335,7 @@ def test_batch_statistics_count_the_batch_size_as_the_stubs(servers):
     for name in ("batching", "not_batching"):
         assert seen[("in-process", name)] == seen[("stub", name)], name
     assert seen[("stub", "batching")] == (5, 2, [(2, 1), (3, 1)])
+    assert seen[("stub", "not_batching")] == (2, 2, [(1, 2)])
 
 
 BF16_MODEL = '''
