@@ -315,10 +315,11 @@ def test_batch_statistics_count_the_batch_size_as_the_stubs(servers):
     seen = {}
     for mode, server in servers.items():
         for name, max_batch_size in (("batching", 8), ("not_batching", 0)):
+            dims = [-1] if max_batch_size else [-1, -1]  # requests of shape [rows, 4]
             config = {"name": name, "backend": "python", "max_batch_size": max_batch_size,
                       "dynamic_batching": {},
-                      "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1] * (2 - bool(max_batch_size))}],
-                      "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1] * (2 - bool(max_batch_size))}]}
+                      "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": dims}],
+                      "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": dims}]}
             server.load(name, {"config": json.dumps(config), "file:1/model.py": BATCHING.encode()})
             for rows in (2, 3):  # one at a time: one execution each
                 outcome(server, name, {"INPUT0": numpy.ones((rows, 4), numpy.float32)})
