@@ -547,6 +547,27 @@ def test_an_unload_answers_the_requests_a_model_keeps_open(backend_directory, tm
 
 
 @pytest.mark.parametrize("decoupled", [False, True])
+def test_a_stop_answers_the_requests_a_model_keeps_open(backend_directory, tmp_path, monkeypatch, decoupled):
+    """A server's stop unloads its models likewise: past exit_timeout the
+    kept request gets the unload's error (the core's stop would wait for it
+    past its own timeout, leaving the server to the process's end)."""
+    name = f"kept_at_stop_{decoupled}".lower()
+    server, gate = _kept_open_server(backend_directory, tmp_path, monkeypatch, name, decoupled)
+    try:
+        model = server.load(name)
+        responses = model.infer(inputs={"INPUT0": fp32(2), "INPUT1": fp32(2)}, raise_on_error=False)
+        assert gate.executed[2].wait(30)
+        # The request outlived exit_timeout: stop() says so, as for any
+        # request, and the stop ends in the background.
+        with refused(tritonserver.InternalError, match="Exit timeout expired"):
+            call_with_deadline(server.stop, 30)
+        _assert_failed_by_the_unload(name, call_with_deadline(lambda: list(responses), 30), decoupled)
+    finally:
+        gate.release()
+        server.stop()
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
 def test_a_kept_request_answered_during_the_unloads_drain_keeps_its_answer(backend_directory, tmp_path, monkeypatch,
                                                                            decoupled):
     """The unload waits for the kept requests (its drain, up to
