@@ -414,13 +414,11 @@ void BackendRequest::list_if_open(TRITONSERVER_Server* server, bool kept) noexce
 }
 
 void BackendRequest::fail_open(int code, const std::string& message) {
-  if (claim_final(*state_)) {
-    if (auto sender = sender_.lock()) {
-      sender->send_error(code, message);
-    } else if (request_ != nullptr) {
-      send(Outputs(), ErrorSpec({code, message}),
-           TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
-    }
+  if (auto sender = sender_.lock()) {
+    sender->fail_open(code, message);
+  } else if (request_ != nullptr && claim_final(*state_)) {
+    send(Outputs(), ErrorSpec({code, message}),
+         TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
   }
   if (!zero_copy_inputs_ && !rescheduled() && final_sent()) release_after_execute();
 }
