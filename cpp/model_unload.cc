@@ -1,5 +1,6 @@
 #include "model_unload.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -21,6 +22,23 @@ void let_backend_threads_finish() noexcept {
   }
 }
 
+namespace {
+
+std::atomic<OpenRequestsRelease> g_open_requests_release{nullptr};
+
+}  // namespace
+
+void set_open_requests_release(OpenRequestsRelease release) noexcept {
+  g_open_requests_release.store(release);
+}
+
+void release_open_requests(TRITONSERVER_Server* server,
+                           const char* model) noexcept {
+  if (OpenRequestsRelease release = g_open_requests_release.load()) {
+    release(server, model);
+  }
+}
+
 struct BackgroundUnload : BackgroundOutcome {
   BackgroundUnload(std::shared_ptr<ServerHandle> h,
                    std::shared_ptr<InflightRequests> inflight,
@@ -32,10 +50,14 @@ struct BackgroundUnload : BackgroundOutcome {
 
   // The thread's body. Never throws (it is a thread entry point).
   void run() noexcept {
-    // Past the timeout the unload goes on: the core unloads the model when
+    // Past the timeout the unload goes on: the requests the model keeps
+    // open without answering are answered with an error (else the core
+    // would wait for them for good), and the core unloads the model when
     // its last requests end.
+    bool drained = true;
     try {
-      if (drain->wait(drain_timeout_s)) let_backend_threads_finish();
+      drained = drain->wait(drain_timeout_s);
+      if (drained) let_backend_threads_finish();
     } catch (...) {
     }
     bool unload_failed = false;
@@ -47,6 +69,7 @@ struct BackgroundUnload : BackgroundOutcome {
       ServerHandle::Use use(*handle);
       const TritonApi& api = triton();
       const char* name = drain->model().c_str();
+      if (!drained) release_open_requests(use.get(), name);
       check(unload_dependents ? api.ServerUnloadModelAndDependents(use.get(), name)
                               : api.ServerUnloadModel(use.get(), name));
     } catch (const TritonException& e) {

@@ -19,10 +19,23 @@ namespace tsb {
 // InflightRequests::begin_drain()). Never throws.
 void let_backend_threads_finish() noexcept;
 
+// Answers and releases the requests that the models of `server` keep
+// open without answering (`model`; null: every model), once a drain ran
+// out of time: the in-process python backend's
+// (fail_open_python_requests), handed over by module.cc; nothing before.
+// Called without the GIL; never throws.
+using OpenRequestsRelease = void (*)(TRITONSERVER_Server* server,
+                                     const char* model) noexcept;
+void set_open_requests_release(OpenRequestsRelease release) noexcept;
+void release_open_requests(TRITONSERVER_Server* server,
+                           const char* model) noexcept;
+
 struct BackgroundUnload;
 
 // An unload begun: the model's requests in flight waited for (at most the
-// exit timeout; past it the unload goes on, as the core does it), then
+// exit timeout; past it the requests its model keeps open are answered
+// with an error and released, release_open_requests, and the unload goes
+// on, as the core does it), then
 // TRITONSERVER_ServerUnloadModel(AndDependents), on a thread of its own.
 // Until that call has returned the model is drained (ModelDrain: new
 // requests refused, readiness false, "UNLOADING" in the index); from then

@@ -428,6 +428,7 @@ NB_MODULE(_native, m) {
 
   // --- python models in-process (python_backend/) -------------------------
   bind_python_backend(m, live_requests);
+  set_open_requests_release(&fail_open_python_requests);
   m.def("claim_state_maker_start", &claim_state_maker_start,
         "True once per needed start of the state maker thread (see run_state_maker).");
   m.def("run_state_maker", &run_state_maker,

@@ -67,6 +67,9 @@ struct BackgroundStop : BackgroundOutcome {
       // running, into the process's exit (a heap corruption, seen at
       // interpreter exit). The user's requests go on to their end.
       inflight->cancel_model_code_requests();
+      // The requests models keep open without answering are answered with
+      // an error: the core's stop would wait for them past its own timeout.
+      release_open_requests(server, nullptr);
     }
     TRITONSERVER_Error* err = api.ServerStop(server);
     const bool stop_failed = err != nullptr;

@@ -452,6 +452,151 @@ def test_a_request_left_open_after_execute_is_answered_later_or_failed_when_let_
         server.stop()
 
 
+KEPT_OPEN_SOURCE = """
+import sys
+import threading
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def initialize(self, args):
+        self.gate = sys.modules[{gate!r}]  # the test's events, in this process
+        self.kept = []  # the senders, kept in the model's state
+    def execute(self, requests):
+        for request in requests:
+            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            sender = request.get_response_sender()
+            if {decoupled!r}:  # a first response, not the last
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a), pb_utils.Tensor("OUTPUT1", a)]))
+            self.kept.append(sender)
+            threading.Thread(target=self.answer, args=(sender, a), daemon=True).start()
+            self.gate.executed[int(a[0])].set()
+        return None
+    def answer(self, sender, a):
+        value = int(a[0])
+        try:
+            if self.gate.answer[value].wait(60):
+                response = pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a * 2), pb_utils.Tensor("OUTPUT1", a)])
+                sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        except Exception as e:
+            self.gate.refusals[value] = str(e)
+        finally:
+            self.gate.done[value].set()
+"""
+
+
+class _Gate:
+    """The events of a KEPT_OPEN_SOURCE model's requests (by their INPUT0
+    value, 1 or 2), shared with its test (the model finds the gate in
+    sys.modules: it runs in this process): executed, told to answer, and
+    done answering (the refusal of its answer, if any, in `refusals`)."""
+
+    def __init__(self) -> None:
+        self.executed, self.answer, self.done = ({v: threading.Event() for v in (1, 2)} for _ in range(3))
+        self.refusals: dict[int, str] = {}
+
+    def release(self) -> None:
+        for event in self.answer.values():
+            event.set()
+
+
+_CLOSED = "Unable to send response. Response sender has been closed."
+
+
+def _kept_open_server(backend_directory, tmp_path, monkeypatch, name: str, decoupled: bool):
+    gate = _Gate()
+    monkeypatch.setitem(sys.modules, f"tests_gate_{name}", gate)
+    repo = python_model_repository(tmp_path, name, KEPT_OPEN_SOURCE.format(gate=f"tests_gate_{name}",
+                                                                           decoupled=decoupled), decoupled)
+    server = tritonserver.Server(make_options(backend_directory, server_id=f"inproc-{name}",
+                                              python_models="in-process", model_repository=str(repo),
+                                              log_error=False, exit_timeout=2))
+    server.start(wait_until_ready=True, timeout=60)
+    return server, gate
+
+
+def _assert_failed_by_the_unload(name: str, answers: list, decoupled: bool) -> None:
+    """A kept request's responses: the first one of a decoupled model, then
+    the unload's error."""
+    assert len(answers) == 1 + decoupled
+    if decoupled:
+        assert answers[0].error is None and as_numpy(answers[0].outputs["OUTPUT0"]).tolist() == [2.0]
+    error = answers[-1].error
+    assert isinstance(error, tritonserver.UnavailableError)
+    assert str(error).startswith(f"model '{name}' was unloaded before it sent this request's final response (")
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_an_unload_answers_the_requests_a_model_keeps_open(backend_directory, tmp_path, monkeypatch, decoupled):
+    """A model that keeps a request's sender in its state and never sends
+    the final flag does not hold up its unload (the stub's does, for good):
+    past exit_timeout the request gets an error naming the model and why,
+    and is released; the model's late answer is refused."""
+    name = f"kept_open_{decoupled}".lower()
+    server, gate = _kept_open_server(backend_directory, tmp_path, monkeypatch, name, decoupled)
+    try:
+        model = server.load(name)
+        responses = model.infer(inputs={"INPUT0": fp32(2), "INPUT1": fp32(2)}, raise_on_error=False)
+        assert gate.executed[2].wait(30)
+        call_with_deadline(lambda: server.unload(name, wait_until_unloaded=True), 30)
+        _assert_failed_by_the_unload(name, call_with_deadline(lambda: list(responses), 30), decoupled)
+        gate.answer[2].set()  # too late: the sender's answer is refused
+        assert gate.done[2].wait(30)
+        assert gate.refusals == {2: _CLOSED}
+    finally:
+        gate.release()
+        server.stop()
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_a_stop_answers_the_requests_a_model_keeps_open(backend_directory, tmp_path, monkeypatch, decoupled):
+    """A server's stop unloads its models likewise: past exit_timeout the
+    kept request gets the unload's error (the core's stop would wait for it
+    past its own timeout, leaving the server to the process's end)."""
+    name = f"kept_at_stop_{decoupled}".lower()
+    server, gate = _kept_open_server(backend_directory, tmp_path, monkeypatch, name, decoupled)
+    try:
+        model = server.load(name)
+        responses = model.infer(inputs={"INPUT0": fp32(2), "INPUT1": fp32(2)}, raise_on_error=False)
+        assert gate.executed[2].wait(30)
+        # The request outlived exit_timeout: stop() says so, as for any
+        # request, and the stop ends in the background.
+        with refused(tritonserver.InternalError, match="Exit timeout expired"):
+            call_with_deadline(server.stop, 30)
+        _assert_failed_by_the_unload(name, call_with_deadline(lambda: list(responses), 30), decoupled)
+    finally:
+        gate.release()
+        server.stop()
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_a_kept_request_answered_during_the_unloads_drain_keeps_its_answer(backend_directory, tmp_path, monkeypatch,
+                                                                           decoupled):
+    """The unload waits for the kept requests (its drain, up to
+    exit_timeout): the one the model answers meanwhile keeps its answer;
+    the one it still keeps past it gets the unload's error."""
+    name = f"kept_answered_{decoupled}".lower()
+    server, gate = _kept_open_server(backend_directory, tmp_path, monkeypatch, name, decoupled)
+    try:
+        model = server.load(name)
+        answered, left = (model.infer(inputs={"INPUT0": fp32(v), "INPUT1": fp32(v)}, raise_on_error=False)
+                          for v in (1, 2))
+        assert gate.executed[1].wait(30) and gate.executed[2].wait(30)
+        unloading = threading.Thread(target=server.unload, args=(name,), kwargs={"wait_until_unloaded": True},
+                                     daemon=True)
+        unloading.start()
+        call_with_deadline(lambda: [None for _ in iter(model.ready, False)], 30)  # the drain began
+        gate.answer[1].set()
+        answers = call_with_deadline(lambda: list(answered), 30)
+        assert [a.error for a in answers] == [None] * (1 + decoupled)
+        assert as_numpy(answers[-1].outputs["OUTPUT0"]).tolist() == [2.0]
+        unloading.join(30)
+        assert not unloading.is_alive(), "the unload waits for the request the model keeps"
+        _assert_failed_by_the_unload(name, call_with_deadline(lambda: list(left), 30), decoupled)
+        assert gate.done[1].wait(30) and 1 not in gate.refusals
+    finally:
+        gate.release()
+        server.stop()
+
+
 def test_async_execute_and_async_bls(backend_directory, tmp_path):
     source = (
         "import asyncio\n"

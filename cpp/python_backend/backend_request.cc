@@ -87,6 +87,7 @@ void BackendRequest::release_rescheduled(TRITONBACKEND_Request* request) noexcep
 
 BackendRequest::~BackendRequest() {
   const TritonApi& api = triton();
+  state_->request = nullptr;
   if (request_ == nullptr) return;  // released when execute() returned
   if (rescheduled()) {
     release_rescheduled(request_);
@@ -408,6 +409,20 @@ void BackendRequest::fail_if_unanswered(int code, const std::string& message) {
   }
 }
 
+void BackendRequest::list_if_open(TRITONSERVER_Server* server, bool kept) noexcept {
+  if (!rescheduled() && (kept || !final_sent())) list_open(*state_, server);
+}
+
+void BackendRequest::fail_open(int code, const std::string& message) {
+  if (auto sender = sender_.lock()) {
+    sender->fail_open(code, message);
+  } else if (request_ != nullptr && claim_final(*state_)) {
+    send(Outputs(), ErrorSpec({code, message}),
+         TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
+  }
+  if (!zero_copy_inputs_ && !rescheduled() && final_sent()) release_after_execute();
+}
+
 void BackendRequest::answer_when_dropped(std::string message) {
   state_->unanswered_message = std::move(message);
 }
@@ -429,8 +444,44 @@ std::shared_ptr<ResponseSender> BackendRequest::response_sender() {
   check(triton().TRITONBACKEND_ResponseFactoryNew(&factory, live()));
   auto sender = std::make_shared<ResponseSender>(factory, state_);
   sender_ = sender;
+  state_->sender = sender;
   sender_made_ = true;
   return sender;
+}
+
+void fail_open_requests(TRITONSERVER_Server* server, const char* model) noexcept {
+  try {
+    // Held first: an answer lets the GIL go, and the model's threads may
+    // let go of theirs (and so of the list's entries) meanwhile.
+    struct Held {
+      nb::object request;  // its Python object, or none
+      std::shared_ptr<ResponseSender> sender;
+      std::string message;
+    };
+    std::vector<Held> held;
+    for (ResponseState* state : open_requests(server, model)) {
+      held.push_back({state->request != nullptr ? nb::find(state->request) : nb::object(),
+                      state->sender.lock(),
+                      "model '" + state->model_name + "' was unloaded before it sent this "
+                      "request's final response (the model kept the request or its response "
+                      "sender past the unload's exit_timeout without sending the final flag "
+                      "TRITONSERVER_RESPONSE_COMPLETE_FINAL)"});
+    }
+    for (Held& open : held) {
+      try {
+        if (open.request.is_valid()) {
+          nb::inst_ptr<BackendRequest>(open.request)->fail_open(
+              TRITONSERVER_ERROR_UNAVAILABLE, open.message);
+        } else if (open.sender) {
+          open.sender->fail_open(TRITONSERVER_ERROR_UNAVAILABLE, open.message);
+        }
+      } catch (nb::python_error& e) {
+        e.discard_as_unraisable("tritonserver: answering a request left open at its model's unload");
+      } catch (...) {  // the core's refusal: nothing more to do for it
+      }
+    }
+  } catch (...) {  // no memory for the list: the unload waits, as before
+  }
 }
 
 void fail_natively(TRITONBACKEND_Request* request, TRITONSERVER_Error_Code code,

@@ -37,7 +37,9 @@ class BackendRequest {
                  std::shared_ptr<ResponseState> state, ResponseOutbox* outbox,
                  bool device_inputs = false, bool zero_copy_inputs = false)
       : request_(request), state_(std::move(state)), outbox_(outbox),
-        device_inputs_(device_inputs), zero_copy_inputs_(zero_copy_inputs) {}
+        device_inputs_(device_inputs), zero_copy_inputs_(zero_copy_inputs) {
+    state_->request = this;
+  }
   // Answers a request left without a final response (so that no client
   // waits forever), then releases it.
   ~BackendRequest();
@@ -95,6 +97,13 @@ class BackendRequest {
   // and gets an error response of `message` if both go without its final
   // response (ResponseState::unanswered_message).
   void answer_when_dropped(std::string message);
+  // Listed open for an unload (list_open) when execute() left it so: its
+  // final response not sent, or this object kept by the model.
+  void list_if_open(TRITONSERVER_Server* server, bool kept) noexcept;
+  // The runtime's error for a request its model left open past its unload
+  // (claim_final first), through its sender if made; then the request is
+  // released, unless inputs may be views of its memory (ZERO_COPY_INPUTS).
+  void fail_open(int code, const std::string& message);
   // The response factory of this request (one per request).
   std::shared_ptr<ResponseSender> response_sender();
   // After execute(): a sender the model made gives up its response
@@ -131,6 +140,13 @@ class BackendRequest {
   const bool device_inputs_;
   const bool zero_copy_inputs_;
 };
+
+// Answers each request of `model` of `server` (null: every model) that
+// its model left open (list_open) with an UNAVAILABLE error saying that the
+// model was unloaded before its final response, and releases it: what an
+// unload past its drain's time does, so that the core can finalize the
+// model's instances. Call with the GIL held; never throws.
+void fail_open_requests(TRITONSERVER_Server* server, const char* model) noexcept;
 
 // Answers `request` with an error response (`code`, `message`) and
 // releases it, without Python (no GIL needed).

@@ -68,6 +68,13 @@ void close_sends(ResponseState& state) {
   state.closed = true;
 }
 
+// The requests listed open (list_open), with the GIL held; never freed
+// (no C++ destructor runs after the interpreter's teardown).
+std::unordered_set<ResponseState*>& listed_open() {
+  static auto* listed = new std::unordered_set<ResponseState*>();
+  return *listed;
+}
+
 std::string no_bytes(const std::string& output) {
   return "output '" + output + "': its data has no bytes to send (an array "
          "of Python objects is valid only as BYTES)";
@@ -75,6 +82,40 @@ std::string no_bytes(const std::string& output) {
 
 
 }  // namespace
+
+ResponseState::~ResponseState() {
+  if (listed) listed_open().erase(this);
+}
+
+void list_open(ResponseState& state, TRITONSERVER_Server* server) noexcept {
+  if (state.listed) return;
+  try {
+    listed_open().insert(&state);
+  } catch (...) {  // no memory: not listed, an unload waits for it as before
+    return;
+  }
+  state.server = server;
+  state.listed = true;
+}
+
+std::vector<ResponseState*> open_requests(TRITONSERVER_Server* server,
+                                          const char* model) {
+  std::vector<ResponseState*> found;
+  for (ResponseState* state : listed_open()) {
+    if (state->server == server &&
+        (model == nullptr || state->model_name == model)) {
+      found.push_back(state);
+    }
+  }
+  return found;
+}
+
+bool claim_final(ResponseState& state) {
+  std::lock_guard<std::mutex> lock(state.sends_mutex);
+  if (state.closed || state.final_sent || state.rescheduled) return false;
+  state.closed = true;
+  return true;
+}
 
 void fill(TRITONBACKEND_Response* response, ResponseState& state,
           const Outputs& outputs, const nb::dict& parameters) {
@@ -322,6 +363,12 @@ void ResponseSender::send(const Outputs& outputs, const ErrorSpec& error,
 void ResponseSender::send_error(int code, const std::string& message) {
   close_sends(*state_);
   check_not_final(*state_);
+  send_response(Outputs(), ErrorSpec({code, message}),
+                TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
+}
+
+void ResponseSender::fail_open(int code, const std::string& message) {
+  if (!claim_final(*state_)) return;
   send_response(Outputs(), ErrorSpec({code, message}),
                 TRITONSERVER_RESPONSE_COMPLETE_FINAL, nb::dict());
 }

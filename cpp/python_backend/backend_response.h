@@ -23,6 +23,9 @@
 
 namespace tsb {
 
+class BackendRequest;
+class ResponseSender;
+
 // The outputs of one response, from Python. Each is read in place from
 // anything with the buffer protocol (a NumPy array; a copy is made of one
 // that is not C-contiguous), or, where pb_utils' `_output_spec(name,
@@ -111,7 +114,31 @@ struct ResponseState {
   // final response; empty: the words of whichever went last. Used with the
   // GIL held.
   std::string unanswered_message;
+  // Where the request is answered from: its object while it lives, its
+  // sender once made (set by them, with the GIL held).
+  BackendRequest* request = nullptr;
+  std::weak_ptr<ResponseSender> sender;
+  // Set by list_open: the server of the model, and whether the state is
+  // listed (it leaves the list when it goes).
+  TRITONSERVER_Server* server = nullptr;
+  bool listed = false;
+  ~ResponseState();
 };
+
+// The requests execute() left open (no final response yet, or their
+// object kept by the model), listed from execute()'s return until the
+// request's object and its sender are both gone, so that an unload can
+// answer and release them (fail_open_requests, backend_request.h). Both
+// with the GIL held. `model` null: every model of the server.
+void list_open(ResponseState& state, TRITONSERVER_Server* server) noexcept;
+std::vector<ResponseState*> open_requests(TRITONSERVER_Server* server,
+                                          const char* model);
+// Closes the request's sends for a final response of the runtime's own:
+// true when the caller is to send it, false when the request's final
+// response went out or is going out (the model's send, which closed the
+// sends before it let the GIL go), or it was rescheduled. Exactly one final
+// response: a model's send after this is refused (admit_send).
+bool claim_final(ResponseState& state);
 
 // Fills `response` with the parameters and outputs (deleting it on
 // failure).
@@ -168,6 +195,9 @@ class ResponseSender {
   // The runtime's send of an error for a request left unanswered: closes
   // the sender, without the model's checks.
   void send_error(int code, const std::string& message);
+  // The runtime's error for a request its model left open past its unload
+  // (claim_final first): sent unless the final response went out.
+  void fail_open(int code, const std::string& message);
   bool is_cancelled() const;
   // Once the request's final response is sent (by this sender, or by the
   // runtime with what execute() returned), deletes the factory: it holds

@@ -54,6 +54,8 @@ struct InstanceState {
   std::unique_ptr<InstanceWorker> worker;
   // The outputs' declared types, checked in every response.
   std::shared_ptr<DeclaredOutputs> declared_outputs;
+  // The model's server: the requests left open are listed under it.
+  TRITONSERVER_Server* server = nullptr;
 };
 
 void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
@@ -221,6 +223,7 @@ TRITONSERVER_Error* instance_initialize_with_gil(TRITONBACKEND_ModelInstance* in
       delete state;
       check(err);
     }
+    state->server = server;
     state->declared_outputs = std::make_shared<DeclaredOutputs>();
     state->declared_outputs->types = std::move(facts.declared_outputs);
     if (facts.hand_off) {
@@ -347,6 +350,9 @@ void run_batch(TRITONBACKEND_ModelInstance* instance, InstanceState* state,
     const bool kept = Py_REFCNT(handle.ptr()) != 1;
     if (kept) request->detach_outbox();
     request->release_sender_after_final();
+    // One left open (unanswered, or kept) is listed: an unload past its
+    // drain's time answers and releases it (fail_open_python_requests).
+    request->list_if_open(state->server, kept);
     TRITONSERVER_Error* report = api.TRITONBACKEND_ModelInstanceReportStatistics(
         instance, request->raw(), request->succeeded(), start, start, end, end);
     if (report != nullptr) api.ErrorDelete(report);
@@ -430,6 +436,17 @@ TRITONSERVER_Error* instance_finalize(TRITONBACKEND_ModelInstance* instance) {
   ThreadGil gil;
   return instance_finalize_with_gil(instance);
 }
+
+}  // namespace
+
+void fail_open_python_requests(TRITONSERVER_Server* server,
+                               const char* model) noexcept {
+  if (!python_usable()) return;
+  AnyThreadGil gil;
+  fail_open_requests(server, model);
+}
+
+namespace {
 
 const PythonBackendTable kTable = {
     kPythonBackendTableVersion, model_initialize, instance_initialize,

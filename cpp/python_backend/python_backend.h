@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "../triton_api.h"
 #include "table.h"
 
 namespace tsb {
@@ -23,5 +24,14 @@ namespace tsb {
 using LiveRequests = uint32_t (*)() noexcept;
 std::string attach_python_backend(const std::string& library,
                                   LiveRequests live_requests);
+
+// What a model's unload (or a server's stop) does once its drain ran out
+// of time (model_unload.h, where module.cc hands it over): each request
+// that the in-process python models of `model` (null: every model) of
+// `server` left open gets an error saying so and is released
+// (fail_open_requests, backend_request.h), so that the core can finalize
+// the instances. Called without the GIL, on any thread; never throws.
+void fail_open_python_requests(TRITONSERVER_Server* server,
+                               const char* model) noexcept;
 
 }  // namespace tsb
