@@ -31,7 +31,7 @@ CALLED = {
 }
 # The runner's plain attributes, read once per instance.
 RUNNER_FACTS = {"device_inputs", "zero_copy_inputs", "decoupled", "hand_off", "request_type",
-                "declared_outputs"}
+                "declared_outputs", "batching"}
 # Slot names by the bridge's field prefix -> the class that has them.
 SLOT_OWNERS = {"tensor": pb_utils.Tensor, "request": pb_utils.InferenceRequest,
                "response": pb_utils.InferenceResponse}
