@@ -1281,6 +1281,7 @@ def test_compression_refusals_on_the_native_transport(served, transport, monkeyp
             assert c.is_server_live()
 
 
+@pytest.mark.python_stub  # the binary serves add_sub on the stub (numpy<2)
 def test_compression_as_the_binary(served, transport, monkeypatch):
     """NVIDIA's binary at --grpc-infer-response-compression-level medium and
     the native transport at MED: the same answers to gzip and deflate

@@ -272,6 +272,7 @@ def _forwarded(served):
     return seen
 
 
+@pytest.mark.python_stub  # the binary runs the python model on the stub (numpy<2)
 def test_header_forward_patterns_in_re2_syntax_as_the_binary(backend_directory, tmp_path):
     """The binary compiles a forward pattern with RE2, after "(?i)" (header
     names are case-insensitive): a pattern's own inline flags, here a
